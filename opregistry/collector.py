@@ -1,0 +1,647 @@
+"""Collect TensorFlow's op registry and Python gradient registry as one JSON document.
+
+This module runs *inside* the TensorFlow environment being harvested, usually as
+``python collector.py --out FILE`` in a subprocess.  It must therefore keep to the
+standard library and TensorFlow, and stay valid on Python 3.7 and TF 1.13 onwards.
+Every TensorFlow-version-specific detail of opregistry lives in this file.
+"""
+from __future__ import print_function
+
+import ast
+import contextlib
+import datetime
+import hashlib
+import inspect
+import io
+import json
+import os
+import platform
+import re
+import sys
+import textwrap
+import traceback
+
+FORMAT = "opregistry-harvest"
+FORMAT_VERSION = 1
+
+# Distribution names that can provide the ``tensorflow`` package.
+_TF_DISTRIBUTIONS = (
+    "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
+    "tensorflow-macos", "tensorflow-aarch64", "intel-tensorflow",
+    "tf-nightly", "tf-nightly-cpu", "tf-nightly-gpu",
+)
+
+# Source text that marks a module as one that fills the gradient registry.
+_REGISTERS_GRADIENTS = re.compile(
+    r"RegisterGradient\(|NotDifferentiable\(|NoGradient\(|no_gradient\(")
+
+# Parts of the TF tree whose modules are tests, tools or examples: never imported.
+_SKIP_DIRS = {"kernel_tests", "tools", "examples", "include", "testing",
+              "test", "tests", "benchmarks", "integration_tests", "third_party"}
+_SKIP_FILE = re.compile(r"(_test|_benchmark|_test_util|test_util|_testlib)\.py$")
+
+
+class CollectorError(Exception):
+    """A fact the collector cannot establish; reported as one line by main()."""
+
+
+# --------------------------------------------------------------------------- release
+
+def _tf_version(tf):
+    version = getattr(tf, "__version__", None) or getattr(tf, "VERSION", None)
+    git = getattr(tf, "__git_version__", None) or getattr(tf, "GIT_VERSION", None)
+    if git is None and hasattr(tf, "version"):
+        git = getattr(tf.version, "GIT_VERSION", None)
+    if isinstance(git, bytes):
+        git = git.decode("utf-8", "replace")
+    if isinstance(git, str) and git[:2] in ("b'", 'b"'):  # 1.x stores repr(bytes)
+        git = git[2:-1]
+    return version, git
+
+
+def _read_metadata(dist_info):
+    fields = {}
+    try:
+        with io.open(os.path.join(dist_info, "METADATA"), encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except (IOError, OSError):
+        pass
+    return fields
+
+
+def _distribution(tf_package_dir, tf_version):
+    """Name and version of the installed distribution that provides ``tensorflow``."""
+    site_dir = os.path.dirname(tf_package_dir)
+    found = []
+    try:
+        entries = os.listdir(site_dir)
+    except OSError:
+        entries = []
+    wanted = set(d.replace("-", "_").lower() for d in _TF_DISTRIBUTIONS)
+    for entry in entries:
+        if not entry.endswith(".dist-info"):
+            continue
+        name = entry[: -len(".dist-info")].rsplit("-", 1)[0]
+        if name.replace("-", "_").lower() in wanted:
+            meta = _read_metadata(os.path.join(site_dir, entry))
+            found.append((meta.get("Name", name), meta.get("Version", "")))
+    for name, version in found:
+        if version == tf_version:
+            return name, version
+    if found:
+        return found[0]
+    return "unknown", tf_version
+
+
+def _release(tf):
+    version, git = _tf_version(tf)
+    package, package_version = _distribution(os.path.dirname(tf.__file__), version)
+    return {
+        "version": version,
+        "git_version": git,
+        "package": package.lower().replace("_", "-"),
+        "package_version": package_version,
+        "python": platform.python_version(),
+        "platform": sys.platform,
+        "machine": platform.machine(),
+    }
+
+
+# ------------------------------------------------------------------ module imports
+
+def _tf_source_root():
+    """(directory, top-level module name) holding TF's Python code.
+
+    1.14 to 2.0 keep the code in ``tensorflow_core``; other releases in ``tensorflow``.
+    """
+    from tensorflow.python.framework import ops
+    module_dir = os.path.dirname(os.path.abspath(ops.__file__))
+    root = os.path.dirname(os.path.dirname(module_dir))
+    return root, ops.__name__.split(".")[0]
+
+
+def _gradient_modules(root, top):
+    """Module names under the TF tree whose source registers gradients."""
+    names = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs
+                            if d not in _SKIP_DIRS and not d.startswith((".", "__")))
+        rel = os.path.relpath(directory, root)
+        if rel != "." and rel.split(os.sep)[0] not in ("python", "contrib", "compiler"):
+            continue
+        for filename in sorted(files):
+            if not filename.endswith(".py") or _SKIP_FILE.search(filename):
+                continue
+            path = os.path.join(directory, filename)
+            try:
+                with io.open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+            except (IOError, OSError):
+                continue
+            if not _REGISTERS_GRADIENTS.search(text):
+                continue
+            parts = os.path.relpath(path, root)[:-3].split(os.sep)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            names.append(".".join([top] + parts))
+    return names
+
+
+def _import_gradient_modules(root, top):
+    """Import every module that registers gradients; return (attempted, failures)."""
+    import importlib
+    attempted = _gradient_modules(root, top)
+    failures = []
+    for name in attempted:
+        if name in sys.modules:
+            continue
+        try:
+            # Some modules print on import; keep our stdout clean for the document.
+            with contextlib.redirect_stdout(sys.stderr):
+                importlib.import_module(name)
+        except BaseException as exc:  # noqa: B036 - import side effects are arbitrary
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            failures.append({"module": name, "error": _one_line(exc)})
+    return attempted, failures
+
+
+def _one_line(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
+# ------------------------------------------------------------------------- op defs
+
+def _all_op_defs():
+    """Every OpDef of the C++ registry, via ``TF_GetAllOpList``."""
+    try:  # TF 2.2 and later
+        from tensorflow.python.client import pywrap_tf_session as c_api
+        if not hasattr(c_api, "TF_GetAllOpList"):
+            raise ImportError("no TF_GetAllOpList")
+    except ImportError:  # up to TF 2.1
+        from tensorflow.python import pywrap_tensorflow as c_api
+    from tensorflow.core.framework import op_def_pb2
+    buf = c_api.TF_GetAllOpList()
+    try:
+        data = c_api.TF_GetBuffer(buf)
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+    op_list = op_def_pb2.OpList()
+    op_list.ParseFromString(bytes(data))
+    return list(op_list.op)
+
+
+def _enum_name(field_owner, field, value):
+    try:
+        return field_owner.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number[value].name
+    except (KeyError, AttributeError):
+        return str(value)
+
+
+def _attr_value(value):
+    """An AttrValue as plain JSON (only the field that is set)."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "type":
+        return {"type": _dtype_name(value.type)}
+    if kind == "list":
+        out = {}
+        lst = value.list
+        for field in ("s", "i", "f", "b", "type", "shape", "tensor", "func"):
+            items = list(getattr(lst, field))
+            if not items:
+                continue
+            if field == "s":
+                items = [i.decode("utf-8", "replace") for i in items]
+            elif field == "type":
+                items = [_dtype_name(i) for i in items]
+            elif field in ("shape", "tensor", "func"):
+                items = [str(i).strip() for i in items]
+            out[field] = items
+        return {"list": out}
+    raw = getattr(value, kind)
+    if kind == "s":
+        return {"s": raw.decode("utf-8", "replace")}
+    if kind in ("i", "f", "b"):
+        return {kind: raw}
+    if kind == "shape":
+        if raw.unknown_rank:
+            return {"shape": None}
+        return {"shape": [d.size for d in raw.dim]}
+    return {kind: str(raw).strip()}
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(number):
+    if not _DTYPE_NAMES:
+        from tensorflow.core.framework import types_pb2
+        for enum_value in types_pb2.DataType.DESCRIPTOR.values:
+            _DTYPE_NAMES[enum_value.number] = enum_value.name
+    return _DTYPE_NAMES.get(number, str(number))
+
+
+def _arg(arg):
+    out = {"name": arg.name}
+    if arg.type:
+        out["type"] = _dtype_name(arg.type)
+    for field in ("type_attr", "number_attr", "type_list_attr"):
+        if getattr(arg, field):
+            out[field] = getattr(arg, field)
+    if arg.is_ref:
+        out["is_ref"] = True
+    return out
+
+
+def _op_def(op):
+    attrs = []
+    for attr in op.attr:
+        entry = {"name": attr.name, "type": attr.type}
+        if attr.HasField("default_value"):
+            entry["default"] = _attr_value(attr.default_value)
+        if attr.HasField("allowed_values"):
+            entry["allowed"] = _attr_value(attr.allowed_values)
+        if attr.has_minimum:
+            entry["minimum"] = attr.minimum
+        attrs.append(entry)
+    out = {
+        "name": op.name,
+        "inputs": [_arg(a) for a in op.input_arg],
+        "outputs": [_arg(a) for a in op.output_arg],
+        "attrs": attrs,
+        "summary": op.summary,
+        "is_stateful": op.is_stateful,
+        "is_commutative": op.is_commutative,
+        "is_aggregate": op.is_aggregate,
+        "allows_uninitialized_input": op.allows_uninitialized_input,
+    }
+    if op.HasField("deprecation"):
+        out["deprecation"] = {"version": op.deprecation.version,
+                              "explanation": op.deprecation.explanation}
+    return out
+
+
+# ---------------------------------------------------------------- gradient registry
+
+def _gradient_registry():
+    from tensorflow.python.framework import ops
+    registry = getattr(ops, "_gradient_registry", None) or getattr(ops, "gradient_registry")
+    return registry._registry  # name -> {"type": fn or None, "location": frame}
+
+
+def _relative(path, site_dir):
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    if path.startswith(site_dir + os.sep):
+        return os.path.relpath(path, site_dir).replace(os.sep, "/")
+    return path
+
+
+def _function_info(fn, site_dir):
+    target = fn
+    try:
+        target = inspect.unwrap(fn)
+    except Exception:  # noqa: BLE001 - odd wrappers: describe what we were given
+        pass
+    info = {
+        "module": getattr(target, "__module__", None),
+        "qualname": getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+        or type(target).__name__,
+        "file": None, "line": None, "source_hash": None, "hash_method": None,
+    }
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        info["file"] = _relative(code.co_filename, site_dir)
+        info["line"] = code.co_firstlineno
+    info["source_hash"], info["hash_method"] = source_hash(target)
+    return info
+
+
+# ------------------------------------------------------------------ source hashing
+
+_CONSTANT_NODES = ("Num", "Str", "Bytes", "NameConstant", "Constant", "Ellipsis")
+# Fields that do not change behaviour, or whose form differs between Python versions.
+_IGNORED_FIELDS = ("ctx", "kind", "type_comment", "type_params", "returns", "annotation",
+                   "decorator_list")
+
+
+def _strip_docstring(body):
+    if body and type(body[0]).__name__ == "Expr":
+        value = body[0].value
+        kind = type(value).__name__
+        if kind == "Str" or (kind == "Constant" and isinstance(value.value, str)):
+            return body[1:]
+    return body
+
+
+def _canonical(node, top=False):
+    """A Python-version independent, annotation- and docstring-free form of an AST."""
+    if isinstance(node, list):
+        items = []
+        for item in node:
+            kind = type(item).__name__
+            if kind == "AnnAssign":
+                if getattr(item, "value", None) is None:
+                    continue  # bare declaration ``x: int``: no behaviour
+                items.append(["Assign", [["targets", [_canonical(item.target)]],
+                                         ["value", _canonical(item.value)]]])
+                continue
+            items.append(_canonical(item))
+        return items
+    if not isinstance(node, ast.AST):
+        return repr(node)
+    kind = type(node).__name__
+    if kind in _CONSTANT_NODES:
+        if kind == "Num":
+            value = node.n
+        elif kind in ("Str", "Bytes"):
+            value = node.s
+        elif kind == "Ellipsis":
+            value = Ellipsis
+        else:
+            value = node.value
+        return ["Constant", repr(value)]
+    if kind == "Index":  # Python < 3.9 wraps subscripts
+        return _canonical(node.value)
+    if kind == "ExtSlice":
+        return ["Tuple", [["elts", [_canonical(d) for d in node.dims]]]]
+    fields = []
+    for field in node._fields:
+        if field in _IGNORED_FIELDS or (top and field == "name"):
+            continue
+        value = getattr(node, field, None)
+        if field == "body" and kind in ("FunctionDef", "AsyncFunctionDef", "ClassDef"):
+            value = _strip_docstring(value)
+        if value is None or value == []:
+            continue
+        fields.append([field, _canonical(value)])
+    return [kind, fields]
+
+
+def source_hash(fn):
+    """(hash, method) of a function's source that ignores formatting, comments,
+    docstrings, decorators, type annotations and the function's own name."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (TypeError, OSError, IOError):
+        return None, None
+    try:
+        tree = ast.parse(source)
+        node = tree.body[0] if len(tree.body) == 1 else tree
+        canonical = _canonical(node, top=True)
+        method = "ast"
+    except SyntaxError:  # e.g. a lambda in the middle of an expression
+        lines = [re.sub(r"\s+", "", line.split("#")[0]) for line in source.splitlines()]
+        canonical = [line for line in lines if line]
+        method = "text"
+    digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode("utf-8"))
+    return digest.hexdigest()[:20], method
+
+
+# ------------------------------------------------------------------ python names
+
+def _is_gen_module(module_name):
+    return bool(module_name) and module_name.rsplit(".", 1)[-1].startswith("gen_")
+
+
+def _gen_wrapper_ops(fn, op_names):
+    """Op names a generated wrapper builds (the op name is a constant in its code)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    doc = getattr(fn, "__doc__", None)
+    found = []
+    for const in code.co_consts:
+        if isinstance(const, bytes):
+            const = const.decode("utf-8", "replace")
+        if isinstance(const, str) and const != doc and const in op_names and const not in found:
+            found.append(const)
+    if len(found) > 1:  # prefer the op whose snake_case name is the function's
+        snake = fn.__name__.lstrip("_")
+        exact = [op for op in found if _snake(op) == snake]
+        found = exact or found
+    return found
+
+
+def _snake(name):
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+def _unwrap_tf(fn):
+    try:
+        from tensorflow.python.util import tf_decorator
+        return tf_decorator.unwrap(fn)[1]
+    except Exception:  # noqa: BLE001
+        return fn
+
+
+def _called_gen_ops(fn, op_names, gen_cache, depth=0, seen=None):
+    """Ops of generated wrappers a hand-written function calls; when it calls none
+    directly, those of the hand-written TF functions it calls (two levels deep)."""
+    code = getattr(fn, "__code__", None)
+    glb = getattr(fn, "__globals__", None)
+    if code is None or glb is None:
+        return []
+    seen = seen if seen is not None else set()
+    if id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    names = set()
+    stack = [code]
+    while stack:  # include nested functions and comprehensions
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    ops = []
+    for name in sorted(names):
+        module = glb.get(name)
+        if inspect.ismodule(module) and _is_gen_module(module.__name__):
+            for attr in sorted(names):
+                wrapper = getattr(module, attr, None)
+                if callable(wrapper):
+                    for op in gen_cache_get(gen_cache, wrapper, op_names):
+                        if op not in ops:
+                            ops.append(op)
+        elif callable(module) and _is_gen_module(getattr(module, "__module__", "")):
+            for op in gen_cache_get(gen_cache, module, op_names):  # from gen_x import y
+                if op not in ops:
+                    ops.append(op)
+    if ops or depth >= 2:
+        return ops
+    helpers = []
+    for name in sorted(names):
+        value = glb.get(name)
+        if inspect.ismodule(value) and _is_tf_module(value.__name__):
+            helpers.extend(getattr(value, attr, None) for attr in sorted(names))
+        else:
+            helpers.append(value)
+    for helper in helpers:
+        if inspect.isfunction(helper) and _is_tf_module(getattr(helper, "__module__", "")):
+            for op in _called_gen_ops(_unwrap_tf(helper), op_names, gen_cache, depth + 1, seen):
+                if op not in ops:
+                    ops.append(op)
+    return ops
+
+
+def _is_tf_module(name):
+    return str(name).startswith(("tensorflow.", "tensorflow_core."))
+
+
+def gen_cache_get(cache, fn, op_names):
+    key = id(fn)
+    if key not in cache:
+        cache[key] = _gen_wrapper_ops(_unwrap_tf(fn), op_names)
+    return cache[key]
+
+
+def _python_names(op_names, major):
+    """Public ``tf.*`` names that lead to ops, with how each mapping was found."""
+    mapping = {}
+    gen_cache = {}
+    seen = set()
+    for module_name, module in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if module is None or not module_name.startswith(("tensorflow", "tensorflow_core")):
+            continue
+        try:
+            members = list(vars(module).values())
+        except TypeError:
+            continue
+        for obj in members:
+            if id(obj) in seen or not callable(obj) or inspect.isclass(obj):
+                continue
+            seen.add(id(obj))
+            try:
+                # Export names sit on the undecorated function in 2.x.
+                target = _unwrap_tf(obj)
+                v2 = (getattr(target, "_tf_api_names", None)
+                      or getattr(obj, "_tf_api_names", None) or ())
+                v1 = (getattr(target, "_tf_api_names_v1", None)
+                      or getattr(obj, "_tf_api_names_v1", None) or ())
+            except Exception:  # noqa: BLE001 - lazy loaders can raise anything
+                continue
+            if not (v1 or v2) or (target is not obj and id(target) in seen):
+                continue
+            seen.add(id(target))
+            if _is_gen_module(getattr(target, "__module__", "")):
+                ops, method = gen_cache_get(gen_cache, target, op_names), "generated_wrapper"
+            else:
+                ops, method = _called_gen_ops(target, op_names, gen_cache), "calls_wrapper"
+            if not ops:
+                continue
+            if len(ops) > 1:
+                method += "_multi"
+            names = []
+            if major >= 2:
+                names += ["tf." + n for n in v2]
+                names += ["tf.compat.v1." + n for n in v1]
+            else:
+                names += ["tf." + n for n in v1]
+            for name in names:
+                for op in ops:
+                    mapping[(name, op)] = method
+    return [{"name": name, "op": op, "method": method}
+            for (name, op), method in sorted(mapping.items())]
+
+
+# -------------------------------------------------------------------------- main
+
+def collect(import_modules=True):
+    """Build the harvest document for the TensorFlow importable here."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with contextlib.redirect_stdout(sys.stderr):
+        import tensorflow as tf
+    release = _release(tf)
+    root, top = _tf_source_root()
+    site_dir = os.path.dirname(root)
+    attempted, failures = ([], [])
+    if import_modules:
+        attempted, failures = _import_gradient_modules(root, top)
+
+    op_defs = _all_op_defs()
+    op_names = set(op.name for op in op_defs)
+    registry = _gradient_registry()
+    raw_ops = getattr(tf, "raw_ops", None)
+    public = set(n for n in dir(raw_ops) if not n.startswith("_")) if raw_ops else None
+
+    def gradient(name):
+        entry = registry.get(name)
+        if entry is None:
+            return {"status": "missing"}
+        fn = entry.get("type") if isinstance(entry, dict) else entry
+        out = {}
+        if fn is None:
+            out["status"] = "no_gradient"
+        else:
+            out["status"] = "registered"
+            out["function"] = _function_info(fn, site_dir)
+        return out
+
+    ops = []
+    for op in sorted(op_defs, key=lambda o: o.name):
+        ops.append({
+            "name": op.name,
+            "op_def": _op_def(op),
+            "public": (op.name in public) if public is not None else None,
+            "gradient": gradient(op.name),
+        })
+    orphans = [dict(gradient(name), name=name)
+               for name in sorted(registry) if name not in op_names]
+    major = int(str(release["version"]).split(".")[0])
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "collected_at": datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z",
+        "release": release,
+        "imports": {"attempted": len(attempted), "failed": failures},
+        "raw_ops_available": public is not None,
+        "ops": ops,
+        "orphan_gradients": orphans,
+        "python_names": _python_names(op_names, major),
+    }
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out_path = None
+    import_modules = True
+    while argv:
+        arg = argv.pop(0)
+        if arg == "--out" and argv:
+            out_path = argv.pop(0)
+        elif arg == "--no-extra-imports":
+            import_modules = False
+        else:
+            print("usage: collector.py [--out FILE] [--no-extra-imports]", file=sys.stderr)
+            return 2
+    try:
+        document = collect(import_modules=import_modules)
+    except ImportError as exc:
+        print("opregistry-collector: cannot import TensorFlow: %s" % _one_line(exc),
+              file=sys.stderr)
+        return 3
+    except Exception as exc:  # noqa: BLE001 - one line for the runner, details below it
+        traceback.print_exc(file=sys.stderr)
+        print("opregistry-collector: %s" % _one_line(exc), file=sys.stderr)
+        return 4
+    text = json.dumps(document, sort_keys=True)
+    if out_path:
+        tmp = out_path + ".partial"
+        with io.open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.rename(tmp, out_path)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Turn one harvest document into rows, in one transaction.
+
+Re-loading a release (same version and package) replaces it atomically; rows that
+only the replaced release used are removed in the same transaction. If anything
+fails, nothing changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Table, delete, insert, select
+from sqlalchemy.engine import Connection, Engine
+
+from ..collector import FORMAT, FORMAT_VERSION
+from ..errors import DocumentError
+from . import migrate
+from .models import (
+    GradientFunction,
+    OpDef,
+    OrphanGradient,
+    PythonName,
+    Release,
+    ReleaseOp,
+    ReleasePythonName,
+)
+from .schema import GRADIENT_STATES
+
+_CHUNK = 400  # stay under SQLite's bound-parameter limit
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    release: str
+    package: str
+    ops: int
+    replaced: bool
+    new_op_defs: int
+    new_gradient_functions: int
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def validate(document: Any) -> None:
+    """Raise DocumentError unless ``document`` is a harvest document we can load."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise DocumentError("not an opregistry harvest document")
+    if document.get("format_version") != FORMAT_VERSION:
+        raise DocumentError(
+            f"harvest document format {document.get('format_version')} is not supported "
+            f"(this opregistry reads format {FORMAT_VERSION})")
+    release = document.get("release")
+    if not isinstance(release, dict) or not release.get("version"):
+        raise DocumentError("harvest document has no release version")
+    ops = document.get("ops")
+    if not isinstance(ops, list) or not ops:
+        raise DocumentError("harvest document has no ops")
+    for op in ops:
+        try:
+            status = op["gradient"]["status"]
+            op["name"], op["op_def"]["name"]  # noqa: B018 - presence check
+        except (KeyError, TypeError):
+            raise DocumentError("harvest document has a malformed op entry") from None
+        if status not in GRADIENT_STATES:
+            raise DocumentError(f"unknown gradient status {status!r} for op {op['name']}")
+        if status == "registered" and not isinstance(op["gradient"].get("function"), dict):
+            raise DocumentError(f"op {op['name']} is registered without a function record")
+
+
+def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    unique = sorted(set(digests))
+    for start in range(0, len(unique), _CHUNK):
+        chunk = unique[start:start + _CHUNK]
+        rows = conn.execute(select(table.c.digest, table.c.id).where(table.c.digest.in_(chunk)))
+        found.update({digest: id_ for digest, id_ in rows})
+    return found
+
+
+def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Insert rows (keyed by digest) not yet stored; return digest -> id for all."""
+    ids = _ids_by_digest(conn, table, list(rows))
+    new = [row for digest, row in rows.items() if digest not in ids]
+    if new:
+        conn.execute(insert(table), new)
+        ids = _ids_by_digest(conn, table, list(rows))
+    return ids
+
+
+def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    row = {
+        "module": function.get("module"),
+        "qualname": function.get("qualname"),
+        "source_file": function.get("file"),
+        "line": function.get("line"),
+        "source_hash": function.get("source_hash"),
+        "hash_method": function.get("hash_method"),
+    }
+    digest = _digest(row)
+    return digest, dict(row, digest=digest)
+
+
+def _delete_release(conn: Connection, release_id: int) -> None:
+    for model in (ReleaseOp, OrphanGradient, ReleasePythonName):
+        table = model.__table__
+        conn.execute(delete(table).where(table.c.release_id == release_id))
+    conn.execute(delete(Release.__table__).where(Release.__table__.c.id == release_id))
+
+
+def collect_garbage(conn: Connection) -> None:
+    """Remove deduplicated rows no release refers to any more."""
+    ro, og, rpn = ReleaseOp.__table__, OrphanGradient.__table__, ReleasePythonName.__table__
+    od, gf, pn = OpDef.__table__, GradientFunction.__table__, PythonName.__table__
+    conn.execute(delete(od).where(od.c.id.not_in(select(ro.c.op_def_id))))
+    used_functions = select(ro.c.gradient_function_id).where(
+        ro.c.gradient_function_id.is_not(None)).union(
+        select(og.c.gradient_function_id).where(og.c.gradient_function_id.is_not(None)))
+    conn.execute(delete(gf).where(gf.c.id.not_in(used_functions)))
+    conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
+
+
+def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
+    """Load one harvest document; replaces an earlier load of the same release."""
+    validate(document)
+    migrate.ensure_current(engine)
+    rel = document["release"]
+    with engine.begin() as conn:
+        return _load(conn, document, rel)
+
+
+def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> LoadResult:
+    releases = Release.__table__
+    package = rel.get("package") or "unknown"
+    existing = conn.execute(select(releases.c.id).where(
+        releases.c.version == rel["version"], releases.c.package == package)).scalar()
+    if existing is not None:
+        _delete_release(conn, existing)
+
+    failures = document.get("imports", {}).get("failed", [])
+    release_id = conn.execute(insert(releases).values(
+        version=rel["version"], package=package,
+        package_version=rel.get("package_version") or rel["version"],
+        git_version=rel.get("git_version"), python_version=rel.get("python") or "",
+        platform=rel.get("platform") or "", machine=rel.get("machine") or "",
+        harvested_at=document.get("collected_at") or "",
+        collector_format=document["format_version"],
+        raw_ops_available=bool(document.get("raw_ops_available")),
+        imports_attempted=int(document.get("imports", {}).get("attempted") or 0),
+        import_failures=json.dumps(failures, sort_keys=True),
+    )).inserted_primary_key[0]
+
+    ops = document["ops"]
+    op_def_rows: dict[str, dict[str, Any]] = {}
+    op_digest: dict[str, str] = {}
+    for op in ops:
+        definition = op["op_def"]
+        digest = _digest(definition)
+        op_digest[op["name"]] = digest
+        deprecation = definition.get("deprecation") or {}
+        op_def_rows[digest] = {
+            "digest": digest, "name": definition["name"],
+            "summary": definition.get("summary") or "",
+            "is_stateful": bool(definition.get("is_stateful")),
+            "deprecated_in": deprecation.get("version"),
+            "definition": json.dumps(definition, sort_keys=True),
+        }
+    function_rows: dict[str, dict[str, Any]] = {}
+    function_digest: dict[str, str] = {}
+    for entry in list(ops) + list(document.get("orphan_gradients", [])):
+        gradient = entry.get("gradient", entry)
+        if gradient.get("function"):
+            digest, row = _function_row(gradient["function"])
+            function_rows[digest] = row
+            function_digest[entry["name"]] = digest
+
+    tables = {m: m.__table__ for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
+                                       PythonName, ReleasePythonName)}
+    before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
+    before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
+    op_def_ids = _insert_missing(conn, tables[OpDef], op_def_rows)
+    function_ids = _insert_missing(conn, tables[GradientFunction], function_rows)
+
+    def function_id(name: str) -> int | None:
+        digest = function_digest.get(name)
+        return function_ids[digest] if digest else None
+
+    _insert_chunks(conn, tables[ReleaseOp], ({
+        "release_id": release_id, "op_name": op["name"],
+        "op_def_id": op_def_ids[op_digest[op["name"]]], "public": op.get("public"),
+        "gradient": op["gradient"]["status"], "gradient_function_id": function_id(op["name"]),
+    } for op in ops))
+    _insert_chunks(conn, tables[OrphanGradient], ({
+        "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
+        "gradient_function_id": function_id(entry["name"]),
+    } for entry in document.get("orphan_gradients", [])))
+    _load_python_names(conn, tables[PythonName], tables[ReleasePythonName], release_id,
+                       document.get("python_names", []))
+    collect_garbage(conn)
+    return LoadResult(
+        release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
+        new_op_defs=len(op_def_rows) - before_defs,
+        new_gradient_functions=len(function_rows) - before_functions)
+
+
+def _insert_chunks(conn: Connection, table: Table, rows: Iterable[dict[str, Any]]) -> None:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= 2000:
+            conn.execute(insert(table), batch)
+            batch = []
+    if batch:
+        conn.execute(insert(table), batch)
+
+
+def _load_python_names(conn: Connection, names: Table, links: Table, release_id: int,
+                       entries: list[dict[str, Any]]) -> None:
+    wanted = {(e["name"], e["op"], e["method"]) for e in entries}
+    if not wanted:
+        return
+    known: dict[tuple[str, str, str], int] = {}
+    name_list = sorted({key[0] for key in wanted})
+    for start in range(0, len(name_list), _CHUNK):
+        rows = conn.execute(select(names.c.name, names.c.op_name, names.c.method, names.c.id)
+                            .where(names.c.name.in_(name_list[start:start + _CHUNK])))
+        known.update({(n, o, m): i for n, o, m, i in rows})
+    new = [{"name": n, "op_name": o, "method": m} for (n, o, m) in sorted(wanted - set(known))]
+    if new:
+        _insert_chunks(conn, names, new)
+        for start in range(0, len(name_list), _CHUNK):
+            rows = conn.execute(select(names.c.name, names.c.op_name, names.c.method, names.c.id)
+                                .where(names.c.name.in_(name_list[start:start + _CHUNK])))
+            known.update({(n, o, m): i for n, o, m, i in rows})
+    _insert_chunks(conn, links, ({"release_id": release_id, "python_name_id": known[key]}
+                                 for key in sorted(wanted)))

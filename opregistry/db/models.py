@@ -1,0 +1,134 @@
+"""SQLAlchemy 2 ORM models.
+
+Deduplication: an OpDef, a gradient function record or a Python-name mapping that
+is identical across releases is one row (keyed by a digest or natural key);
+per-release tables only point at them.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Release(Base):
+    """One harvested TensorFlow build."""
+
+    __tablename__ = "releases"
+    __table_args__ = (UniqueConstraint("version", "package"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(String(64), index=True)
+    package: Mapped[str] = mapped_column(String(64))
+    package_version: Mapped[str] = mapped_column(String(64))
+    git_version: Mapped[str | None] = mapped_column(String(128))
+    python_version: Mapped[str] = mapped_column(String(32))
+    platform: Mapped[str] = mapped_column(String(32))
+    machine: Mapped[str] = mapped_column(String(32))
+    harvested_at: Mapped[str] = mapped_column(String(32))
+    collector_format: Mapped[int] = mapped_column(Integer)
+    raw_ops_available: Mapped[bool] = mapped_column(Boolean)
+    imports_attempted: Mapped[int] = mapped_column(Integer)
+    import_failures: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
+
+    ops: Mapped[list[ReleaseOp]] = relationship(
+        back_populates="release", cascade="all, delete-orphan", passive_deletes=True)
+
+
+class OpDef(Base):
+    """An OpDef as the collector recorded it, stored once per distinct content."""
+
+    __tablename__ = "op_defs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(256), index=True)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    is_stateful: Mapped[bool] = mapped_column(Boolean)
+    deprecated_in: Mapped[int | None] = mapped_column(Integer)  # GraphDef version
+    definition: Mapped[str] = mapped_column(Text)  # canonical JSON
+
+
+class GradientFunction(Base):
+    """A registered Python gradient function, stored once per distinct record."""
+
+    __tablename__ = "gradient_functions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    module: Mapped[str | None] = mapped_column(String(256))
+    qualname: Mapped[str | None] = mapped_column(String(256))
+    source_file: Mapped[str | None] = mapped_column(String(512))
+    line: Mapped[int | None] = mapped_column(Integer)
+    source_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    hash_method: Mapped[str | None] = mapped_column(String(16))
+
+
+class ReleaseOp(Base):
+    """An op of the C++ registry in one release, with its gradient registry state."""
+
+    __tablename__ = "release_ops"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    op_name: Mapped[str] = mapped_column(String(256), primary_key=True, index=True)
+    op_def_id: Mapped[int] = mapped_column(ForeignKey("op_defs.id"), index=True)
+    public: Mapped[bool | None] = mapped_column(Boolean)  # None: no tf.raw_ops (TF 1.13)
+    gradient: Mapped[str] = mapped_column(String(16))  # registered | no_gradient | missing
+    gradient_function_id: Mapped[int | None] = mapped_column(
+        ForeignKey("gradient_functions.id"), index=True)
+
+    release: Mapped[Release] = relationship(back_populates="ops")
+
+
+class OrphanGradient(Base):
+    """A gradient registry entry whose name is not an op of the C++ registry."""
+
+    __tablename__ = "orphan_gradients"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    op_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    gradient: Mapped[str] = mapped_column(String(16))
+    gradient_function_id: Mapped[int | None] = mapped_column(
+        ForeignKey("gradient_functions.id"))
+
+
+class PythonName(Base):
+    """A public Python name (``tf.math.floor``) that leads to an op, and how we know."""
+
+    __tablename__ = "python_names"
+    __table_args__ = (UniqueConstraint("name", "op_name", "method"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), index=True)
+    op_name: Mapped[str] = mapped_column(String(256))
+    method: Mapped[str] = mapped_column(String(32))
+
+
+class ReleasePythonName(Base):
+    __tablename__ = "release_python_names"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    python_name_id: Mapped[int] = mapped_column(
+        ForeignKey("python_names.id"), primary_key=True, index=True)

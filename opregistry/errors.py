@@ -1,0 +1,42 @@
+"""The one exception family the library raises for bad input and environment faults.
+
+The CLI turns any of these into a single ``Error: ...`` line and the exit code below.
+"""
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # some of the work failed or found problems (e.g. one release of many)
+EXIT_USAGE = 2  # bad input: unknown op or release, unreadable database, no TensorFlow
+
+
+class OpregistryError(Exception):
+    """Base class: ``str(error)`` is the one line shown to the user."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnknownOpError(OpregistryError):
+    def __init__(self, name: str, suggestions: list[str]):
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown op or Python name {name!r}{hint}")
+
+
+class UnknownReleaseError(OpregistryError):
+    def __init__(self, release: str, known: list[str]):
+        self.release = release
+        self.known = known
+        shown = ", ".join(known[-8:]) if known else "none"
+        super().__init__(f"unknown release {release!r} (the database holds: {shown})")
+
+
+class DatabaseError(OpregistryError):
+    """The database is missing, unreadable, locked or at the wrong schema revision."""
+
+
+class HarvestError(OpregistryError):
+    """A target environment could not be built or harvested."""
+
+
+class DocumentError(OpregistryError):
+    """A harvest document is malformed or of an unsupported format version."""

@@ -1,0 +1,56 @@
+"""Where the database is: a named URL or path, ``$OPREGISTRY_DB``, or the shipped file.
+
+Standard library only: the lookup path must not pay for importing SQLAlchemy.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_VAR = "OPREGISTRY_DB"
+SHIPPED_NAME = "opregistry.sqlite"
+
+
+@dataclass(frozen=True)
+class DatabaseLocation:
+    url: str  # a SQLAlchemy URL
+    sqlite_path: Path | None  # set for SQLite files: the fast read path uses it
+    shipped: bool  # the database that ships with the package (read-only)
+
+    def describe(self) -> str:
+        if self.shipped:
+            return f"shipped database {self.sqlite_path}"
+        return str(self.sqlite_path) if self.sqlite_path else _hide_password(self.url)
+
+
+def shipped_database_path() -> Path:
+    """The database in ``data/``: inside the installed package, or the source tree."""
+    here = Path(__file__).resolve().parent
+    installed = here / "data" / SHIPPED_NAME
+    if installed.exists():
+        return installed
+    return here.parent / "data" / SHIPPED_NAME
+
+
+def resolve(db: str | os.PathLike[str] | None = None) -> DatabaseLocation:
+    """Resolve ``--db`` (or the environment, or the shipped default) to a location."""
+    named = os.fspath(db) if db is not None else os.environ.get(ENV_VAR) or None
+    if named is None:
+        path = shipped_database_path()
+        return DatabaseLocation(f"sqlite:///{path}", path, shipped=True)
+    if "://" in named:
+        if named.startswith("sqlite:///"):
+            path = Path(named[len("sqlite:///"):])
+            return DatabaseLocation(named, path, shipped=False)
+        return DatabaseLocation(named, None, shipped=False)
+    path = Path(named).expanduser()
+    return DatabaseLocation(f"sqlite:///{path.resolve()}", path.resolve(), shipped=False)
+
+
+def _hide_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest and ":" in rest.split("@", 1)[0]:
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        rest = f"{user}:***@{rest.split('@', 1)[1]}"
+    return scheme + sep + rest
