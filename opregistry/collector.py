@@ -601,7 +601,7 @@ def collect(import_modules=True):
         "format_version": FORMAT_VERSION,
         "collected_at": datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z",
         "release": release,
-        "imports": {"attempted": len(attempted), "failed": failures},
+        "imports": {"attempted": len(attempted), "modules": attempted, "failed": failures},
         "raw_ops_available": public is not None,
         "ops": ops,
         "orphan_gradients": orphans,

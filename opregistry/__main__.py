@@ -1,0 +1,3 @@
+from opregistry.cli import main
+
+main()

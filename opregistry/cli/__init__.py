@@ -1,0 +1,25 @@
+"""The ``opregistry`` command line: a thin edge over the library.
+
+Each command group lives in its own module and registers itself on the Typer app.
+Library errors become one ``Error: ...`` line on stderr and their exit code.
+``lookup`` is the hot path: a plain invocation of it is parsed here without
+importing Typer (see ``fast.py``), then runs the very same code.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    from .fast import try_fast
+
+    code = try_fast(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from .app import load_commands
+
+    try:
+        load_commands()(prog_name="opregistry")
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+        sys.exit(130)

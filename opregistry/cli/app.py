@@ -1,0 +1,44 @@
+"""The Typer application; each command module registers itself on ``app``."""
+from __future__ import annotations
+
+import typer
+
+from .. import __version__
+from ..errors import OpregistryError
+
+app = typer.Typer(
+    name="opregistry",
+    help="Which TensorFlow ops have gradients, in which release.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"opregistry {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Show the version and exit."),
+) -> None:
+    """Which TensorFlow ops have gradients, in which release, and what changed."""
+
+
+def fail(error: OpregistryError) -> typer.Exit:
+    """Print one line for a library error; return the Exit to raise."""
+    typer.echo(f"Error: {error}", err=True)
+    return typer.Exit(code=error.exit_code)
+
+
+
+def load_commands() -> typer.Typer:
+    from . import db, diff, harvest, lookup, ops, releases  # noqa: F401  (register commands)
+
+    return app

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List
+
+import typer
+
+from ..errors import DocumentError, OpregistryError
+from .app import app, fail
+from .options import DbOption, OptionalStr
+
+db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
+    from ..db.engine import make_engine
+    from ..location import resolve
+
+    location = resolve(db)
+    if location.shipped and create:
+        raise OpregistryError("name a database with --db or OPREGISTRY_DB "
+                              "(the shipped database is read-only)")
+    return location, make_engine(location, create=create)
+
+
+@db_app.command("upgrade")
+def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) -> None:
+    """Create the schema or migrate it to REVISION (default: head)."""
+    from ..db import migrate
+
+    try:
+        location, engine = _engine(db, create=True)
+        migrate.upgrade(engine, revision)
+        typer.echo(f"{location.describe()} is at {migrate.current(engine)}", err=True)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+
+
+@db_app.command("downgrade")
+def downgrade(revision: str = typer.Argument(..., help="Target revision, or base."),
+              db: OptionalStr = DbOption) -> None:
+    """Migrate the schema down to REVISION."""
+    from ..db import migrate
+
+    try:
+        location, engine = _engine(db, create=False)
+        migrate.downgrade(engine, revision)
+        typer.echo(f"{location.describe()} is at {migrate.current(engine) or 'base'}", err=True)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+
+
+@db_app.command("current")
+def current(db: OptionalStr = DbOption) -> None:
+    """Print the schema revision of the database."""
+    from ..db import migrate
+
+    try:
+        _, engine = _engine(db, create=False)
+        revision = migrate.current(engine)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    except Exception as exc:  # noqa: BLE001 - not a database at all
+        raise fail(OpregistryError(f"cannot read database: {str(exc).splitlines()[0]}")) from None
+    head = migrate.heads()
+    typer.echo(revision or "base")
+    typer.echo("at head" if revision in head else f"head is {', '.join(head)}", err=True)
+
+
+@db_app.command("load")
+def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
+         db: OptionalStr = DbOption) -> None:
+    """Load harvest documents saved with `harvest --save-json`."""
+    from ..db.loader import load as load_document
+
+    try:
+        _, engine = _engine(db, create=True)
+        for path in files:
+            try:
+                document = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise DocumentError(f"cannot read {path}: {exc}") from None
+            result = load_document(engine, document)
+            typer.echo(f"loaded {result.release} ({result.package}): {result.ops} ops"
+                       + (" (replaced)" if result.replaced else ""), err=True)
+    except OpregistryError as exc:
+        raise fail(exc) from None

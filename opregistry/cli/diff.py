@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import typer
+
+from .. import query
+from ..errors import OpregistryError
+from ..formats import OutputFormat, plural, render
+from .app import app, fail
+from .options import DbOption, FormatOption, OptionalStr
+
+COLUMNS = ["change", "op", "before", "after", "public", "detail"]
+
+
+def flat_changes(result: query.DiffResult) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for r in result.added:
+        rows.append({"change": "added", "op": r.op, "before": None, "after": r.gradient,
+                     "public": r.public, "detail": None})
+    for r in result.removed:
+        rows.append({"change": "removed", "op": r.op, "before": r.gradient, "after": None,
+                     "public": r.public, "detail": None})
+    for t in result.transitions:
+        rows.append({"change": "gradient", "op": t.op, "before": t.before, "after": t.after,
+                     "public": t.public, "detail": None})
+    for c in result.changed_functions:
+        rows.append({"change": "implementation", "op": c.op, "before": c.before.source_hash,
+                     "after": c.after.source_hash, "public": None,
+                     "detail": f"{c.after.qualname} ({c.after.location})"})
+    return rows
+
+
+@app.command("diff")
+def diff_releases(
+    before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
+    after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """Ops added and removed, gradient status changes and changed gradient functions."""
+    try:
+        result = query.diff(before, after, db=db)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    rows = flat_changes(result)
+    data = dict(result.to_dict(), changes=rows)
+    typer.echo(render(fmt, data, rows, COLUMNS))
+    typer.echo(
+        f"{result.before} -> {result.after}: {len(result.added)} added, "
+        f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "
+        f"{plural(len(result.changed_functions), 'changed gradient function')}", err=True)

@@ -1,0 +1,94 @@
+"""Parse a plain ``opregistry lookup ...`` without importing Typer.
+
+Importing Typer (and the pydantic it pulls in) costs more than the lookup itself.
+Only the exact options ``lookup`` documents are recognised here; anything else
+(help, an unknown or malformed option) returns None and goes to Typer, which
+owns the documented interface and its error messages.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import query
+from ..errors import OpregistryError
+from ..formats import OutputFormat, plural, render
+
+_FORMATS = ("table", "json", "csv")
+
+
+def try_fast(argv: Sequence[str]) -> int | None:
+    if not argv or argv[0] != "lookup":
+        return None
+    names: list[str] = []
+    options = {"--tf": None, "--format": "table", "--db": os.environ.get("OPREGISTRY_DB")}
+    args = list(argv[1:])
+    only_names = False
+    while args:
+        arg = args.pop(0)
+        if only_names or not arg.startswith("-"):
+            names.append(arg)
+            continue
+        if arg == "--":
+            only_names = True
+            continue
+        key, eq, value = arg.partition("=")
+        key = "--format" if key == "-f" else key
+        if key not in options:
+            return None
+        if not eq:
+            if not args:
+                return None
+            value = args.pop(0)
+        options[key] = value
+    fmt = (options["--format"] or "").lower()
+    if not names or fmt not in _FORMATS:
+        return None
+    return run_lookup(names, options["--tf"], fmt, options["--db"])
+
+
+COLUMNS = ["op", "release", "package", "gradient", "public", "function", "location", "via"]
+
+
+def flat(row: query.OpRelease) -> dict[str, object]:
+    return {
+        "op": row.op, "release": row.release, "package": row.package, "gradient": row.gradient,
+        "public": row.public, "function": row.function.qualname if row.function else None,
+        "module": row.function.module if row.function else None,
+        "location": row.function.location if row.function else None,
+        "source_hash": row.function.source_hash if row.function else None, "via": row.via,
+    }
+
+
+def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
+               db: str | None) -> int:
+    """The whole `lookup` command without Typer, so the fast path can share it."""
+    results, errors = [], []
+    try:
+        reader = query.open_reader(db)
+    except OpregistryError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        for name in names:
+            try:
+                results.append(query.lookup(name, release, db=reader))
+            except OpregistryError as exc:
+                errors.append(exc)
+    finally:
+        reader.close()
+    rows = [row for result in results for row in result.rows]
+    if results:
+        data = [r.to_dict() for r in rows]
+        columns = COLUMNS if any(r.via for r in rows) else COLUMNS[:-1]
+        print(render(fmt, data, [flat(r) for r in rows], columns))
+        sys.stdout.flush()
+        for result in results:
+            states = sorted({r.gradient for r in result.rows})
+            releases = {(r.release, r.package) for r in result.rows}
+            print(f"{result.query} -> {', '.join(result.ops)}: {'/'.join(states)} "
+                  f"in {plural(len(releases), 'release')}", file=sys.stderr)
+    for exc in errors:
+        print(f"Error: {exc}", file=sys.stderr)
+    return errors[0].exit_code if errors else 0

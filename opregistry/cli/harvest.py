@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from ..errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
+from ..formats import OutputFormat, plural, render
+from .app import app, fail
+from .options import DbOption, FormatOption, OptionalStr
+from ..harvest import HarvestOutcome, Target
+
+COLUMNS = ["target", "ok", "release", "package", "ops", "replaced", "seconds", "error"]
+
+
+@app.command("harvest")
+def harvest_command(
+    python: OptionalStr = typer.Option(
+        None, "--python",
+        help="Interpreter whose TensorFlow to harvest; with --tf-version, the Python to build "
+             "the venv from."),
+    tf_versions: Optional[List[str]] = typer.Option(
+        None, "--tf-version",
+        help="Install this release (2.12 = newest patch, or 2.12.0) in a cached venv and "
+             "harvest it. Repeatable."),
+    all_releases: bool = typer.Option(
+        False, "--all-releases", help="Every minor line from 1.13 to 2.21 (newest patches)."),
+    package: OptionalStr = typer.Option(
+        None, "--package", help="tensorflow or tensorflow-cpu (default: per release)."),
+    rebuild_env: bool = typer.Option(False, "--rebuild-env",
+                                     help="Discard a cached venv and build it again."),
+    discard_env: bool = typer.Option(False, "--discard-env",
+                                     help="Delete each venv after harvesting it."),
+    save_json: OptionalStr = typer.Option(
+        None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """Harvest TensorFlow's op and gradient registries into a database.
+
+    Without options, harvests the TensorFlow of this interpreter.
+    """
+    from ..harvest import RECIPES, iter_harvest
+    from ..location import resolve
+
+    versions = list(tf_versions or [])
+    if all_releases:
+        versions += [r.version for r in RECIPES.values()]
+    if versions:
+        targets = [Target(python=python, tf_version=v, package=package) for v in versions]
+    else:
+        targets = [Target(python=python)]
+    try:
+        location = resolve(db)
+        if location.shipped:
+            raise OpregistryError(
+                "name a database to write with --db or OPREGISTRY_DB "
+                "(the shipped database is read-only)")
+        outcomes = []
+        bar = _Progress(len(targets)) if len(targets) > 1 else None
+        for outcome in iter_harvest(targets, db=location, rebuild_env=rebuild_env,
+                                    discard_env=discard_env, save_documents=save_json,
+                                    on_start=bar.start if bar else None):
+            outcomes.append(outcome)
+            if bar:
+                bar.done(outcome)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    failed = [o for o in outcomes if not o.ok]
+    if len(outcomes) == 1 and failed:
+        typer.echo(f"Error: {failed[0].error}", err=True)
+        raise typer.Exit(code=EXIT_USAGE)
+    data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
+    typer.echo(render(fmt, data, data, COLUMNS))
+    typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
+               f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
+    if failed:
+        raise typer.Exit(code=EXIT_USAGE if len(failed) == len(outcomes) else EXIT_FINDINGS)
+
+
+class _Progress:
+    """A one-line progress bar on stderr (a line per step when stderr is not a terminal)."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int):
+        self.total, self.finished, self.failed = total, 0, 0
+        self.tty = sys.stderr.isatty()
+
+    def _draw(self, text: str) -> None:
+        filled = self.WIDTH * self.finished // self.total
+        line = (f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] "
+                f"{self.finished}/{self.total} {text}")
+        sys.stderr.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def start(self, target: Target) -> None:
+        self._draw(f"harvesting {target.label}")
+
+    def done(self, outcome: HarvestOutcome) -> None:
+        self.finished += 1
+        if not outcome.ok:
+            self.failed += 1
+            sys.stderr.write(("\n" if self.tty else "") + f"failed: {outcome.target}: {outcome.error}\n")
+        self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
+        if self.finished == self.total and self.tty:
+            sys.stderr.write("\n")

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from typing import List
+
+import typer
+
+from ..formats import OutputFormat
+from .app import app
+from .fast import run_lookup
+from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+
+
+@app.command()
+def lookup(
+    names: List[str] = typer.Argument(
+        ..., metavar="OP...", help="Op names (any case) or Python names (tf.math.floor)."),
+    release: OptionalStr = ReleaseOption,
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """Gradient status of ops in every release (or one), and where the gradient lives."""
+    code = run_lookup(names, release, fmt, db)
+    if code:
+        raise typer.Exit(code=code)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import typer
+
+from .. import query
+from ..errors import OpregistryError
+from ..formats import OutputFormat, plural, render
+from .app import app, fail
+from .fast import flat
+from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+
+COLUMNS = ["op", "gradient", "public", "function", "location"]
+
+
+@app.command("ops")
+def list_ops(
+    release: OptionalStr = ReleaseOption,
+    status: OptionalStr = typer.Option(
+        None, "--status", help="Only ops whose gradient is registered, no_gradient or missing."),
+    public_only: bool = typer.Option(
+        False, "--public/--all", help="Only ops in tf.raw_ops, or every registered op."),
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """List the ops of a release (default: the newest), filtered by gradient status."""
+    try:
+        found = query.ops(release, status=status, public_only=public_only, db=db)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    typer.echo(render(fmt, [r.to_dict() for r in found], [flat(r) for r in found], COLUMNS))
+    rel = found[0].release if found else (release or "latest")
+    typer.echo(f"{plural(len(found), 'op')} in {rel}", err=True)

@@ -1,0 +1,448 @@
+"""The read side of opregistry: plain functions returning frozen dataclasses.
+
+SQLite files are read with the standard library's ``sqlite3`` so that a lookup
+never pays for importing SQLAlchemy; any other database URL goes through a
+SQLAlchemy connection running the same SQL. No other module writes SQL for reading.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Sequence
+
+from .db.schema import GRADIENT_STATES, HEAD_REVISION
+from .errors import DatabaseError, OpregistryError, UnknownOpError, UnknownReleaseError
+from .location import DatabaseLocation, resolve
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class GradientFunctionInfo:
+    module: str | None
+    qualname: str | None
+    source_file: str | None
+    line: int | None
+    source_hash: str | None
+
+    @property
+    def location(self) -> str:
+        if not self.source_file:
+            return ""
+        return f"{self.source_file}:{self.line}" if self.line else self.source_file
+
+
+@dataclass(frozen=True)
+class OpRelease:
+    """One op in one release."""
+
+    op: str
+    release: str
+    package: str
+    gradient: str  # registered | no_gradient | missing
+    public: bool | None  # in tf.raw_ops; None where the release has no tf.raw_ops
+    function: GradientFunctionInfo | None
+    summary: str = ""
+    is_stateful: bool = False
+    via: str | None = None  # the Python name that led here, when looked up by one
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["function"] = asdict(self.function) if self.function else None
+        return out
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    query: str
+    matched_by: str  # op | op_case_insensitive | python_name
+    ops: tuple[str, ...]
+    rows: tuple[OpRelease, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "matched_by": self.matched_by, "ops": list(self.ops),
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class ReleaseSummary:
+    release: str
+    package: str
+    package_version: str
+    python: str
+    git_version: str | None
+    harvested_at: str
+    ops: int
+    registered: int
+    no_gradient: int
+    missing: int
+    public: int | None
+    orphan_gradients: int
+    import_failures: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Transition:
+    op: str
+    before: str
+    after: str
+    public: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FunctionChange:
+    op: str
+    before: GradientFunctionInfo
+    after: GradientFunctionInfo
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "before": asdict(self.before), "after": asdict(self.after)}
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    before: str
+    after: str
+    added: tuple[OpRelease, ...] = field(default=())
+    removed: tuple[OpRelease, ...] = field(default=())
+    transitions: tuple[Transition, ...] = field(default=())
+    changed_functions: tuple[FunctionChange, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "before": self.before, "after": self.after,
+            "added": [r.to_dict() for r in self.added],
+            "removed": [r.to_dict() for r in self.removed],
+            "transitions": [t.to_dict() for t in self.transitions],
+            "changed_functions": [c.to_dict() for c in self.changed_functions],
+        }
+
+
+# ------------------------------------------------------------------------ connection
+
+
+class Reader:
+    """A read-only connection running named-parameter SQL on SQLite or SQLAlchemy."""
+
+    def __init__(self, location: DatabaseLocation):
+        self.location = location
+        self._sqlite: sqlite3.Connection | None = None
+        self._sqlalchemy: Any = None
+        if location.sqlite_path is not None:
+            path = location.sqlite_path
+            if not path.is_file():
+                raise DatabaseError(f"database not found: {location.describe()}")
+            try:
+                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot open database {path}: {exc}") from None
+        else:
+            from sqlalchemy import create_engine  # only for non-SQLite URLs
+
+            try:
+                self._sqlalchemy = create_engine(location.url).connect()
+            except Exception as exc:  # noqa: BLE001 - driver and network errors vary
+                raise DatabaseError(
+                    f"cannot open database {location.describe()}: {_first_line(exc)}") from None
+        self._check_revision()
+
+    def rows(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        try:
+            if self._sqlite is not None:
+                return self._sqlite.execute(sql, params).fetchall()
+            from sqlalchemy import text
+
+            return [tuple(r) for r in self._sqlalchemy.execute(text(sql), params)]
+        except OpregistryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - locked, corrupt, not a database...
+            raise DatabaseError(
+                f"cannot read database {self.location.describe()}: {_first_line(exc)}") from None
+
+    def _check_revision(self) -> None:
+        try:
+            found = self.rows("SELECT version_num FROM alembic_version")
+        except DatabaseError as exc:
+            if "no such table" in str(exc) or "does not exist" in str(exc):
+                raise DatabaseError(
+                    f"{self.location.describe()} is not an opregistry database") from None
+            raise
+        revision = found[0][0] if found else None
+        if revision != HEAD_REVISION:
+            raise DatabaseError(
+                f"{self.location.describe()} has schema {revision}, this opregistry reads "
+                f"{HEAD_REVISION}: run `opregistry db upgrade --db ...`")
+
+    def close(self) -> None:
+        if self._sqlite is not None:
+            self._sqlite.close()
+        if self._sqlalchemy is not None:
+            self._sqlalchemy.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def open_reader(db: str | os.PathLike[str] | DatabaseLocation | None = None) -> Reader:
+    return Reader(db if isinstance(db, DatabaseLocation) else resolve(db))
+
+
+class _using:
+    """Context manager: a Reader that is closed afterwards unless one was passed in."""
+
+    def __init__(self, db: Any):
+        self._given = db if isinstance(db, Reader) else None
+        self._db = db
+
+    def __enter__(self) -> Reader:
+        self._reader = self._given or open_reader(self._db)
+        return self._reader
+
+    def __exit__(self, *exc: object) -> None:
+        if self._given is None:
+            self._reader.close()
+
+
+# -------------------------------------------------------------------------- releases
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """Numeric sort key for TF versions (``2.9.3`` < ``2.10.1``; rc before final)."""
+    parts = re.findall(r"\d+|[a-zA-Z]+", version)
+    key: list[Any] = []
+    for part in parts:
+        key.append((1, int(part), "") if part.isdigit() else (0, 0, part))
+    return tuple(key) + ((2, 0, ""),)
+
+
+@dataclass(frozen=True)
+class _ReleaseRow:
+    id: int
+    version: str
+    package: str
+
+    @property
+    def label(self) -> str:
+        return self.version
+
+
+def _all_releases(reader: Reader) -> list[_ReleaseRow]:
+    rows = [_ReleaseRow(*r) for r in reader.rows("SELECT id, version, package FROM releases")]
+    return sorted(rows, key=lambda r: (version_key(r.version), r.package))
+
+
+def _resolve_release(reader: Reader, spec: str) -> _ReleaseRow:
+    """``2.21.0``, ``2.21`` (newest patch), ``latest``, or ``2.21.0:tensorflow-cpu``."""
+    releases = _all_releases(reader)
+    if not releases:
+        raise DatabaseError(f"{reader.location.describe()} holds no releases")
+    version, _, package = spec.strip().partition(":")
+    if version in ("latest", "newest"):
+        candidates = releases[-1:]
+    else:
+        candidates = [r for r in releases if r.version == version]
+        if not candidates:
+            prefix = [r for r in releases if r.version.startswith(version + ".")]
+            if prefix:
+                newest = prefix[-1].version
+                candidates = [r for r in prefix if r.version == newest]
+    if package:
+        candidates = [r for r in candidates if r.package == package]
+    if not candidates:
+        raise UnknownReleaseError(spec, _labels(releases))
+    if len(candidates) > 1:  # same version from several packages: prefer the plain one
+        plain = [r for r in candidates if r.package == "tensorflow"]
+        candidates = plain or candidates[:1]
+    return candidates[0]
+
+
+def _labels(releases: Sequence[_ReleaseRow]) -> list[str]:
+    seen: list[str] = []
+    for r in releases:
+        if r.version not in seen:
+            seen.append(r.version)
+    return seen
+
+
+def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
+    """Every release in the database, oldest first, with op counts per status."""
+    with _using(db) as reader:
+        counts = {}
+        for release_id, gradient, public, n in reader.rows(
+                "SELECT release_id, gradient, public, COUNT(*) FROM release_ops "
+                "GROUP BY release_id, gradient, public"):
+            per = counts.setdefault(release_id, {"public": 0, "has_public": False})
+            per[gradient] = per.get(gradient, 0) + n
+            if public is not None:
+                per["has_public"] = True
+                if public:
+                    per["public"] += n
+        orphans = dict(reader.rows(
+            "SELECT release_id, COUNT(*) FROM orphan_gradients GROUP BY release_id"))
+        out = []
+        for (release_id, version, package, package_version, python, git, harvested,
+             failures) in reader.rows(
+                "SELECT id, version, package, package_version, python_version, git_version, "
+                "harvested_at, import_failures FROM releases"):
+            per = counts.get(release_id, {})
+            out.append(ReleaseSummary(
+                release=version, package=package, package_version=package_version,
+                python=python, git_version=git, harvested_at=harvested,
+                ops=sum(per.get(s, 0) for s in GRADIENT_STATES),
+                registered=per.get("registered", 0), no_gradient=per.get("no_gradient", 0),
+                missing=per.get("missing", 0),
+                public=per["public"] if per.get("has_public") else None,
+                orphan_gradients=orphans.get(release_id, 0),
+                import_failures=failures.count('"module"') if failures else 0))
+        return tuple(sorted(out, key=lambda s: (version_key(s.release), s.package)))
+
+
+# ---------------------------------------------------------------------------- ops
+
+_OP_COLUMNS = (
+    "SELECT ro.op_name, r.version, r.package, ro.gradient, ro.public, gf.module, gf.qualname, "
+    "gf.source_file, gf.line, gf.source_hash, od.summary, od.is_stateful, r.id "
+    "FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
+    "JOIN op_defs od ON od.id = ro.op_def_id "
+    "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id ")
+
+
+def _op_release(row: Sequence[Any], via: str | None = None) -> OpRelease:
+    (op, version, package, gradient, public, module, qualname, source_file, line, source_hash,
+     summary, stateful) = row[:12]
+    function = (GradientFunctionInfo(module, qualname, source_file, line, source_hash)
+                if gradient == "registered" else None)
+    return OpRelease(op=op, release=version, package=package, gradient=gradient,
+                     public=None if public is None else bool(public), function=function,
+                     summary=summary or "", is_stateful=bool(stateful), via=via)
+
+
+def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
+    return sorted(rows, key=lambda r: (r.op, version_key(r.release), r.package))
+
+
+def _strip_prefix(name: str) -> str:
+    for prefix in ("tf.raw_ops.", "raw_ops."):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _resolve_name(reader: Reader, name: str) -> tuple[str, list[tuple[str, str | None]]]:
+    """(matched_by, [(op, python-name method)]) for an op or Python name."""
+    bare = _strip_prefix(name.strip())
+    exact = reader.rows("SELECT DISTINCT op_name FROM release_ops WHERE op_name = :n", n=bare)
+    if exact:
+        return "op", [(exact[0][0], None)]
+    folded = reader.rows(
+        "SELECT DISTINCT op_name FROM release_ops WHERE lower(op_name) = lower(:n)", n=bare)
+    if folded:
+        return "op_case_insensitive", [(r[0], None) for r in folded]
+    candidates = [name.strip()]
+    if not name.startswith("tf."):
+        candidates.append("tf." + name.strip())
+    for candidate in candidates:
+        found = reader.rows(
+            "SELECT DISTINCT op_name, method FROM python_names WHERE name = :n", n=candidate)
+        if not found:
+            found = reader.rows("SELECT DISTINCT op_name, method FROM python_names "
+                                "WHERE lower(name) = lower(:n)", n=candidate)
+        if found:
+            ops: dict[str, str] = {}
+            for op, method in sorted(found):
+                ops.setdefault(op, method)
+            return "python_name", sorted(ops.items())
+    raise UnknownOpError(name, suggest(reader, name))
+
+
+def suggest(reader: Reader, name: str, limit: int = 5) -> list[str]:
+    """Close op names and Python names for a name the database does not know."""
+    import difflib  # only on this error path: it is slow to import
+    ops = [r[0] for r in reader.rows("SELECT DISTINCT op_name FROM release_ops")]
+    by_lower = {o.lower(): o for o in ops}
+    matches = [by_lower[m] for m in difflib.get_close_matches(
+        _strip_prefix(name).lower(), list(by_lower), n=limit, cutoff=0.75)]
+    if len(matches) < limit and ("." in name or name.islower()):
+        names = [r[0] for r in reader.rows("SELECT DISTINCT name FROM python_names")]
+        wanted = name if name.startswith("tf.") else "tf." + name
+        matches += difflib.get_close_matches(wanted, names, n=limit - len(matches), cutoff=0.8)
+    return matches
+
+
+def lookup(name: str, release: str | None = None, *, db: Any = None) -> LookupResult:
+    """Gradient status of an op (by op name, any case, or public Python name) in every
+    release, or in ``release`` only."""
+    with _using(db) as reader:
+        matched_by, ops = _resolve_name(reader, name)
+        where, params = "", {}
+        if release is not None:
+            rel = _resolve_release(reader, release)
+            where, params = " AND r.id = :rid", {"rid": rel.id}
+        rows: list[OpRelease] = []
+        for op, method in ops:
+            for row in reader.rows(_OP_COLUMNS + "WHERE ro.op_name = :op" + where,
+                                   op=op, **params):
+                rows.append(_op_release(row, via=name if method else None))
+        if release is not None and not rows:
+            raise OpregistryError(f"{name!r} is not an op of release {rel.version}")
+        return LookupResult(query=name, matched_by=matched_by,
+                            ops=tuple(op for op, _ in ops), rows=tuple(_sorted_rows(rows)))
+
+
+def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
+        db: Any = None) -> tuple[OpRelease, ...]:
+    """Ops of one release (default: the newest), optionally filtered."""
+    if status is not None and status not in GRADIENT_STATES:
+        raise OpregistryError(
+            f"unknown status {status!r} (choose from {', '.join(GRADIENT_STATES)})")
+    with _using(db) as reader:
+        rel = _resolve_release(reader, release or "latest")
+        sql = _OP_COLUMNS + "WHERE ro.release_id = :rid"
+        params: dict[str, Any] = {"rid": rel.id}
+        if status:
+            sql += " AND ro.gradient = :status"
+            params["status"] = status
+        if public_only:
+            sql += " AND ro.public = :public"
+            params["public"] = True
+        return tuple(_sorted_rows([_op_release(r) for r in reader.rows(sql, **params)]))
+
+
+def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
+    """What changed between two releases: ops added and removed, gradient status
+    transitions, and gradient functions whose normalised source changed."""
+    with _using(db) as reader:
+        a = _resolve_release(reader, before)
+        b = _resolve_release(reader, after)
+        rows_a = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
+                                                rid=a.id)}
+        rows_b = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
+                                                rid=b.id)}
+        added = [_op_release(rows_b[n]) for n in sorted(set(rows_b) - set(rows_a))]
+        removed = [_op_release(rows_a[n]) for n in sorted(set(rows_a) - set(rows_b))]
+        transitions, changed = [], []
+        for name in sorted(set(rows_a) & set(rows_b)):
+            old, new = _op_release(rows_a[name]), _op_release(rows_b[name])
+            if old.gradient != new.gradient:
+                transitions.append(Transition(name, old.gradient, new.gradient, new.public))
+            elif old.function and new.function and old.function.source_hash and \
+                    new.function.source_hash and old.function.source_hash != new.function.source_hash:
+                changed.append(FunctionChange(name, old.function, new.function))
+        return DiffResult(before=a.version, after=b.version, added=tuple(added),
+                          removed=tuple(removed), transitions=tuple(transitions),
+                          changed_functions=tuple(changed))
+
+
+def iter_release_versions(db: Any = None) -> Iterator[str]:
+    with _using(db) as reader:
+        yield from _labels(_all_releases(reader))

@@ -1,0 +1,66 @@
+"""Shared fixtures: one real harvest of the installed TensorFlow per test session."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opregistry import harvest as harvest_mod
+from opregistry.db.engine import make_engine
+from opregistry.db.loader import load
+from opregistry.location import resolve
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def tf_document(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The collector's document for the TensorFlow installed next to the tests."""
+    document = harvest_mod.collect(sys.executable)
+    path = tmp_path_factory.mktemp("docs") / "current.json"
+    path.write_text(json.dumps(document))
+    return document
+
+
+@pytest.fixture(scope="session")
+def tf_document_path(tf_document: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("doc") / "harvest.json"
+    path.write_text(json.dumps(tf_document))
+    return path
+
+
+@pytest.fixture(scope="session")
+def harvested_db(tf_document: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh SQLite database holding the installed release (do not modify)."""
+    path = tmp_path_factory.mktemp("db") / "harvested.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, tf_document)
+    engine.dispose()
+    return path
+
+
+@pytest.fixture
+def db_copy(harvested_db: Path, tmp_path: Path) -> Path:
+    """A private copy of the harvested database that a test may change."""
+    target = tmp_path / "copy.sqlite"
+    target.write_bytes(harvested_db.read_bytes())
+    return target
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a subprocess (the way users run it)."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env.pop("OPREGISTRY_DB", None) if env is None or "OPREGISTRY_DB" not in env else None
+    return subprocess.run([sys.executable, "-m", "opregistry", *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, timeout=900)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

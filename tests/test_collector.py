@@ -1,0 +1,149 @@
+"""The collector's record checked against TensorFlow itself, in this process."""
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from opregistry import collector
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def truth(tf_document: dict) -> dict:
+    """Facts read straight from TF's C API and gradient registry, after importing the
+    same modules the collector imported (independent code from the collector's)."""
+    for name in tf_document["imports"]["modules"]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the document lists these as failures too
+            pass
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+    from tensorflow.python.framework import ops
+
+    buf = c_api.TF_GetAllOpList()
+    try:
+        op_list = op_def_pb2.OpList.FromString(bytes(c_api.TF_GetBuffer(buf)))
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+    states = {}
+    for op in op_list.op:
+        try:
+            fn = ops._gradient_registry.lookup(op.name)
+        except LookupError:
+            states[op.name] = "missing"
+            continue
+        states[op.name] = "no_gradient" if fn is None else "registered"
+    return {"states": states, "registry": set(ops._gradient_registry.list())}
+
+
+def test_every_op_of_the_c_api_is_recorded(tf_document, truth):
+    recorded = {op["name"] for op in tf_document["ops"]}
+    assert len(tf_document["ops"]) == len(truth["states"])
+    assert recorded == set(truth["states"])
+    assert any(name.startswith("_") for name in recorded)  # hidden ops included
+    assert any(name.startswith("Xla") for name in recorded)
+
+
+def test_three_state_status_matches_the_registry(tf_document, truth):
+    recorded = {op["name"]: op["gradient"]["status"] for op in tf_document["ops"]}
+    assert recorded == truth["states"]
+
+
+def test_orphan_registry_entries(tf_document, truth):
+    orphans = {o["name"] for o in tf_document["orphan_gradients"]}
+    assert orphans == truth["registry"] - set(truth["states"])
+    assert "Queue" in orphans
+
+
+def test_known_anchors(tf_document):
+    status = {op["name"]: op["gradient"] for op in tf_document["ops"]}
+    assert status["MatMul"]["status"] == "registered"
+    assert status["MatMul"]["function"]["qualname"] == "_MatMulGrad"
+    assert status["MatMul"]["function"]["file"] == "tensorflow/python/ops/math_grad.py"
+    assert status["Shape"]["status"] == "no_gradient"
+    assert status["AdjustHue"]["status"] == "missing"
+
+
+def test_release_facts(tf_document):
+    release = tf_document["release"]
+    assert release["version"] == tf.__version__
+    assert release["git_version"] == tf.version.GIT_VERSION
+    assert release["package"] in ("tensorflow", "tensorflow-cpu")
+    assert tf_document["imports"]["failed"] == []
+
+
+def test_op_defs_carry_types_attrs_and_flags(tf_document):
+    by_name = {op["name"]: op["op_def"] for op in tf_document["ops"]}
+    matmul = by_name["MatMul"]
+    assert [a["name"] for a in matmul["inputs"]] == ["a", "b"]
+    assert matmul["inputs"][0]["type_attr"] == "T"
+    t_attr = next(a for a in matmul["attrs"] if a["name"] == "T")
+    assert "DT_DOUBLE" in t_attr["allowed"]["list"]["type"]
+    assert next(a for a in matmul["attrs"] if a["name"] == "transpose_a")["default"] == {"b": False}
+    assert by_name["RandomUniform"]["is_stateful"] is True
+    deprecated = [d for d in by_name.values() if d.get("deprecation")]
+    assert deprecated and all(d["deprecation"]["version"] > 0 for d in deprecated)
+
+
+def test_public_flag_is_tf_raw_ops(tf_document):
+    public = {op["name"] for op in tf_document["ops"] if op["public"]}
+    assert public == {n for n in dir(tf.raw_ops) if not n.startswith("_")}
+
+
+def test_python_names_lead_to_ops(tf_document):
+    pairs = {(p["name"], p["op"]) for p in tf_document["python_names"]}
+    assert ("tf.math.floor", "Floor") in pairs
+    assert ("tf.argmax", "ArgMax") in pairs
+    assert ("tf.nn.relu", "Relu") in pairs
+    assert ("tf.compat.v1.floor", "Floor") in pairs
+    methods = {p["method"] for p in tf_document["python_names"]}
+    assert {"generated_wrapper", "calls_wrapper"} <= methods
+
+
+def test_source_hash_ignores_annotations_docstrings_and_formatting(tmp_path):
+    plain = (
+        "def _grad(op, grad):\n"
+        "  x = op.inputs[0]\n"
+        "  return grad * x, None\n")
+    annotated = (
+        "def _other_name(op: 'ops.Operation', grad: 'Tensor') -> tuple:\n"
+        "    '''Docstring added later.'''\n"
+        "    x: 'Tensor' = op.inputs[0]   # a comment\n"
+        "    return (grad * x,\n"
+        "            None)\n")
+    changed = plain.replace("grad * x", "grad * x * 2")
+    functions = {}
+    for name, source in {"plain": plain, "annotated": annotated, "changed": changed}.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        namespace: dict = {}
+        exec(compile(source, str(path), "exec"), namespace)  # noqa: S102 - our own test code
+        fn = next(v for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+        functions[name] = fn
+    import linecache
+
+    linecache.clearcache()
+    hashes = {k: collector.source_hash(v)[0] for k, v in functions.items()}
+    assert hashes["plain"] is not None
+    assert hashes["plain"] == hashes["annotated"]
+    assert hashes["plain"] != hashes["changed"]
+
+
+def test_collector_is_python37_syntax():
+    """The collector runs inside old TF environments (Python 3.7)."""
+    source = Path(collector.__file__).read_text()
+    ast.parse(source, feature_version=(3, 7))
+    imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source))
+                if isinstance(n, (ast.Import, ast.ImportFrom)) and getattr(n, "level", 0) == 0
+                and isinstance(n, ast.Import)}
+    imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(source))
+                 if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    import sys
+
+    third_party = {m for m in imported if m not in sys.stdlib_module_names}
+    assert third_party <= {"tensorflow", "__future__"}

@@ -1,0 +1,147 @@
+"""Schema migrations and loading, on real SQLite files with a real harvest."""
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from opregistry.db import migrate
+from opregistry.db.engine import make_engine
+from opregistry.db.loader import load
+from opregistry.db.models import Base
+from opregistry.db.schema import HEAD_REVISION
+from opregistry.errors import DatabaseError, DocumentError
+from opregistry.location import resolve
+
+
+def counts(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name != 'alembic_version'")]
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def test_exactly_one_head_and_it_is_what_the_code_reads():
+    assert migrate.heads() == [HEAD_REVISION]
+
+
+def test_migrations_match_the_models(tmp_path):
+    engine = make_engine(resolve(tmp_path / "m.sqlite"), create=True)
+    migrate.upgrade(engine)
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_downgrade_to_base_and_upgrade_again_with_a_release_loaded(db_copy, tf_document):
+    engine = make_engine(resolve(db_copy))
+    assert migrate.current(engine) == HEAD_REVISION
+    migrate.downgrade(engine, "base")
+    assert migrate.current(engine) is None
+    assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    migrate.upgrade(engine)
+    assert migrate.current(engine) == HEAD_REVISION
+    result = load(engine, tf_document)
+    assert result.ops == len(tf_document["ops"])
+
+
+def test_reloading_a_release_replaces_it(db_copy, tf_document):
+    before = counts(db_copy)
+    engine = make_engine(resolve(db_copy))
+    result = load(engine, tf_document)
+    assert result.replaced and result.new_op_defs == 0 and result.new_gradient_functions == 0
+    assert counts(db_copy) == before
+
+
+def test_identical_records_are_stored_once(db_copy, tf_document):
+    """A second release with the same content adds no OpDef or gradient function rows."""
+    twin = copy.deepcopy(tf_document)
+    twin["release"]["version"] = "0.0.1-twin"
+    engine = make_engine(resolve(db_copy))
+    before = counts(db_copy)
+    load(engine, twin)
+    after = counts(db_copy)
+    assert after["op_defs"] == before["op_defs"]
+    assert after["gradient_functions"] == before["gradient_functions"]
+    assert after["python_names"] == before["python_names"]
+    assert after["release_ops"] == 2 * before["release_ops"]
+
+
+def test_a_failing_load_leaves_the_database_as_it_was(db_copy, tf_document):
+    before = counts(db_copy)
+    broken = copy.deepcopy(tf_document)
+    broken["ops"].append(copy.deepcopy(broken["ops"][0]))  # duplicate key: fails mid-insert
+    engine = make_engine(resolve(db_copy))
+    with pytest.raises(Exception):
+        load(engine, broken)
+    assert counts(db_copy) == before
+
+
+def test_a_malformed_document_is_refused_before_writing(db_copy, tf_document):
+    before = counts(db_copy)
+    bad = copy.deepcopy(tf_document)
+    bad["ops"][5]["gradient"]["status"] = "maybe"
+    with pytest.raises(DocumentError):
+        load(make_engine(resolve(db_copy)), bad)
+    with pytest.raises(DocumentError):
+        load(make_engine(resolve(db_copy)), {"format": "something else"})
+    assert counts(db_copy) == before
+
+
+def test_a_killed_load_leaves_the_database_as_it_was(db_copy, tf_document_path):
+    """SIGKILL a process in the middle of re-loading the release, many times over."""
+    before = counts(db_copy)
+    script = (
+        "import json, sys\n"
+        "from opregistry.db.engine import make_engine\n"
+        "from opregistry.db.loader import load\n"
+        "from opregistry.location import resolve\n"
+        "doc = json.load(open(sys.argv[2]))\n"
+        "engine = make_engine(resolve(sys.argv[1]))\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    doc['release']['version'] = 'killed-' + doc['release']['version']\n"
+        "    load(engine, doc)\n"
+    )
+    for delay in (0.3, 0.7, 1.1):
+        proc = subprocess.Popen([sys.executable, "-c", script, str(db_copy), str(tf_document_path)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+        with sqlite3.connect(db_copy) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            # every release present is complete: as many op rows as its document had ops
+            per_release = conn.execute(
+                "SELECT r.version, COUNT(ro.op_name) FROM releases r "
+                "LEFT JOIN release_ops ro ON ro.release_id = r.id GROUP BY r.id").fetchall()
+        assert all(n == before["release_ops"] for _, n in per_release), per_release
+    # the original release is untouched
+    with sqlite3.connect(db_copy) as conn:
+        original = json.loads(tf_document_path.read_text())["release"]["version"]
+        assert conn.execute("SELECT COUNT(*) FROM releases WHERE version = ?",
+                            (original,)).fetchone()[0] == 1
+
+
+def test_an_older_schema_is_refused_by_the_loader(tmp_path, tf_document):
+    engine = make_engine(resolve(tmp_path / "old.sqlite"), create=True)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'something_older'")
+    with pytest.raises(DatabaseError, match="opregistry db upgrade"):
+        load(engine, tf_document)
+
+
+def test_shipped_database_is_never_written(tf_document):
+    with pytest.raises(DatabaseError, match="read-only"):
+        make_engine(resolve(None), create=True)
