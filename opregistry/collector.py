@@ -152,13 +152,20 @@ def _gradient_modules(root, top):
 
 
 def _import_gradient_modules(root, top):
-    """Import every module that registers gradients; return (attempted, failures)."""
+    """Import every module that registers gradients.
+
+    Returns (attempted, failures, needs_import): the last maps each registry entry
+    that ``import tensorflow`` alone does not create to the module that creates it.
+    """
     import importlib
     attempted = _gradient_modules(root, top)
+    registry = _gradient_registry()
     failures = []
+    needs_import = {}
     for name in attempted:
         if name in sys.modules:
             continue
+        before = set(registry)
         try:
             # Some modules print on import; keep our stdout clean for the document.
             with contextlib.redirect_stdout(sys.stderr):
@@ -167,7 +174,9 @@ def _import_gradient_modules(root, top):
             if isinstance(exc, KeyboardInterrupt):
                 raise
             failures.append({"module": name, "error": _one_line(exc)})
-    return attempted, failures
+        for entry in set(registry) - before:
+            needs_import[entry] = name
+    return attempted, failures, needs_import
 
 
 def _one_line(exc):
@@ -562,9 +571,9 @@ def collect(import_modules=True):
     release = _release(tf)
     root, top = _tf_source_root()
     site_dir = os.path.dirname(root)
-    attempted, failures = ([], [])
+    attempted, failures, needs_import = [], [], {}
     if import_modules:
-        attempted, failures = _import_gradient_modules(root, top)
+        attempted, failures, needs_import = _import_gradient_modules(root, top)
 
     op_defs = _all_op_defs()
     op_names = set(op.name for op in op_defs)
@@ -578,6 +587,8 @@ def collect(import_modules=True):
             return {"status": "missing"}
         fn = entry.get("type") if isinstance(entry, dict) else entry
         out = {}
+        if name in needs_import:  # registered only once this module is imported
+            out["needs_import"] = needs_import[name]
         if fn is None:
             out["status"] = "no_gradient"
         else:

@@ -47,6 +47,9 @@ class OpRelease:
     summary: str = ""
     is_stateful: bool = False
     via: str | None = None  # the Python name that led here, when looked up by one
+    # Set when `import tensorflow` alone leaves the registry entry out: the module that
+    # must be imported first (before that, tf.gradients raises LookupError).
+    needs_import: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -311,7 +314,7 @@ def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
 
 _OP_COLUMNS = (
     "SELECT ro.op_name, r.version, r.package, ro.gradient, ro.public, gf.module, gf.qualname, "
-    "gf.source_file, gf.line, gf.source_hash, od.summary, od.is_stateful, r.id "
+    "gf.source_file, gf.line, gf.source_hash, od.summary, od.is_stateful, ro.needs_import "
     "FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
     "JOIN op_defs od ON od.id = ro.op_def_id "
     "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id ")
@@ -319,12 +322,13 @@ _OP_COLUMNS = (
 
 def _op_release(row: Sequence[Any], via: str | None = None) -> OpRelease:
     (op, version, package, gradient, public, module, qualname, source_file, line, source_hash,
-     summary, stateful) = row[:12]
+     summary, stateful, needs_import) = row[:13]
     function = (GradientFunctionInfo(module, qualname, source_file, line, source_hash)
                 if gradient == "registered" else None)
     return OpRelease(op=op, release=version, package=package, gradient=gradient,
                      public=None if public is None else bool(public), function=function,
-                     summary=summary or "", is_stateful=bool(stateful), via=via)
+                     summary=summary or "", is_stateful=bool(stateful), via=via,
+                     needs_import=needs_import)
 
 
 def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:

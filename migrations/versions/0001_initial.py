@@ -93,6 +93,7 @@ def upgrade() -> None:
     sa.Column('public', sa.Boolean(), nullable=True),
     sa.Column('gradient', sa.String(length=16), nullable=False),
     sa.Column('gradient_function_id', sa.Integer(), nullable=True),
+    sa.Column('needs_import', sa.String(length=256), nullable=True),
     sa.ForeignKeyConstraint(['gradient_function_id'], ['gradient_functions.id'], name=op.f('fk_release_ops_gradient_function_id_gradient_functions')),
     sa.ForeignKeyConstraint(['op_def_id'], ['op_defs.id'], name=op.f('fk_release_ops_op_def_id_op_defs')),
     sa.ForeignKeyConstraint(['release_id'], ['releases.id'], name=op.f('fk_release_ops_release_id_releases'), ondelete='CASCADE'),

@@ -48,7 +48,7 @@ def try_fast(argv: Sequence[str]) -> int | None:
     return run_lookup(names, options["--tf"], fmt, options["--db"])
 
 
-COLUMNS = ["op", "release", "package", "gradient", "public", "function", "location", "via"]
+COLUMNS = ["op", "release", "package", "gradient", "public", "function", "location"]
 
 
 def flat(row: query.OpRelease) -> dict[str, object]:
@@ -58,6 +58,7 @@ def flat(row: query.OpRelease) -> dict[str, object]:
         "module": row.function.module if row.function else None,
         "location": row.function.location if row.function else None,
         "source_hash": row.function.source_hash if row.function else None, "via": row.via,
+        "needs_import": row.needs_import,
     }
 
 
@@ -81,7 +82,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
     rows = [row for result in results for row in result.rows]
     if results:
         data = [r.to_dict() for r in rows]
-        columns = COLUMNS if any(r.via for r in rows) else COLUMNS[:-1]
+        columns = COLUMNS + [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
         print(render(fmt, data, [flat(r) for r in rows], columns))
         sys.stdout.flush()
         for result in results:

@@ -193,6 +193,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "release_id": release_id, "op_name": op["name"],
         "op_def_id": op_def_ids[op_digest[op["name"]]], "public": op.get("public"),
         "gradient": op["gradient"]["status"], "gradient_function_id": function_id(op["name"]),
+        "needs_import": op["gradient"].get("needs_import"),
     } for op in ops))
     _insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],

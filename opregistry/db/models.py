@@ -96,6 +96,9 @@ class ReleaseOp(Base):
     gradient: Mapped[str] = mapped_column(String(16))  # registered | no_gradient | missing
     gradient_function_id: Mapped[int | None] = mapped_column(
         ForeignKey("gradient_functions.id"), index=True)
+    # The module that must be imported for the registry entry to exist, when
+    # `import tensorflow` alone does not create it.
+    needs_import: Mapped[str | None] = mapped_column(String(256))
 
     release: Mapped[Release] = relationship(back_populates="ops")
 

@@ -1,0 +1,37 @@
+"""The README shows real output of the real commands, and CI runs its test command."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCK = re.compile(r"<!-- output: (?P<cmd>[^>]+?) -->\n```text\n(?P<out>.*?)```", re.S)
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
+    quick = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    commands = re.findall(r"^```(?:sh|bash)\n(.*?)```", quick, re.S | re.M)[0].strip().splitlines()
+    assert len(commands) == 2
+    assert "opregistry lookup" in commands[0]
+    assert "pytest" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert commands[1] in ci.splitlines()
+
+
+@pytest.mark.parametrize("command, expected", [(m["cmd"], m["out"]) for m in BLOCK.finditer(README)]
+                         or [pytest.param("", "", marks=pytest.mark.skip("no output blocks"))])
+def test_readme_output_blocks_are_real(command, expected):
+    args = command.split()
+    assert args[0] == "opregistry"
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    env["COLUMNS"] = "200"
+    done = subprocess.run([sys.executable, "-m", "opregistry", *args[1:]], capture_output=True,
+                          text=True, env=env, cwd=ROOT)
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stdout.rstrip() == expected.rstrip()

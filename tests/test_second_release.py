@@ -1,0 +1,70 @@
+"""Harvest a second, real TensorFlow release in its own venv and diff it against the
+installed one. Slow on a fresh machine (builds a venv); CI runs it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import opregistry
+
+tf = pytest.importorskip("tensorflow")
+SECOND = "2.12"  # Python 3.8, tensorflow-cpu 2.12.1
+
+
+@pytest.fixture(scope="module")
+def two_releases(tmp_path_factory, tf_document):
+    from conftest import run_cli
+
+    base = tmp_path_factory.mktemp("two")
+    db, docs = base / "two.sqlite", base / "docs"
+    done = run_cli("harvest", "--tf-version", SECOND, "--db", str(db), "--save-json", str(docs),
+                   "--format", "json")
+    assert done.returncode == 0, done.stderr
+    (outcome,) = json.loads(done.stdout)
+    assert outcome["ok"], outcome
+    older = json.loads(open(outcome["document_path"]).read())
+    assert older["release"]["python"].startswith("3.8")
+    assert older["release"]["package"] == "tensorflow-cpu"
+    done = run_cli("harvest", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    return db, older, tf_document
+
+
+def _status(document):
+    return {op["name"]: op["gradient"] for op in document["ops"]}
+
+
+def test_diff_matches_the_two_documents(two_releases):
+    db, older, newer = two_releases
+    a, b = _status(older), _status(newer)
+    result = opregistry.diff(older["release"]["version"], newer["release"]["version"], db=db)
+    assert {r.op for r in result.added} == set(b) - set(a)
+    assert {r.op for r in result.removed} == set(a) - set(b)
+    assert {(t.op, t.before, t.after) for t in result.transitions} == {
+        (n, a[n]["status"], b[n]["status"]) for n in set(a) & set(b)
+        if a[n]["status"] != b[n]["status"]}
+    changed = {n for n in set(a) & set(b) if a[n]["status"] == b[n]["status"] == "registered"
+               and a[n]["function"]["source_hash"] != b[n]["function"]["source_hash"]}
+    assert {c.op for c in result.changed_functions} == changed
+    # annotations added in 2.21 must not count as changes: most functions are unchanged
+    both = [n for n in set(a) & set(b) if a[n]["status"] == b[n]["status"] == "registered"]
+    assert len(changed) < len(both) / 3
+
+
+@pytest.mark.skipif(not tf.__version__.startswith("2.21."), reason="facts about 2.12 -> 2.21")
+def test_known_transitions_between_212_and_221(two_releases, cli):
+    db, older, newer = two_releases
+    done = cli("diff", SECOND, "2.21", "--format", "json", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    transitions = {(t["op"], t["before"], t["after"])
+                   for t in json.loads(done.stdout)["transitions"]}
+    assert ("ClipByValue", "missing", "registered") in transitions
+    assert ("ResizeBilinearGrad", "missing", "no_gradient") in transitions
+    assert ("FakeQuantWithMinMaxArgsGradient", "missing", "no_gradient") in transitions
+
+
+def test_lookup_across_both_releases(two_releases):
+    db, older, newer = two_releases
+    rows = opregistry.lookup("ClipByValue", db=db).rows
+    assert [r.release for r in rows] == [older["release"]["version"], newer["release"]["version"]]
