@@ -166,6 +166,7 @@ def _import_gradient_modules(root, top):
         if name in sys.modules:
             continue
         before = set(registry)
+        modules_before = set(sys.modules)
         try:
             # Some modules print on import; keep our stdout clean for the document.
             with contextlib.redirect_stdout(sys.stderr):
@@ -174,9 +175,35 @@ def _import_gradient_modules(root, top):
             if isinstance(exc, KeyboardInterrupt):
                 raise
             failures.append({"module": name, "error": _one_line(exc)})
-        for entry in set(registry) - before:
-            needs_import[entry] = name
+        added = set(registry) - before
+        if added:
+            # A package __init__ can import many modules at once (tf.contrib does):
+            # credit each entry to the newly imported module that names it.
+            new_modules = sorted(set(sys.modules) - modules_before)
+            for entry in added:
+                needs_import[entry] = _registering_module(entry, new_modules, registry) or name
     return attempted, failures, needs_import
+
+
+def _registering_module(entry, modules, registry):
+    """The module among ``modules`` that registers ``entry``: the gradient function's
+    own module, else the one whose source names the op in quotes."""
+    fn = registry[entry].get("type") if isinstance(registry[entry], dict) else None
+    if fn is not None and getattr(fn, "__module__", None) in modules:
+        return fn.__module__
+    quoted = ('"%s"' % entry, "'%s'" % entry)
+    for module_name in modules:
+        path = getattr(sys.modules.get(module_name), "__file__", None)
+        if not path or not path.endswith(".py"):
+            continue
+        try:
+            with io.open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except (IOError, OSError):
+            continue
+        if any(q in text for q in quoted) and _REGISTERS_GRADIENTS.search(text):
+            return module_name
+    return None
 
 
 def _one_line(exc):

@@ -6,6 +6,7 @@ SQLAlchemy connection running the same SQL. No other module writes SQL for readi
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -306,7 +307,7 @@ def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
                 missing=per.get("missing", 0),
                 public=per["public"] if per.get("has_public") else None,
                 orphan_gradients=orphans.get(release_id, 0),
-                import_failures=failures.count('"module"') if failures else 0))
+                import_failures=len(json.loads(failures)) if failures else 0))
         return tuple(sorted(out, key=lambda s: (version_key(s.release), s.package)))
 
 

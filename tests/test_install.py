@@ -11,6 +11,7 @@ import pytest
 from opregistry.location import shipped_database_path
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pytest
 import opregistry
 
 tf = pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.slow
 SECOND = "2.12"  # Python 3.8, tensorflow-cpu 2.12.1
 
 
