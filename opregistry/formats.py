@@ -5,9 +5,6 @@ flat rows (one dict per line, same keys) for table and CSV.
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Sequence
 from enum import Enum
 from typing import Any
@@ -38,6 +35,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) 
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+    import csv
+    import io
+
     buffer = io.StringIO()
     keys = list(columns or (rows[0].keys() if rows else []))
     writer = csv.DictWriter(buffer, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
@@ -48,6 +48,8 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = Non
 
 
 def json_text(data: Any) -> str:
+    import json
+
     return json.dumps(data, indent=2, sort_keys=False)
 
 

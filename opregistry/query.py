@@ -6,7 +6,6 @@ SQLAlchemy connection running the same SQL. No other module writes SQL for readi
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -307,8 +306,14 @@ def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
                 missing=per.get("missing", 0),
                 public=per["public"] if per.get("has_public") else None,
                 orphan_gradients=orphans.get(release_id, 0),
-                import_failures=len(json.loads(failures)) if failures else 0))
+                import_failures=_count_json_list(failures)))
         return tuple(sorted(out, key=lambda s: (version_key(s.release), s.package)))
+
+
+def _count_json_list(text: str | None) -> int:
+    import json
+
+    return len(json.loads(text)) if text else 0
 
 
 # ---------------------------------------------------------------------------- ops
