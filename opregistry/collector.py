@@ -588,9 +588,139 @@ def _python_names(op_names, major):
             for (name, op), method in sorted(mapping.items())]
 
 
+# ------------------------------------------------------------------------ probes
+# The probes build and run thousands of kernels on generated inputs; a kernel can
+# abort the whole process (a CHECK failure) or hang. They therefore run in a worker
+# subprocess that reports each op as it goes; when it dies, the op it was on is
+# recorded with the reason and a new worker carries on with the rest.
+
+PROBE_STALL_S = 60
+
+
+def _load_probe_module():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
+    spec = importlib.util.spec_from_file_location("opregistry_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _probe_worker(ops_path, results_path, numeric):
+    """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with contextlib.redirect_stdout(sys.stderr):
+        import tensorflow  # noqa: F401
+    root, top = _tf_source_root()
+    _import_gradient_modules(root, top)
+    probe = _load_probe_module()
+    api = probe.TFApi()
+    op_defs = dict((op.name, op) for op in _all_op_defs())
+    with io.open(ops_path, encoding="utf-8") as handle:
+        names = json.load(handle)
+    with io.open(results_path, "a", encoding="utf-8") as out:
+        def emit(obj):
+            out.write(json.dumps(obj, sort_keys=True) + "\n")
+            out.flush()
+        for name in names:
+            emit({"start": name})
+            with contextlib.redirect_stdout(sys.stderr):
+                record = probe.probe_one(api, op_defs[name])
+            emit({"op": name, "record": record})
+            if numeric and probe.wants_numeric_check(record):
+                emit({"numeric": name})
+                with contextlib.redirect_stdout(sys.stderr):
+                    try:
+                        record["verification"] = probe.numeric_check(
+                            api, op_defs[name], record["inputs"])
+                    except Exception as exc:  # noqa: BLE001
+                        record["verification"] = {"status": "not_verified",
+                                                  "reason": _one_line(exc)}
+                emit({"op": name, "record": record})
+    return 0
+
+
+def _run_probes(names, numeric=True, python=None):
+    """Probe ``names`` in worker subprocesses; returns (records, restarts)."""
+    import subprocess
+    import tempfile
+    import time
+    records = {}
+    remaining = list(names)
+    restarts = 0
+    workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
+    while remaining:
+        ops_path = os.path.join(workdir, "ops-%d.json" % restarts)
+        results_path = os.path.join(workdir, "results-%d.jsonl" % restarts)
+        log_path = os.path.join(workdir, "worker-%d.log" % restarts)
+        with io.open(ops_path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(remaining))
+        cmd = [python or sys.executable, "-I", os.path.abspath(__file__), "--probe-worker",
+               ops_path, results_path] + ([] if numeric else ["--no-numeric"])
+        with io.open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            last_size, last_change, stalled = -1, time.time(), False
+            while proc.poll() is None:
+                time.sleep(0.1)
+                size = os.path.getsize(results_path) if os.path.exists(results_path) else 0
+                if size != last_size:
+                    last_size, last_change = size, time.time()
+                elif time.time() - last_change > PROBE_STALL_S:
+                    proc.kill()
+                    proc.wait()
+                    stalled = True
+        started = numeric_started = None
+        progressed = False
+        if os.path.exists(results_path):
+            with io.open(results_path, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        break  # a line cut short by the crash
+                    if "start" in entry:
+                        started, numeric_started = entry["start"], None
+                    elif "numeric" in entry:
+                        numeric_started = entry["numeric"]
+                    else:
+                        records[entry["op"]] = entry["record"]
+                        progressed = True
+                        if numeric_started is None or "verification" in entry["record"]:
+                            started = numeric_started = None
+        if proc.returncode != 0 and started is not None:
+            why = ("no progress for %d s" % PROBE_STALL_S) if stalled else (
+                "killed by signal %d" % -proc.returncode if proc.returncode < 0
+                else "exit status %d" % proc.returncode)
+            if numeric_started is not None and started in records:
+                records[started]["verification"] = {
+                    "status": "not_verified",
+                    "reason": "the numeric check stopped the process (%s)" % why}
+            else:
+                records[started] = {"effective": "unknown",
+                                    "reason": "probe stopped the process (%s)" % why}
+            progressed = True
+        elif proc.returncode != 0 and not progressed:
+            tail = _tail(log_path)
+            for name in remaining:
+                records.setdefault(name, {"effective": "unknown",
+                                          "reason": "probe worker failed: %s" % tail})
+        remaining = [n for n in remaining if n not in records]
+        restarts += 1
+    return records, restarts - 1
+
+
+def _tail(path):
+    try:
+        with io.open(path, encoding="utf-8", errors="replace") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+        return lines[-1][:300] if lines else "no output"
+    except (IOError, OSError):
+        return "no output"
+
+
 # -------------------------------------------------------------------------- main
 
-def collect(import_modules=True):
+def collect(import_modules=True, probes=False, numeric=True):
     """Build the harvest document for the TensorFlow importable here."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
@@ -631,6 +761,19 @@ def collect(import_modules=True):
             "public": (op.name in public) if public is not None else None,
             "gradient": gradient(op.name),
         })
+    probe_info = None
+    if probes:
+        import time
+        started = time.time()
+        statuses = dict((op["name"], op["gradient"]["status"]) for op in ops)
+        records, restarts = _run_probes(
+            [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric)
+        _load_probe_module().second_order(records, statuses)
+        for op in ops:
+            if op["name"] in records:
+                op["probe"] = records[op["name"]]
+        probe_info = {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
+                      "numeric": numeric}
     orphans = [dict(gradient(name), name=name)
                for name in sorted(registry) if name not in op_names]
     major = int(str(release["version"]).split(".")[0])
@@ -644,6 +787,7 @@ def collect(import_modules=True):
         "ops": ops,
         "orphan_gradients": orphans,
         "python_names": _python_names(op_names, major),
+        "probes": probe_info,
     }
 
 
@@ -651,17 +795,26 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     out_path = None
     import_modules = True
+    probes = False
+    numeric = True
+    if argv[:1] == ["--probe-worker"]:
+        return _probe_worker(argv[1], argv[2], "--no-numeric" not in argv)
     while argv:
         arg = argv.pop(0)
         if arg == "--out" and argv:
             out_path = argv.pop(0)
         elif arg == "--no-extra-imports":
             import_modules = False
+        elif arg == "--probes":
+            probes = True
+        elif arg == "--no-numeric":
+            numeric = False
         else:
-            print("usage: collector.py [--out FILE] [--no-extra-imports]", file=sys.stderr)
+            print("usage: collector.py [--out FILE] [--no-extra-imports] [--probes "
+                  "[--no-numeric]]", file=sys.stderr)
             return 2
     try:
-        document = collect(import_modules=import_modules)
+        document = collect(import_modules=import_modules, probes=probes, numeric=numeric)
     except ImportError as exc:
         print("opregistry-collector: cannot import TensorFlow: %s" % _one_line(exc),
               file=sys.stderr)

@@ -1,0 +1,769 @@
+"""Probe gradient functions: which inputs receive a gradient, second order, numerics.
+
+Runs inside the harvested TensorFlow environment next to ``collector.py`` (which
+loads it by path), so the same rules apply: standard library and TensorFlow only,
+Python 3.7+, TF 1.13+, graph mode everywhere (``tf.compat.v1`` where it exists).
+
+For every op whose gradient is ``registered``, ``probe_one`` builds the op in a
+fresh graph from its OpDef with generated inputs and attributes, calls the real
+registered gradient function with an upstream gradient for every output, and
+classifies what comes back for each input: ``gradient``, ``none``, ``zero`` or
+``raises``. Ops whose inputs need more than a placeholder (functions, resources,
+variants, reference variables) are built by targeted builders. It then compares
+``tf.gradients`` with central finite differences at a random point away from kinks.
+"""
+from __future__ import print_function
+
+import random
+import re
+
+# Data types that carry gradients (TF's rule in gradients_util: floating, complex,
+# resource and variant tensors are differentiable).
+_FLOAT_TYPES = ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16")
+_COMPLEX_TYPES = ("DT_COMPLEX64", "DT_COMPLEX128")
+_TRAINABLE = _FLOAT_TYPES + _COMPLEX_TYPES + ("DT_RESOURCE", "DT_VARIANT")
+_TYPE_PREFERENCE = ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16", "DT_COMPLEX64",
+                    "DT_COMPLEX128", "DT_INT32", "DT_INT64", "DT_BOOL", "DT_STRING")
+_ZERO_SOURCES = ("ZerosLike", "Zeros")
+_PASS_THROUGH = ("Identity", "Reshape", "Cast", "BroadcastTo", "Tile", "ExpandDims",
+                 "Squeeze", "Transpose", "Snapshot")
+# String attrs whose value decides whether a gradient exists or the op builds at all.
+_STRING_OVERRIDES = {"equation": (b"ab,bc->ac", b"ab,bc"), "reduction": (b"sum",),
+                     "padding": (b"VALID", b"SAME"), "data_format": (b"NHWC",)}
+_LIST_STRING_OVERRIDES = {"row_partition_types": [b"ROW_SPLITS"]}
+# Gradient functions that raise these for every caller raise "by design" (or by a
+# TF bug such as a wrong signature); other exceptions are taken as our fault.
+_BY_DESIGN = ("NotImplementedError", "LookupError", "RuntimeError")
+_WRONG_ARITY = re.compile(r"takes \d+ positional arguments? but \d+ (were|was) given")
+# The function feeds a handle of a type fixed by the op's signature into an op that
+# takes another (e.g. TensorArray V1/V2 gradients building TensorArrayGradV3 in 2.x).
+_HANDLE_MISMATCH = re.compile(r"has type (string|resource|variant)\w* that does not match "
+                              r"expected type of (string|resource|variant)")
+# (float input shape, how integer inputs are made)
+_CONFIGS = (
+    (None, "placeholder"), ([2, 2], "placeholder"), ([2, 2, 2, 2], "placeholder"),
+    ([2, 2], "scalar"), ([2, 2, 2, 2], "ones"), ([2, 2], "ones"), ([2, 2, 2, 2], "pairs"),
+    ([2], "placeholder"), ([], "placeholder"), ([2, 2, 2], "placeholder"),
+    ([2, 2, 2, 2, 2], "placeholder"), ([1, 2, 2, 1], "ones"), ([2, 2], "pairs"),
+    ([2, 2, 2, 2], "named"), ([2, 2], "named"),
+)
+
+
+class ProbeFailure(Exception):
+    """Why an op could not be probed; ``stage`` says where it failed."""
+
+    def __init__(self, stage, reason):
+        Exception.__init__(self, "%s: %s" % (stage, reason))
+        self.stage = stage
+        self.reason = reason
+
+
+def _one_line(exc):
+    text = ("%s: %s" % (type(exc).__name__, exc)).strip()
+    return re.sub(r"\s+", " ", text)[:300] if text else type(exc).__name__
+
+
+class TFApi(object):
+    """The TensorFlow entry points the probes use, resolved once per release."""
+
+    def __init__(self):
+        import numpy
+        import tensorflow as tf
+        from tensorflow.core.framework import attr_value_pb2, tensor_shape_pb2, types_pb2
+        from tensorflow.python.framework import dtypes, ops, tensor_util
+        self.np = numpy
+        self.tf = tf
+        self.v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
+        self.attr_value_pb2 = attr_value_pb2
+        self.tensor_shape_pb2 = tensor_shape_pb2
+        self.types_pb2 = types_pb2
+        self.dtypes = dtypes
+        self.ops = ops
+        self.tensor_util = tensor_util
+        self.registry = getattr(ops, "_gradient_registry", None) or ops.gradient_registry
+
+    def type_name(self, dtype):
+        return self.types_pb2.DataType.Name(dtype.base_dtype.as_datatype_enum)
+
+    def dtype(self, name):
+        return self.dtypes.as_dtype(self.types_pb2.DataType.Value(name))
+
+    def create_op(self, graph, op_type, inputs, attrs, name):
+        create = getattr(graph, "_create_op_internal", None)
+        if create is not None:
+            return create(op_type, inputs, dtypes=None, attrs=attrs, name=name)
+        return graph.create_op(op_type, inputs, None, attrs=attrs, name=name)
+
+    def placeholder(self, dtype, shape=None, name=None):
+        return self.v1.placeholder(dtype, shape=shape, name=name)
+
+    def gradient_function(self, op_type):
+        return self.registry.lookup(op_type)
+
+    def const(self, value, dtype):
+        return self.tf.constant(value, dtype=dtype)
+
+    def gradients(self, ys, xs, grad_ys):
+        fn = getattr(self.v1, "gradients", None) or self.tf.gradients
+        return fn(ys, xs, grad_ys=grad_ys)
+
+
+# --------------------------------------------------------------------------- building
+
+def _allowed_names(api, attr):
+    if not attr.HasField("allowed_values"):
+        return []
+    return [api.types_pb2.DataType.Name(n) for n in attr.allowed_values.list.type]
+
+
+def _choose_type(allowed, float_type):
+    if not allowed:
+        return float_type
+    if float_type in allowed:
+        return float_type
+    for name in _TYPE_PREFERENCE:
+        if name in allowed:
+            return name
+    return allowed[0]
+
+
+def _is_input_type_attr(op_def, name):
+    return any(a.type_attr == name or a.type_list_attr == name for a in op_def.input_arg)
+
+
+def _is_number_attr(op_def, name):
+    return any(a.number_attr == name for a in list(op_def.input_arg) + list(op_def.output_arg))
+
+
+def _required_attr(api, attr, variant):
+    """A sensible value for an attr without a default."""
+    av = api.attr_value_pb2.AttrValue
+    allowed = attr.allowed_values.list if attr.HasField("allowed_values") else None
+    kind = attr.type
+    minimum = attr.minimum if attr.has_minimum else 0
+    if kind == "string":
+        choices = list(_STRING_OVERRIDES.get(attr.name, ()))
+        if allowed is not None and allowed.s:
+            choices = [c for c in choices if c in allowed.s] + list(allowed.s)
+        return av(s=choices[variant % len(choices)] if choices else b"")
+    if kind == "int":
+        return av(i=max(1, minimum))
+    if kind == "float":
+        return av(f=1.0)
+    if kind == "bool":
+        return av(b=False)
+    if kind == "shape":
+        return av(shape=api.tensor_shape_pb2.TensorShapeProto(unknown_rank=True))
+    if kind == "list(int)":
+        return av(list=av.ListValue(i=[1] * max(4, minimum)))
+    if kind == "list(float)":
+        return av(list=av.ListValue(f=[1.0] * max(4, minimum)))
+    if kind == "list(string)":
+        return av(list=av.ListValue(s=_LIST_STRING_OVERRIDES.get(attr.name, [b"a"] * max(1, minimum))))
+    if kind == "list(shape)":
+        return av(list=av.ListValue(shape=[
+            api.tensor_shape_pb2.TensorShapeProto(unknown_rank=True)] * max(1, minimum)))
+    if kind == "tensor":
+        return av(tensor=api.tensor_util.make_tensor_proto(0.5, dtype=api.dtypes.float32))
+    raise ProbeFailure("attrs", "no generic value for required attr %s of type %s"
+                       % (attr.name, kind))
+
+
+def _plan(api, op_def, float_type, variant=0):
+    """(attrs as AttrValue protos, [(input arg name, dtype name, is_ref)])."""
+    av = api.attr_value_pb2.AttrValue
+    attrs, type_of, list_types, numbers = {}, {}, {}, {}
+    for attr in op_def.attr:
+        if attr.type == "type":
+            if attr.HasField("default_value") and not _is_input_type_attr(op_def, attr.name):
+                chosen = api.types_pb2.DataType.Name(attr.default_value.type)
+            else:
+                chosen = _choose_type(_allowed_names(api, attr), float_type)
+            type_of[attr.name] = chosen
+            attrs[attr.name] = av(type=api.types_pb2.DataType.Value(chosen))
+        elif attr.type == "list(type)":
+            count = max(1, attr.minimum if attr.has_minimum else 1)
+            if attr.HasField("default_value") and len(attr.default_value.list.type) >= count \
+                    and not _is_input_type_attr(op_def, attr.name):
+                names = [api.types_pb2.DataType.Name(t) for t in attr.default_value.list.type]
+            else:
+                names = [_choose_type(_allowed_names(api, attr), float_type)] * count
+            list_types[attr.name] = names
+            attrs[attr.name] = av(list=av.ListValue(
+                type=[api.types_pb2.DataType.Value(n) for n in names]))
+        elif attr.type == "int" and _is_number_attr(op_def, attr.name):
+            n = max(2, attr.minimum if attr.has_minimum else 2)
+            numbers[attr.name] = n
+            attrs[attr.name] = av(i=n)
+        elif attr.HasField("default_value") and not (
+                attr.type == "string" and attr.name in _STRING_OVERRIDES and variant):
+            continue  # the C API fills in defaults
+        else:
+            attrs[attr.name] = _required_attr(api, attr, variant)
+    slots = []
+    for arg in op_def.input_arg:
+        fixed = api.types_pb2.DataType.Name(arg.type) if arg.type else None
+        if arg.number_attr:
+            slots.extend([(arg.name, fixed or type_of.get(arg.type_attr), arg.is_ref)]
+                         * numbers.get(arg.number_attr, 2))
+        elif arg.type_list_attr:
+            slots.extend((arg.name, t, arg.is_ref) for t in list_types.get(arg.type_list_attr, []))
+        else:
+            slots.append((arg.name, fixed or type_of.get(arg.type_attr), arg.is_ref))
+    return attrs, slots
+
+
+def shape_or_unknown(api, shape):
+    from tensorflow.python.framework import tensor_shape
+    return tensor_shape.TensorShape(shape)
+
+
+def _ref_input(api, graph, dtype_name, shape, index):
+    """A TF1 reference tensor: the output of a VariableV2 op."""
+    av = api.attr_value_pb2.AttrValue
+    shape_proto = api.tensor_shape_pb2.TensorShapeProto(
+        dim=[api.tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in (shape or [])],
+        unknown_rank=shape is None)
+    op = api.create_op(graph, "VariableV2", [], {
+        "dtype": av(type=api.types_pb2.DataType.Value(dtype_name)), "shape": av(shape=shape_proto),
+        "container": av(s=b""), "shared_name": av(s=b"")}, "ref%d" % index)
+    return op.outputs[0]
+
+
+def _variant_input(api, op_name, float_type, shape, index):
+    """A variant carrying the handle data its consumer expects."""
+    from tensorflow.python.ops import gen_list_ops
+    dtype = api.dtype(float_type)
+    if "SparseMatrix" in op_name or "CSRSparseMatrix" in op_name:
+        from tensorflow.python.ops.linalg.sparse import sparse_csr_matrix_ops as csr
+        dense = api.placeholder(dtype, shape=[2, 2], name="dense%d" % index)
+        indices = api.placeholder(api.dtypes.int64, shape=[None, 2], name="idx%d" % index)
+        return csr.dense_to_csr_sparse_matrix(dense, indices)
+    tensor = api.placeholder(dtype, shape=[2, 2], name="elements%d" % index)
+    return gen_list_ops.tensor_list_from_tensor(
+        tensor, element_shape=api.const([2], api.dtypes.int32))
+
+
+def _int_input(api, dtype, shape, mode, index, arg_name=""):
+    rank = len(shape) if shape is not None else 2
+    if mode == "named":  # values that fit the argument's usual meaning
+        if "block_shape" in arg_name:
+            return api.const([1, 1], dtype)
+        if arg_name in ("paddings", "crops"):
+            return api.const([[0, 0], [0, 0]], dtype)
+        if "shape" in arg_name or "size" in arg_name:
+            return api.const([2] * rank, dtype)
+        return api.const(0, dtype)
+    if mode == "placeholder":
+        return api.placeholder(dtype, name="in%d" % index)
+    if mode == "scalar":
+        return api.const(0, dtype)
+    if mode == "ones":
+        return api.const([1] * rank, dtype)
+    if mode == "pairs":
+        return api.const([[0, 0]] * rank, dtype)
+    raise ValueError(mode)
+
+
+def build(api, graph, op_def, float_type="DT_FLOAT", shape=None, int_mode="placeholder",
+          variant=0):
+    """Create ``op_def`` in ``graph`` from generated inputs; return the Operation."""
+    attrs, slots = _plan(api, op_def, float_type, variant)
+    if any(dtype is None for _, dtype, _ in slots):
+        raise ProbeFailure("build", "cannot infer an input type")
+    with graph.as_default():
+        inputs = []
+        ta = None
+        for index, (arg_name, dtype_name, is_ref) in enumerate(slots):
+            if op_def.name.startswith("TensorArray") and not is_ref and (
+                    dtype_name == "DT_RESOURCE" or arg_name == "flow_in"):
+                # a real TensorArray: its handle and flow, as the gradient expects
+                if ta is None:
+                    from tensorflow.python.ops import gen_data_flow_ops
+                    ta = gen_data_flow_ops.tensor_array_v3(
+                        size=api.const(2, api.dtypes.int32), dtype=api.dtype(float_type),
+                        element_shape=shape_or_unknown(api, shape), name="ta")
+                inputs.append(ta[0] if dtype_name == "DT_RESOURCE" else ta[1])
+            elif is_ref:
+                inputs.append(_ref_input(api, graph, dtype_name, shape, index))
+            elif dtype_name == "DT_RESOURCE":
+                var = api.v1.Variable(api.tf.ones([2, 2], dtype=api.dtype(float_type)),
+                                      use_resource=True, name="var%d" % index)
+                inputs.append(var.handle)
+            elif dtype_name == "DT_VARIANT":
+                inputs.append(_variant_input(api, op_def.name, float_type, shape, index))
+            elif dtype_name in ("DT_INT32", "DT_INT64"):
+                inputs.append(_int_input(api, api.dtype(dtype_name), shape, int_mode, index,
+                                         arg_name))
+            else:
+                this_shape = shape if dtype_name in _FLOAT_TYPES + _COMPLEX_TYPES else None
+                if int_mode == "named" and arg_name == "transforms":
+                    this_shape = [1, 8]
+                inputs.append(api.placeholder(api.dtype(dtype_name), shape=this_shape,
+                                              name="in%d" % index))
+        try:
+            return api.create_op(graph, op_def.name, inputs, attrs, "probed")
+        except Exception as exc:  # noqa: BLE001 - shape functions raise anything
+            raise ProbeFailure("build", _one_line(exc))
+
+
+def build_imported(api, graph, op_def, float_type="DT_FLOAT", shape=None):
+    """Build an op removed from current GraphDef versions (e.g. TopK, the
+    TensorArray V1/V2 ops) the only way TF still accepts it: by importing a GraphDef
+    whose producer version predates the removal, as an old model file would."""
+    from tensorflow.core.framework import graph_pb2
+    attrs, slots = _plan(api, op_def, float_type)
+    gd = graph_pb2.GraphDef()
+    gd.versions.producer = max(0, op_def.deprecation.version - 1)
+    av = api.attr_value_pb2.AttrValue
+    names = []
+    for index, (_, dtype_name, is_ref) in enumerate(slots):
+        if dtype_name is None:
+            raise ProbeFailure("build", "cannot infer an input type")
+        node = gd.node.add()
+        node.name = "in%d" % index
+        node.attr["dtype"].CopyFrom(av(type=api.types_pb2.DataType.Value(dtype_name)))
+        if is_ref:
+            node.op = "VariableV2"
+            node.attr["shape"].CopyFrom(av(shape=api.tensor_shape_pb2.TensorShapeProto(
+                unknown_rank=True)))
+        else:
+            node.op = "Placeholder"
+        names.append(node.name)
+    node = gd.node.add()
+    node.name, node.op = "probed", op_def.name
+    node.input.extend(names)
+    for key, value in attrs.items():
+        node.attr[key].CopyFrom(value)
+    with graph.as_default():
+        try:
+            api.v1.import_graph_def(gd, name="")
+        except Exception as exc:  # noqa: BLE001
+            raise ProbeFailure("build", "import of a version-%d GraphDef: %s"
+                               % (gd.versions.producer, _one_line(exc)))
+    return graph.get_operation_by_name("probed")
+
+
+def _build_functional(api, graph, op_type, float_type):
+    """If/While/Case and their stateless forms, built the way users build them."""
+    dtype = api.dtype(float_type)
+    with graph.as_default():
+        x = api.placeholder(dtype, shape=[2], name="x")
+        stateful = not op_type.startswith("Stateless")
+
+        def touch(value):  # a stateful op in a branch makes TF choose the stateful form
+            if stateful:
+                return value + 0.0 * api.v1.random_uniform([2], dtype=dtype)
+            return value
+
+        if op_type in ("If", "StatelessIf"):
+            from tensorflow.python.ops import cond_v2
+            pred = api.placeholder(api.dtypes.bool, shape=[], name="pred")
+            out = cond_v2.cond_v2(pred, lambda: touch(x * 2.0), lambda: touch(x * x))
+        elif op_type in ("While", "StatelessWhile"):
+            from tensorflow.python.ops import while_v2
+            out = while_v2.while_loop(lambda i, v: i < 3,
+                                      lambda i, v: (i + 1, touch(v * 1.5)),
+                                      [api.const(0, api.dtypes.int32), x])
+        elif op_type in ("Case", "StatelessCase"):
+            from tensorflow.python.ops import cond_v2
+            index = api.placeholder(api.dtypes.int32, shape=[], name="index")
+            out = cond_v2.indexed_case(index, [lambda: touch(x * 2.0), lambda: touch(x * x),
+                                               lambda: touch(x + 1.0)])
+        elif op_type == "EagerPyFunc":
+            out = api.tf.py_function(lambda v: v * 2.0, [x], dtype)
+        else:
+            return None
+    found = [o for o in graph.get_operations() if o.type == op_type]
+    if found:
+        return found[-1]
+    # TF picks the stateful or stateless form itself; both forms have one signature,
+    # so re-create the node with the other type and the same inputs and attributes.
+    twin = op_type[len("Stateless"):] if op_type.startswith("Stateless") else "Stateless" + op_type
+    others = [o for o in graph.get_operations() if o.type == twin]
+    if not others:
+        raise ProbeFailure("build", "TensorFlow built no %s op for the usual API call" % op_type)
+    other = others[-1]
+    attrs = dict((k, other.node_def.attr[k]) for k in other.node_def.attr)
+    with graph.as_default():
+        return api.create_op(graph, op_type, list(other.inputs), attrs, "probed")
+
+
+_FUNCTIONAL = ("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+               "EagerPyFunc")
+
+
+# ---------------------------------------------------------------------- classification
+
+def _is_zero(api, tensor, depth=0):
+    """True when ``tensor`` is a constant zero built by the gradient function."""
+    if depth > 6:
+        return False
+    try:
+        value = api.tensor_util.constant_value(tensor)
+    except Exception:  # noqa: BLE001
+        value = None
+    if value is not None:
+        try:
+            return not value.any()
+        except AttributeError:
+            return value == 0
+    op = tensor.op
+    if op.type in _ZERO_SOURCES:
+        return True
+    if op.type == "Fill":
+        return _is_zero(api, op.inputs[1], depth + 1)
+    if op.type in _PASS_THROUGH and op.inputs:
+        return _is_zero(api, op.inputs[0], depth + 1)
+    if op.type == "Mul":
+        return any(_is_zero(api, t, depth + 1) for t in op.inputs)
+    return False
+
+
+def _classify(api, value):
+    if value is None:
+        return "none"
+    tensors = [value.values] if hasattr(value, "values") and hasattr(value, "indices") else [value]
+    if all(_is_zero(api, t) for t in tensors):
+        return "zero"
+    return "gradient"
+
+
+def _input_names(op_def, op):
+    names = []
+    for arg in op_def.input_arg:
+        count = 1
+        if arg.number_attr:
+            count = op.get_attr(arg.number_attr)
+        elif arg.type_list_attr:
+            count = len(op.get_attr(arg.type_list_attr))
+        names.extend([arg.name] * count)
+    if len(names) != len(op.inputs):  # functional ops built through the API
+        names = ["input%d" % i for i in range(len(op.inputs))]
+    return names
+
+
+def _raises_by_design(exc):
+    """A gradient function that raises this raises for every caller: an explicit
+    refusal (LookupError, NotImplementedError, RuntimeError, an assertion with a
+    message) or a signature that does not fit the op (a TF bug)."""
+    name = type(exc).__name__
+    if name == "AssertionError":
+        return bool(str(exc).strip())
+    if name == "TypeError":
+        return bool(_WRONG_ARITY.search(str(exc)) or _HANDLE_MISMATCH.search(str(exc)))
+    return name in _BY_DESIGN
+
+
+class _control_flow_v1(object):
+    """TensorArray (V1-V3) gradients only work with TF1 control flow, which is what
+    graphs containing those ops use; TF2 switches it off process-wide."""
+
+    def __init__(self, api, wanted):
+        self.wanted = wanted
+        self.module = None
+
+    def __enter__(self):
+        if self.wanted:
+            try:
+                from tensorflow.python.ops import control_flow_util
+            except ImportError:
+                return self
+            self.module = control_flow_util
+            self.old = getattr(control_flow_util, "ENABLE_CONTROL_FLOW_V2", None)
+            control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+        return self
+
+    def __exit__(self, *exc):
+        if self.module is not None:
+            self.module.ENABLE_CONTROL_FLOW_V2 = self.old
+        return False
+
+
+def _upstream(api, op, index, output):
+    name = api.type_name(output.dtype)
+    if name == "DT_RESOURCE":
+        return None
+    if name == "DT_VARIANT":
+        return _variant_input(api, op.type, "DT_FLOAT", None, 1000 + index)
+    return api.placeholder(output.dtype.base_dtype, shape=output.get_shape(), name="grad%d" % index)
+
+
+def _call_gradient(api, fn, graph, op):
+    with graph.as_default():
+        # TensorArray gradients take their source name from the gradient's name scope.
+        with graph.name_scope("gradients"):
+            upstream = [_upstream(api, op, i, o) for i, o in enumerate(op.outputs)]
+            returned = fn(op, *upstream)
+    if not isinstance(returned, (list, tuple)):
+        returned = [returned]
+    return list(returned)
+
+
+def probe_symbolic(api, op_def):
+    """Build the op, call its gradient function; returns (rows, graph, op, returned).
+
+    A gradient function that raises for every caller gives rows with ``raises``.
+    """
+    fn = api.gradient_function(op_def.name)
+    first_failure = None
+    attempts = []
+    if op_def.name in _FUNCTIONAL:
+        attempts.append(("functional", None, None, 0))
+    if op_def.HasField("deprecation"):
+        attempts.append(("imported", None, None, 0))
+    for shape, int_mode in _CONFIGS:
+        attempts.append(("generic", shape, int_mode, 0))
+    if any(a.type == "string" and a.name in _STRING_OVERRIDES for a in op_def.attr):
+        attempts.append(("generic", None, "placeholder", 1))
+        attempts.append(("generic", [2, 2, 2, 2], "placeholder", 1))
+    raised = None
+    for kind, shape, int_mode, variant in attempts:
+        graph = api.tf.Graph()
+        try:
+            if kind == "functional":
+                op = _build_functional(api, graph, op_def.name, "DT_FLOAT")
+            elif kind == "imported":
+                op = build_imported(api, graph, op_def, "DT_FLOAT")
+            else:
+                op = build(api, graph, op_def, "DT_FLOAT", shape, int_mode, variant)
+        except ProbeFailure as failure:
+            first_failure = first_failure or failure
+            continue
+        except Exception as exc:  # noqa: BLE001
+            first_failure = first_failure or ProbeFailure("build", _one_line(exc))
+            continue
+        # While gradients rewrite the forward op (accumulator inputs): judge against
+        # the inputs it had before, as tf.gradients does
+        inputs = list(op.inputs)
+        names = _input_names(op_def, op)
+        try:
+            with _control_flow_v1(api, op_def.name.startswith("TensorArray")):
+                returned = _call_gradient(api, fn, graph, op)
+        except Exception as exc:  # noqa: BLE001 - gradient functions raise anything
+            if _raises_by_design(exc):
+                raised = raised or (graph, op, _one_line(exc))
+            else:
+                first_failure = ProbeFailure("gradient", _one_line(exc))
+            continue
+        if len(returned) != len(inputs):  # tf.gradients raises on this, for every graph
+            raised = raised or (graph, op, "returns %d gradients for %d inputs, which "
+                                "tf.gradients rejects" % (len(returned), len(inputs)))
+            continue
+        rows = [{"position": i, "name": n, "dtype": api.type_name(t.dtype),
+                 "trainable": api.type_name(t.dtype) in _TRAINABLE,
+                 "result": _classify(api, g)}
+                for i, (n, t, g) in enumerate(zip(names, inputs, returned))]
+        return rows, graph, op, returned, None
+    if raised is not None:
+        graph, op, message = raised
+        rows = [{"position": i, "name": n, "dtype": api.type_name(t.dtype),
+                 "trainable": api.type_name(t.dtype) in _TRAINABLE, "result": "raises"}
+                for i, (n, t) in enumerate(zip(_input_names(op_def, op), op.inputs))]
+        return rows, graph, op, [], message
+    raise first_failure or ProbeFailure("build", "no construction worked")
+
+
+def effective(rows):
+    """differentiable / partial / none from per-input rows."""
+    candidates = [r for r in rows if r["trainable"]] or rows
+    got = [r for r in candidates if r["result"] == "gradient"]
+    if not got:
+        return "none"
+    return "differentiable" if len(got) == len(candidates) else "partial"
+
+
+def gradient_path_ops(api, returned, op):
+    """{op type: node name} of the ops between the returned gradients and the probe's
+    inputs, along edges that carry gradients. The gradient's own gradient needs
+    every one of them."""
+    seen, types = set(), {}
+    stack = [getattr(g, "values", g) for g in returned if g is not None]
+    while stack:
+        tensor = stack.pop()
+        node = tensor.op
+        if id(node) in seen or node is op:
+            continue
+        seen.add(id(node))
+        if node.type in ("Placeholder", "Const", "VarHandleOp", "VariableV2"):
+            continue
+        types.setdefault(node.type, node.name)
+        stack.extend(t for t in node.inputs if api.type_name(t.dtype) in _TRAINABLE)
+    return types
+
+
+# ------------------------------------------------------------------------- numerics
+
+def numeric_check(api, op_def, rows, seed=1234):
+    """Compare ``tf.gradients`` with central finite differences at a random point.
+
+    Tries float64 first (error relative to max(1, |J|), tolerance 1e-5), then float32
+    (tolerance 2e-2). Returns a dict with status ``verified``, ``flagged`` or
+    ``not_verified`` and the evidence.
+    """
+    rng = random.Random(seed)
+    positions = [r["position"] for r in rows
+                 if r["result"] == "gradient" and r["dtype"] in _FLOAT_TYPES]
+    if not positions:
+        return {"status": "not_verified", "reason": "no real floating input receives a gradient"}
+    first = None
+    for float_type, delta, tolerance in (("DT_DOUBLE", 1e-6, 1e-5), ("DT_FLOAT", 1e-3, 2e-2)):
+        for shape, int_mode in (([2, 2], "scalar"), ([2, 2, 2, 2], "scalar"), ([2, 2], "ones"),
+                                ([2, 2, 2, 2], "ones"), ([2], "scalar"), ([], "scalar"),
+                                ([2, 2, 2], "scalar"), ([2, 2], "pairs")):
+            try:
+                return _numeric_at(api, op_def, float_type, shape, int_mode, delta, tolerance,
+                                   rng, positions)
+            except ProbeFailure as failure:
+                first = first or failure
+            except Exception as exc:  # noqa: BLE001
+                first = first or ProbeFailure("numeric", _one_line(exc))
+    return {"status": "not_verified", "reason": first.reason if first else "no point worked"}
+
+
+def _point(api, dtype, shape, rng, spd):
+    np = api.np
+    if spd and len(shape) >= 2 and shape[-1] == shape[-2]:  # positive definite matrices
+        n = shape[-1]
+        a = np.array([rng.uniform(-1, 1) for _ in range(n * n)]).reshape(n, n)
+        m = a.dot(a.T) + n * np.eye(n)
+        return np.broadcast_to(m, shape).astype(dtype.as_numpy_dtype).copy()
+    size = int(np.prod(shape)) if shape else 1
+    # magnitudes in [0.3, 0.9]: away from 0 (kinks of abs/relu, poles of log and 1/x)
+    # and inside (-1, 1) (domains of asin, atanh, ...)
+    data = np.array([rng.uniform(0.3, 0.9) for _ in range(size)], dtype=np.float64)
+    return data.reshape(shape).astype(dtype.as_numpy_dtype)
+
+
+def _numeric_at(api, op_def, float_type, shape, int_mode, delta, tolerance, rng, positions):
+    np = api.np
+    graph = api.tf.Graph()
+    op = build(api, graph, op_def, float_type, shape, int_mode)
+    inputs = list(op.inputs)
+    outputs = [o for o in op.outputs if api.type_name(o.dtype) in _FLOAT_TYPES]
+    if not outputs:
+        raise ProbeFailure("numeric", "no real floating output")
+    spd = bool(re.search(r"Cholesky|Matrix(Inverse|Determinant|Solve|Logarithm|Exponential|"
+                         r"SquareRoot)|LogMatrixDeterminant|SelfAdjointEig|Lu|Svd|Qr|Eig",
+                         op_def.name))
+    feeds = {}
+    for t in inputs:
+        if t.op.type != "Placeholder":
+            continue
+        name = api.type_name(t.dtype)
+        if name in _FLOAT_TYPES:
+            feeds[t] = _point(api, t.dtype.base_dtype, shape, rng, spd)
+        elif name == "DT_BOOL":
+            feeds[t] = np.array(True)
+        else:
+            raise ProbeFailure("numeric", "cannot make a concrete %s input" % name)
+    xs = [inputs[p] for p in positions if p < len(inputs) and inputs[p] in feeds]
+    if not xs:
+        raise ProbeFailure("numeric", "the differentiable inputs cannot be fed")
+    if sum(feeds[x].size for x in xs) > 64:
+        raise ProbeFailure("numeric", "too large for a full Jacobian")
+    with graph.as_default():
+        dys = [api.placeholder(o.dtype.base_dtype, name="dy%d" % i) for i, o in enumerate(outputs)]
+        grads = api.gradients(outputs, xs, grad_ys=dys)
+        if any(g is None for g in grads):
+            raise ProbeFailure("numeric", "tf.gradients gives no gradient for an input")
+        grads = [api.ops.convert_to_tensor(g) for g in grads]  # IndexedSlices -> dense
+        init = [v.initializer for v in api.v1.global_variables()]
+    session = api.v1.Session(graph=graph)
+    try:
+        if init:
+            session.run(init)
+        try:
+            ys = session.run(outputs, feed_dict=feeds)
+        except Exception as exc:  # noqa: BLE001 - no kernel for this dtype, bad values...
+            raise ProbeFailure("numeric", _one_line(exc))
+        if any(not np.all(np.isfinite(y)) for y in ys):
+            raise ProbeFailure("numeric", "non-finite output at the test point")
+        if sum(y.size for y in ys) > 64:
+            raise ProbeFailure("numeric", "too large for a full Jacobian")
+        # theoretical Jacobian: one backward pass per output element
+        theory = []
+        for out_index, y in enumerate(ys):
+            for j in range(y.size):
+                feed = dict(feeds)
+                for k, (d, v) in enumerate(zip(dys, ys)):
+                    seed = np.zeros(v.size, dtype=v.dtype)
+                    if k == out_index:
+                        seed[j] = 1
+                    feed[d] = seed.reshape(v.shape)
+                theory.append([np.asarray(g, dtype=np.float64).reshape(-1)
+                               for g in session.run(grads, feed_dict=feed)])
+        errors, worst = [], 0.0
+        for x_index, x in enumerate(xs):
+            base = feeds[x]
+            jt = np.stack([row[x_index] for row in theory]) if theory else np.zeros((0, base.size))
+            columns = []
+            for i in range(base.size):
+                plus, minus = base.copy().reshape(-1), base.copy().reshape(-1)
+                plus[i] += delta
+                minus[i] -= delta
+                fp, fm = dict(feeds), dict(feeds)
+                fp[x], fm[x] = plus.reshape(base.shape), minus.reshape(base.shape)
+                yp, ym = session.run(outputs, feed_dict=fp), session.run(outputs, feed_dict=fm)
+                columns.append(np.concatenate(
+                    [((a.astype(np.float64) - b.astype(np.float64)) / (2 * delta)).reshape(-1)
+                     for a, b in zip(yp, ym)]))
+            jn = np.stack(columns, axis=1) if columns else np.zeros_like(jt)
+            err = float(np.max(np.abs(jt - jn))) if jt.size else 0.0
+            relative = err / max(1.0, float(np.max(np.abs(jn))) if jn.size else 1.0)
+            errors.append({"position": inputs.index(x), "max_error": err, "relative": relative})
+            worst = max(worst, relative)
+    finally:
+        session.close()
+    return {"status": "verified" if worst <= tolerance else "flagged", "dtype": float_type,
+            "tolerance": tolerance, "delta": delta, "max_error": worst, "inputs": errors,
+            "shape": shape}
+
+
+# --------------------------------------------------------------------------- one op
+
+def probe_one(api, op_def):
+    """What the symbolic probe learns about one op with a registered gradient."""
+    record = {}
+    try:
+        rows, graph, op, returned, raised = probe_symbolic(api, op_def)
+    except ProbeFailure as failure:
+        return {"effective": "unknown", "reason": str(failure)}
+    except Exception as exc:  # noqa: BLE001 - never let one op stop the others
+        return {"effective": "unknown", "reason": "probe: " + _one_line(exc)}
+    record["inputs"] = rows
+    record["effective"] = effective(rows)
+    if raised:
+        record["reason"] = "gradient function raises: " + raised
+        return record
+    record["gradient_path_ops"] = gradient_path_ops(api, returned, op)
+    return record
+
+
+def wants_numeric_check(record):
+    return record.get("effective") in ("differentiable", "partial") and "reason" not in record
+
+
+def second_order(records, statuses):
+    """Fill ``second_order`` (differentiable / blocked / unknown) for every record:
+    a gradient is itself differentiable when every op on its path has a gradient
+    that gives one in this release."""
+    for name, record in records.items():
+        types = record.pop("gradient_path_ops", None)
+        if types is None:
+            record["second_order"] = "unknown"
+            continue
+        blockers = []
+        for op_type in sorted(types):
+            status = statuses.get(op_type)
+            effective_status = records.get(op_type, {}).get("effective")
+            if status is None:
+                blockers.append({"op": op_type, "reason": "not_in_registry"})
+            elif status in ("missing", "no_gradient"):
+                blockers.append({"op": op_type, "reason": status})
+            elif effective_status == "none":
+                reason = "raises" if "raises" in records[op_type].get("reason", "") else "none"
+                blockers.append({"op": op_type, "reason": reason})
+        record["second_order"] = "blocked" if blockers else "differentiable"
+        record["second_order_blockers"] = blockers
+    return records
