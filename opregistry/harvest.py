@@ -189,9 +189,12 @@ def discard_venv(recipe: Recipe) -> bool:
 # ------------------------------------------------------------------------- collecting
 
 
-def collect(python: str | os.PathLike[str] | None = None, *,
-            extra_imports: bool = True) -> dict[str, Any]:
-    """Run the collector under ``python`` (default: this interpreter); return its document."""
+def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool = True,
+            probes: bool = True, numeric: bool = True) -> dict[str, Any]:
+    """Run the collector under ``python`` (default: this interpreter); return its document.
+
+    With ``probes`` every registered gradient function is also called on a symbolic
+    op (and, with ``numeric``, checked against finite differences)."""
     interpreter = str(python or sys.executable)
     if not Path(interpreter).exists() and not shutil.which(interpreter):
         raise HarvestError(f"no such interpreter: {interpreter}")
@@ -200,6 +203,10 @@ def collect(python: str | os.PathLike[str] | None = None, *,
         cmd = [interpreter, "-I", str(COLLECTOR), "--out", str(out)]
         if not extra_imports:
             cmd.append("--no-extra-imports")
+        if probes:
+            cmd.append("--probes")
+            if not numeric:
+                cmd.append("--no-numeric")
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env,
@@ -258,14 +265,17 @@ class HarvestOutcome:
 
 def harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_env: bool = False,
             discard_env: bool = False, save_documents: str | os.PathLike[str] | None = None,
+            probes: bool = True, numeric: bool = True,
             on_start: Callable[[Target], None] | None = None) -> list[HarvestOutcome]:
     """Harvest each target into ``db``; a failing target does not stop the others."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
-                             save_documents=save_documents, on_start=on_start))
+                             save_documents=save_documents, probes=probes, numeric=numeric,
+                             on_start=on_start))
 
 
 def iter_harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_env: bool = False,
                  discard_env: bool = False, save_documents: str | os.PathLike[str] | None = None,
+                 probes: bool = True, numeric: bool = True,
                  on_start: Callable[[Target], None] | None = None) -> Iterator[HarvestOutcome]:
     from .db.engine import make_engine
     from .db.loader import load
@@ -278,7 +288,7 @@ def iter_harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_en
             on_start(target)
         started = time.monotonic()
         try:
-            document = _collect_target(target, rebuild_env, discard_env)
+            document = _collect_target(target, rebuild_env, discard_env, probes, numeric)
             saved = None
             if save_documents:
                 saved = _save(document, Path(save_documents))
@@ -291,13 +301,14 @@ def iter_harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_en
     engine.dispose()
 
 
-def _collect_target(target: Target, rebuild_env: bool, discard_env: bool) -> dict[str, Any]:
+def _collect_target(target: Target, rebuild_env: bool, discard_env: bool, probes: bool,
+                    numeric: bool) -> dict[str, Any]:
     if not target.tf_version:
-        return collect(target.python)
+        return collect(target.python, probes=probes, numeric=numeric)
     recipe = recipe_for(target.tf_version, target.package)
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
-        return collect(python)
+        return collect(python, probes=probes, numeric=numeric)
     finally:
         if discard_env:
             discard_venv(recipe)

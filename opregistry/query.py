@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
-from .db.schema import GRADIENT_STATES, HEAD_REVISION
+from .db.schema import EFFECTIVE_STATES, GRADIENT_STATES, HEAD_REVISION
 from .errors import DatabaseError, OpregistryError, UnknownOpError, UnknownReleaseError
 from .location import DatabaseLocation, resolve
 
@@ -35,6 +35,36 @@ class GradientFunctionInfo:
 
 
 @dataclass(frozen=True)
+class InputGradient:
+    """What the gradient function gives one input (probe result)."""
+
+    position: int
+    name: str
+    dtype: str
+    trainable: bool  # float, complex, resource or variant: could carry a gradient
+    result: str  # gradient | none | zero | raises
+    numeric_error: float | None = None  # relative, from the numerical check
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Theoretical against finite-difference Jacobian at a random point."""
+
+    status: str  # verified | flagged | not_verified
+    dtype: str | None = None
+    max_error: float | None = None  # relative to max(1, |J|)
+    tolerance: float | None = None
+    reason: str | None = None  # why it could not be verified
+    detail: str | None = None  # JSON: step, shape, per-input and per-output errors
+
+
+@dataclass(frozen=True)
+class Blocker:
+    op: str
+    reason: str  # missing | no_gradient | none | raises | not_in_registry
+
+
+@dataclass(frozen=True)
 class OpRelease:
     """One op in one release."""
 
@@ -50,11 +80,20 @@ class OpRelease:
     # Set when `import tensorflow` alone leaves the registry entry out: the module that
     # must be imported first (before that, tf.gradients raises LookupError).
     needs_import: str | None = None
+    # What the probe found; None where the release was harvested without probes.
+    effective: str | None = None  # differentiable | partial | none | no_gradient | missing | unknown
+    probe_reason: str | None = None
+    inputs: tuple[InputGradient, ...] = ()
+    second_order: str | None = None  # differentiable | blocked | unknown
+    second_order_blockers: tuple[Blocker, ...] = ()
+    verification: Verification | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["function"] = asdict(self.function) if self.function else None
-        return out
+        return asdict(self)
+
+    @property
+    def differentiable_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.result == "gradient")
 
 
 @dataclass(frozen=True)
@@ -111,13 +150,29 @@ class FunctionChange:
 
 
 @dataclass(frozen=True)
+class InputChange:
+    op: str
+    position: int
+    name: str
+    before: str
+    after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class DiffResult:
     before: str
     after: str
     added: tuple[OpRelease, ...] = field(default=())
     removed: tuple[OpRelease, ...] = field(default=())
-    transitions: tuple[Transition, ...] = field(default=())
+    transitions: tuple[Transition, ...] = field(default=())  # registry status
     changed_functions: tuple[FunctionChange, ...] = field(default=())
+    effective_transitions: tuple[Transition, ...] = field(default=())
+    input_changes: tuple[InputChange, ...] = field(default=())
+    second_order_changes: tuple[Transition, ...] = field(default=())
+    verification_changes: tuple[Transition, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +181,10 @@ class DiffResult:
             "removed": [r.to_dict() for r in self.removed],
             "transitions": [t.to_dict() for t in self.transitions],
             "changed_functions": [c.to_dict() for c in self.changed_functions],
+            "effective_transitions": [t.to_dict() for t in self.effective_transitions],
+            "input_changes": [c.to_dict() for c in self.input_changes],
+            "second_order_changes": [t.to_dict() for t in self.second_order_changes],
+            "verification_changes": [t.to_dict() for t in self.verification_changes],
         }
 
 
@@ -320,21 +379,54 @@ def _count_json_list(text: str | None) -> int:
 
 _OP_COLUMNS = (
     "SELECT ro.op_name, r.version, r.package, ro.gradient, ro.public, gf.module, gf.qualname, "
-    "gf.source_file, gf.line, gf.source_hash, od.summary, od.is_stateful, ro.needs_import "
+    "gf.source_file, gf.line, gf.source_hash, od.summary, od.is_stateful, ro.needs_import, "
+    "ro.effective, ro.probe_reason, ro.second_order, ro.second_order_blockers, "
+    "ro.verification, ro.verification_dtype, ro.verification_error, "
+    "ro.verification_tolerance, ro.verification_reason, ro.verification_detail, r.id "
     "FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
     "JOIN op_defs od ON od.id = ro.op_def_id "
     "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id ")
 
 
-def _op_release(row: Sequence[Any], via: str | None = None) -> OpRelease:
+def _op_release(row: Sequence[Any], via: str | None = None,
+                inputs: Sequence[InputGradient] = ()) -> OpRelease:
     (op, version, package, gradient, public, module, qualname, source_file, line, source_hash,
-     summary, stateful, needs_import) = row[:13]
+     summary, stateful, needs_import, effective, probe_reason, second_order, blockers,
+     v_status, v_dtype, v_error, v_tolerance, v_reason, v_detail) = row[:23]
     function = (GradientFunctionInfo(module, qualname, source_file, line, source_hash)
                 if gradient == "registered" else None)
+    verification = (Verification(v_status, v_dtype, v_error, v_tolerance, v_reason, v_detail)
+                    if v_status else None)
     return OpRelease(op=op, release=version, package=package, gradient=gradient,
                      public=None if public is None else bool(public), function=function,
                      summary=summary or "", is_stateful=bool(stateful), via=via,
-                     needs_import=needs_import)
+                     needs_import=needs_import, effective=effective, probe_reason=probe_reason,
+                     inputs=tuple(inputs), second_order=second_order,
+                     second_order_blockers=_blockers(blockers), verification=verification)
+
+
+def _blockers(text: str | None) -> tuple[Blocker, ...]:
+    if not text:
+        return ()
+    import json
+
+    return tuple(Blocker(b["op"], b["reason"]) for b in json.loads(text))
+
+
+def _inputs(reader: Reader, release_id: int, op: str | None = None
+            ) -> dict[str, list[InputGradient]]:
+    sql = ("SELECT op_name, position, name, dtype, trainable, result, numeric_error "
+           "FROM op_inputs WHERE release_id = :rid")
+    params: dict[str, Any] = {"rid": release_id}
+    if op is not None:
+        sql += " AND op_name = :op"
+        params["op"] = op
+    out: dict[str, list[InputGradient]] = {}
+    for name, position, arg, dtype, trainable, result, error in reader.rows(
+            sql + " ORDER BY op_name, position", **params):
+        out.setdefault(name, []).append(
+            InputGradient(position, arg, dtype, bool(trainable), result, error))
+    return out
 
 
 def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
@@ -402,7 +494,8 @@ def lookup(name: str, release: str | None = None, *, db: Any = None) -> LookupRe
         for op, method in ops:
             for row in reader.rows(_OP_COLUMNS + "WHERE ro.op_name = :op" + where,
                                    op=op, **params):
-                rows.append(_op_release(row, via=name if method else None))
+                inputs = _inputs(reader, row[-1], op).get(op, [])
+                rows.append(_op_release(row, via=name if method else None, inputs=inputs))
         if release is not None and not rows:
             raise OpregistryError(f"{name!r} is not an op of release {rel.version}")
         return LookupResult(query=name, matched_by=matched_by,
@@ -410,11 +503,15 @@ def lookup(name: str, release: str | None = None, *, db: Any = None) -> LookupRe
 
 
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
-        db: Any = None) -> tuple[OpRelease, ...]:
-    """Ops of one release (default: the newest), optionally filtered."""
+        effective: str | None = None, db: Any = None) -> tuple[OpRelease, ...]:
+    """Ops of one release (default: the newest), optionally filtered by registry status,
+    tf.raw_ops membership or effective differentiability."""
     if status is not None and status not in GRADIENT_STATES:
         raise OpregistryError(
             f"unknown status {status!r} (choose from {', '.join(GRADIENT_STATES)})")
+    if effective is not None and effective not in EFFECTIVE_STATES:
+        raise OpregistryError(
+            f"unknown effective status {effective!r} (choose from {', '.join(EFFECTIVE_STATES)})")
     with _using(db) as reader:
         rel = _resolve_release(reader, release or "latest")
         sql = _OP_COLUMNS + "WHERE ro.release_id = :rid"
@@ -425,7 +522,12 @@ def ops(release: str | None = None, *, status: str | None = None, public_only: b
         if public_only:
             sql += " AND ro.public = :public"
             params["public"] = True
-        return tuple(_sorted_rows([_op_release(r) for r in reader.rows(sql, **params)]))
+        if effective:
+            sql += " AND ro.effective = :effective"
+            params["effective"] = effective
+        inputs = _inputs(reader, rel.id)
+        return tuple(_sorted_rows([_op_release(r, inputs=inputs.get(r[0], []))
+                                   for r in reader.rows(sql, **params)]))
 
 
 def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
@@ -438,19 +540,40 @@ def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
                                                 rid=a.id)}
         rows_b = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
                                                 rid=b.id)}
-        added = [_op_release(rows_b[n]) for n in sorted(set(rows_b) - set(rows_a))]
-        removed = [_op_release(rows_a[n]) for n in sorted(set(rows_a) - set(rows_b))]
+        inputs_a, inputs_b = _inputs(reader, a.id), _inputs(reader, b.id)
+        added = [_op_release(rows_b[n], inputs=inputs_b.get(n, []))
+                 for n in sorted(set(rows_b) - set(rows_a))]
+        removed = [_op_release(rows_a[n], inputs=inputs_a.get(n, []))
+                   for n in sorted(set(rows_a) - set(rows_b))]
         transitions, changed = [], []
+        effective_t, input_c, second_t, verified_t = [], [], [], []
         for name in sorted(set(rows_a) & set(rows_b)):
-            old, new = _op_release(rows_a[name]), _op_release(rows_b[name])
+            old = _op_release(rows_a[name], inputs=inputs_a.get(name, []))
+            new = _op_release(rows_b[name], inputs=inputs_b.get(name, []))
             if old.gradient != new.gradient:
                 transitions.append(Transition(name, old.gradient, new.gradient, new.public))
             elif old.function and new.function and old.function.source_hash and \
                     new.function.source_hash and old.function.source_hash != new.function.source_hash:
                 changed.append(FunctionChange(name, old.function, new.function))
+            if old.effective and new.effective and old.effective != new.effective:
+                effective_t.append(Transition(name, old.effective, new.effective, new.public))
+            before_inputs = {i.position: i for i in old.inputs}
+            for i in new.inputs:
+                j = before_inputs.get(i.position)
+                if j is not None and j.name == i.name and j.result != i.result:
+                    input_c.append(InputChange(name, i.position, i.name, j.result, i.result))
+            if old.second_order and new.second_order and old.second_order != new.second_order:
+                second_t.append(Transition(name, old.second_order, new.second_order, new.public))
+            if old.verification and new.verification and \
+                    old.verification.status != new.verification.status:
+                verified_t.append(Transition(name, old.verification.status,
+                                             new.verification.status, new.public))
         return DiffResult(before=a.version, after=b.version, added=tuple(added),
                           removed=tuple(removed), transitions=tuple(transitions),
-                          changed_functions=tuple(changed))
+                          changed_functions=tuple(changed),
+                          effective_transitions=tuple(effective_t),
+                          input_changes=tuple(input_c), second_order_changes=tuple(second_t),
+                          verification_changes=tuple(verified_t))
 
 
 def iter_release_versions(db: Any = None) -> Iterator[str]:

@@ -22,6 +22,15 @@ def flat_changes(result: query.DiffResult) -> list[dict[str, object]]:
     for t in result.transitions:
         rows.append({"change": "gradient", "op": t.op, "before": t.before, "after": t.after,
                      "public": t.public, "detail": None})
+    for kind, items in (("effective", result.effective_transitions),
+                        ("second_order", result.second_order_changes),
+                        ("verification", result.verification_changes)):
+        for t in items:
+            rows.append({"change": kind, "op": t.op, "before": t.before, "after": t.after,
+                         "public": t.public, "detail": None})
+    for i in result.input_changes:
+        rows.append({"change": "input", "op": i.op, "before": i.before, "after": i.after,
+                     "public": None, "detail": f"input {i.position} ({i.name})"})
     for c in result.changed_functions:
         rows.append({"change": "implementation", "op": c.op, "before": c.before.source_hash,
                      "after": c.after.source_hash, "public": None,
@@ -47,4 +56,7 @@ def diff_releases(
     typer.echo(
         f"{result.before} -> {result.after}: {len(result.added)} added, "
         f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "
-        f"{plural(len(result.changed_functions), 'changed gradient function')}", err=True)
+        f"{plural(len(result.changed_functions), 'changed gradient function')}, "
+        f"{len(result.effective_transitions)} effective, {len(result.input_changes)} per-input, "
+        f"{len(result.second_order_changes)} second-order and "
+        f"{plural(len(result.verification_changes), 'verification change')}", err=True)

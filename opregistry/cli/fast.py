@@ -48,7 +48,25 @@ def try_fast(argv: Sequence[str]) -> int | None:
     return run_lookup(names, options["--tf"], fmt, options["--db"])
 
 
-COLUMNS = ["op", "release", "package", "gradient", "public", "function", "location"]
+COLUMNS = ["op", "release", "package", "gradient", "effective", "inputs", "second_order",
+           "verified", "function", "location"]
+_SHORT = {"gradient": "grad", "none": "none", "zero": "zero", "raises": "raises"}
+
+
+def inputs_summary(row: query.OpRelease) -> str:
+    """``params:grad indices:none`` -- what each input gets from the gradient function."""
+    return " ".join(f"{i.name}:{_SHORT.get(i.result, i.result)}" for i in row.inputs)
+
+
+def verified_summary(row: query.OpRelease) -> str | None:
+    v = row.verification
+    if v is None:
+        return None
+    if v.status == "not_verified":
+        return "no"
+    dtype = (v.dtype or "").replace("DT_", "").lower().replace("double", "f64").replace(
+        "float", "f32")
+    return f"{'ok' if v.status == 'verified' else 'FLAGGED'} {v.max_error:.1e} {dtype}"
 
 
 def flat(row: query.OpRelease) -> dict[str, object]:
@@ -58,7 +76,9 @@ def flat(row: query.OpRelease) -> dict[str, object]:
         "module": row.function.module if row.function else None,
         "location": row.function.location if row.function else None,
         "source_hash": row.function.source_hash if row.function else None, "via": row.via,
-        "needs_import": row.needs_import,
+        "needs_import": row.needs_import, "effective": row.effective,
+        "inputs": inputs_summary(row) or None, "second_order": row.second_order,
+        "verified": verified_summary(row),
     }
 
 
@@ -82,13 +102,18 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
     rows = [row for result in results for row in result.rows]
     if results:
         data = [r.to_dict() for r in rows]
-        columns = COLUMNS + [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
+        probed = any(r.effective for r in rows)
+        columns = [c for c in COLUMNS if probed or c not in (
+            "effective", "inputs", "second_order", "verified")]
+        columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
         print(render(fmt, data, [flat(r) for r in rows], columns))
         sys.stdout.flush()
         for result in results:
             states = sorted({r.gradient for r in result.rows})
+            effective = sorted({r.effective for r in result.rows if r.effective})
             releases = {(r.release, r.package) for r in result.rows}
-            print(f"{result.query} -> {', '.join(result.ops)}: {'/'.join(states)} "
+            shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
+            print(f"{result.query} -> {', '.join(result.ops)}: {shown} "
                   f"in {plural(len(releases), 'release')}", file=sys.stderr)
     for exc in errors:
         print(f"Error: {exc}", file=sys.stderr)

@@ -32,6 +32,12 @@ def harvest_command(
                                      help="Discard a cached venv and build it again."),
     discard_env: bool = typer.Option(False, "--discard-env",
                                      help="Delete each venv after harvesting it."),
+    probes: bool = typer.Option(
+        True, "--probes/--no-probes",
+        help="Call every registered gradient function on a symbolic op (per-input results, "
+             "second order)."),
+    numeric: bool = typer.Option(
+        True, "--numeric/--no-numeric", help="Check probed gradients against finite differences."),
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
     fmt: OutputFormat = FormatOption,
@@ -61,6 +67,7 @@ def harvest_command(
         bar = _Progress(len(targets)) if len(targets) > 1 else None
         for outcome in iter_harvest(targets, db=location, rebuild_env=rebuild_env,
                                     discard_env=discard_env, save_documents=save_json,
+                                    probes=probes, numeric=numeric,
                                     on_start=bar.start if bar else None):
             outcomes.append(outcome)
             if bar:

@@ -9,7 +9,8 @@ from .app import app, fail
 from .fast import flat
 from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
 
-COLUMNS = ["op", "gradient", "public", "function", "location"]
+COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", "public",
+           "function", "location"]
 
 
 @app.command("ops")
@@ -17,6 +18,10 @@ def list_ops(
     release: OptionalStr = ReleaseOption,
     status: OptionalStr = typer.Option(
         None, "--status", help="Only ops whose gradient is registered, no_gradient or missing."),
+    effective: OptionalStr = typer.Option(
+        None, "--effective",
+        help="Only ops that are differentiable, partial, none, no_gradient, missing or unknown "
+             "according to the probes."),
     public_only: bool = typer.Option(
         False, "--public/--all", help="Only ops in tf.raw_ops, or every registered op."),
     fmt: OutputFormat = FormatOption,
@@ -24,7 +29,8 @@ def list_ops(
 ) -> None:
     """List the ops of a release (default: the newest), filtered by gradient status."""
     try:
-        found = query.ops(release, status=status, public_only=public_only, db=db)
+        found = query.ops(release, status=status, public_only=public_only, effective=effective,
+                          db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     typer.echo(render(fmt, [r.to_dict() for r in found], [flat(r) for r in found], COLUMNS))

@@ -21,13 +21,14 @@ from . import migrate
 from .models import (
     GradientFunction,
     OpDef,
+    OpInput,
     OrphanGradient,
     PythonName,
     Release,
     ReleaseOp,
     ReleasePythonName,
 )
-from .schema import GRADIENT_STATES
+from .schema import EFFECTIVE_STATES, GRADIENT_STATES, INPUT_RESULTS, VERIFICATION_STATES
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
 
@@ -70,6 +71,20 @@ def validate(document: Any) -> None:
             raise DocumentError(f"unknown gradient status {status!r} for op {op['name']}")
         if status == "registered" and not isinstance(op["gradient"].get("function"), dict):
             raise DocumentError(f"op {op['name']} is registered without a function record")
+        probe = op.get("probe")
+        if probe is not None:
+            _validate_probe(op["name"], probe)
+
+
+def _validate_probe(name: str, probe: Any) -> None:
+    if not isinstance(probe, dict) or probe.get("effective") not in EFFECTIVE_STATES:
+        raise DocumentError(f"op {name} has a malformed probe record")
+    for row in probe.get("inputs", []):
+        if row.get("result") not in INPUT_RESULTS or not isinstance(row.get("position"), int):
+            raise DocumentError(f"op {name} has a malformed per-input probe row")
+    verification = probe.get("verification")
+    if verification is not None and verification.get("status") not in VERIFICATION_STATES:
+        raise DocumentError(f"op {name} has a malformed verification record")
 
 
 def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> dict[str, int]:
@@ -106,7 +121,7 @@ def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _delete_release(conn: Connection, release_id: int) -> None:
-    for model in (ReleaseOp, OrphanGradient, ReleasePythonName):
+    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput):
         table = model.__table__
         conn.execute(delete(table).where(table.c.release_id == release_id))
     conn.execute(delete(Release.__table__).where(Release.__table__.c.id == release_id))
@@ -152,7 +167,11 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         raw_ops_available=bool(document.get("raw_ops_available")),
         imports_attempted=int(document.get("imports", {}).get("attempted") or 0),
         import_failures=json.dumps(failures, sort_keys=True),
+        probe_seconds=(document.get("probes") or {}).get("seconds"),
+        probe_restarts=(document.get("probes") or {}).get("worker_restarts"),
+        numeric_checked=(document.get("probes") or {}).get("numeric"),
     )).inserted_primary_key[0]
+    probed = bool(document.get("probes"))
 
     ops = document["ops"]
     op_def_rows: dict[str, dict[str, Any]] = {}
@@ -179,7 +198,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
             function_digest[entry["name"]] = digest
 
     tables = {m: m.__table__ for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
-                                       PythonName, ReleasePythonName)}
+                                       PythonName, ReleasePythonName, OpInput)}
     before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
     before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
     op_def_ids = _insert_missing(conn, tables[OpDef], op_def_rows)
@@ -194,7 +213,14 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "op_def_id": op_def_ids[op_digest[op["name"]]], "public": op.get("public"),
         "gradient": op["gradient"]["status"], "gradient_function_id": function_id(op["name"]),
         "needs_import": op["gradient"].get("needs_import"),
+        **_probe_columns(op, probed),
     } for op in ops))
+    _insert_chunks(conn, tables[OpInput], ({
+        "release_id": release_id, "op_name": op["name"], "position": row["position"],
+        "name": row.get("name") or f"input{row['position']}", "dtype": row.get("dtype") or "",
+        "trainable": bool(row.get("trainable")), "result": row["result"],
+        "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
+    } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
     _insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
         "gradient_function_id": function_id(entry["name"]),
@@ -206,6 +232,44 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
         new_op_defs=len(op_def_rows) - before_defs,
         new_gradient_functions=len(function_rows) - before_functions)
+
+
+def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
+    """release_ops columns for what the probe found about ``op``."""
+    status = op["gradient"]["status"]
+    probe = op.get("probe")
+    # every row carries every key: executemany takes its columns from the first row
+    empty = dict.fromkeys(("effective", "probe_reason", "second_order", "second_order_blockers",
+                           "verification", "verification_dtype", "verification_error",
+                           "verification_tolerance", "verification_reason",
+                           "verification_detail"))
+    if not probed:
+        return empty
+    if probe is None:  # no_gradient and missing need no probe to know the answer
+        return dict(empty, effective=status if status != "registered" else "unknown",
+                    probe_reason=None if status != "registered" else "not probed")
+    verification = probe.get("verification") or {}
+    blockers = probe.get("second_order_blockers")
+    detail = {k: v for k, v in verification.items()
+              if k not in ("status", "dtype", "max_error", "tolerance", "reason")}
+    return {
+        "effective": probe["effective"], "probe_reason": probe.get("reason"),
+        "second_order": probe.get("second_order"),
+        "second_order_blockers": json.dumps(blockers, sort_keys=True) if blockers else None,
+        "verification": verification.get("status"),
+        "verification_dtype": verification.get("dtype"),
+        "verification_error": verification.get("max_error"),
+        "verification_tolerance": verification.get("tolerance"),
+        "verification_reason": verification.get("reason"),
+        "verification_detail": json.dumps(detail, sort_keys=True) if detail else None,
+    }
+
+
+def _numeric_error(probe: dict[str, Any], position: int) -> float | None:
+    for entry in (probe.get("verification") or {}).get("inputs", []):
+        if entry.get("position") == position:
+            return entry.get("relative")
+    return None
 
 
 def _insert_chunks(conn: Connection, table: Table, rows: Iterable[dict[str, Any]]) -> None:

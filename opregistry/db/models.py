@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     Boolean,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -49,6 +50,10 @@ class Release(Base):
     raw_ops_available: Mapped[bool] = mapped_column(Boolean)
     imports_attempted: Mapped[int] = mapped_column(Integer)
     import_failures: Mapped[str] = mapped_column(Text, default="[]")  # JSON list
+    # Probes (revision 0002); NULL for releases harvested without them.
+    probe_seconds: Mapped[float | None] = mapped_column(Float)
+    probe_restarts: Mapped[int | None] = mapped_column(Integer)
+    numeric_checked: Mapped[bool | None] = mapped_column(Boolean)
 
     ops: Mapped[list[ReleaseOp]] = relationship(
         back_populates="release", cascade="all, delete-orphan", passive_deletes=True)
@@ -99,8 +104,35 @@ class ReleaseOp(Base):
     # The module that must be imported for the registry entry to exist, when
     # `import tensorflow` alone does not create it.
     needs_import: Mapped[str | None] = mapped_column(String(256))
+    # What the probe found (revision 0002). NULL where no probe ran.
+    effective: Mapped[str | None] = mapped_column(String(16), index=True)
+    probe_reason: Mapped[str | None] = mapped_column(Text)
+    second_order: Mapped[str | None] = mapped_column(String(16))
+    second_order_blockers: Mapped[str | None] = mapped_column(Text)  # JSON list
+    verification: Mapped[str | None] = mapped_column(String(16))  # verified|flagged|not_verified
+    verification_dtype: Mapped[str | None] = mapped_column(String(16))
+    verification_error: Mapped[float | None] = mapped_column(Float)
+    verification_tolerance: Mapped[float | None] = mapped_column(Float)
+    verification_reason: Mapped[str | None] = mapped_column(Text)
+    verification_detail: Mapped[str | None] = mapped_column(Text)  # JSON
 
     release: Mapped[Release] = relationship(back_populates="ops")
+
+
+class OpInput(Base):
+    """What the gradient function gives one input of an op, in one release."""
+
+    __tablename__ = "op_inputs"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    op_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(256))
+    dtype: Mapped[str] = mapped_column(String(32))
+    trainable: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource or variant
+    result: Mapped[str] = mapped_column(String(16))  # gradient | none | zero | raises
+    numeric_error: Mapped[float | None] = mapped_column(Float)
 
 
 class OrphanGradient(Base):

@@ -1,6 +1,9 @@
 """Facts about the schema that the SQLAlchemy-free read path needs too."""
 
 # The Alembic revision the code expects; kept in step with migrations/versions.
-HEAD_REVISION = "0001_initial"
+HEAD_REVISION = "0002_probes"
 
 GRADIENT_STATES = ("registered", "no_gradient", "missing")
+EFFECTIVE_STATES = ("differentiable", "partial", "none", "no_gradient", "missing", "unknown")
+INPUT_RESULTS = ("gradient", "none", "zero", "raises")
+VERIFICATION_STATES = ("verified", "flagged", "not_verified")
