@@ -681,7 +681,7 @@ def _run_probes(names, numeric=True, python=None):
                     if "start" in entry:
                         started, numeric_started = entry["start"], None
                     elif "numeric" in entry:
-                        numeric_started = entry["numeric"]
+                        started = numeric_started = entry["numeric"]
                     else:
                         records[entry["op"]] = entry["record"]
                         progressed = True

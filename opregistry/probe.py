@@ -858,9 +858,24 @@ def _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions, low, h
             worst = max(worst, err / scale)
     finally:
         session.close()
-    return {"status": "verified" if worst <= tolerance else "flagged", "dtype": actual,
-            "tolerance": tolerance, "delta": delta, "max_error": worst, "inputs": errors,
-            "shape": shape, "symmetric": symmetric}
+    result = {"status": "verified" if worst <= tolerance else "flagged", "dtype": actual,
+              "tolerance": tolerance, "delta": delta, "max_error": worst, "inputs": errors,
+              "shape": shape, "int_mode": int_mode, "symmetric": symmetric}
+    if worst > tolerance:  # enough to reproduce it by hand: every input's value
+        names = _input_names(op_def, op)
+        result["point"] = [{"position": i, "name": names[i] if i < len(names) else "",
+                            "dtype": api.type_name(t.dtype),
+                            "value": feeds[t].tolist() if t in feeds else _const_value(api, t)}
+                           for i, t in enumerate(inputs)]
+    return result
+
+
+def _const_value(api, tensor):
+    try:
+        value = api.tensor_util.constant_value(tensor)
+    except Exception:  # noqa: BLE001
+        return None
+    return value.tolist() if value is not None else None
 
 
 def _normalise_labels(api, op_def, op, feeds):

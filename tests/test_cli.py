@@ -121,7 +121,7 @@ def test_lookup_table(harvested_db):
     result = invoke("lookup", "ArgMax", "shape", "--db", str(harvested_db))
     assert result.exit_code == 0, result.output
     assert "_ArgMaxGrad" in result.stdout and "no_gradient" in result.stdout
-    assert "ArgMax -> ArgMax: registered in 1 release" in result.stderr
+    assert "ArgMax -> ArgMax: registered (effective: none) in 1 release" in result.stderr
 
 
 def test_lookup_json_carries_op_release_gradient(harvested_db):

@@ -133,6 +133,40 @@ def test_a_killed_load_leaves_the_database_as_it_was(db_copy, tf_document_path):
                             (original,)).fetchone()[0] == 1
 
 
+def test_a_database_at_the_first_revision_upgrades_keeping_every_release(tmp_path, tf_document):
+    """Fill a database at 0001 the way that revision's code did, then upgrade it."""
+    path = tmp_path / "rev1.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    migrate.upgrade(engine, "0001_initial")
+    rel = tf_document["release"]
+    with sqlite3.connect(path) as conn:
+        for version in ("1.0.0-old", "2.0.0-old"):
+            cur = conn.execute(
+                "INSERT INTO releases (version, package, package_version, git_version, "
+                "python_version, platform, machine, harvested_at, collector_format, "
+                "raw_ops_available, imports_attempted, import_failures) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 1, 0, '[]')",
+                (version, rel["package"], version, None, "3.11", "linux", "x86_64", "then"))
+            conn.execute("INSERT OR IGNORE INTO op_defs (id, digest, name, summary, is_stateful, "
+                         "definition) VALUES (1, 'd', 'MatMul', '', 0, '{}')")
+            conn.executemany(
+                "INSERT INTO release_ops (release_id, op_name, op_def_id, public, gradient) "
+                "VALUES (?, ?, 1, 1, ?)",
+                [(cur.lastrowid, op["name"], op["gradient"]["status"])
+                 for op in tf_document["ops"]])
+    migrate.upgrade(engine)
+    assert migrate.current(engine) == HEAD_REVISION
+    import opregistry
+
+    summaries = opregistry.releases(db=path)
+    assert [s.release for s in summaries] == ["1.0.0-old", "2.0.0-old"]
+    assert all(s.ops == len(tf_document["ops"]) for s in summaries)
+    row = opregistry.lookup("MatMul", release="1.0.0-old", db=path).rows[0]
+    assert row.gradient == "registered" and row.effective is None  # not probed then
+    load(engine, tf_document)  # and the new release loads next to them
+    assert len(opregistry.releases(db=path)) == 3
+
+
 def test_an_older_schema_is_refused_by_the_loader(tmp_path, tf_document):
     engine = make_engine(resolve(tmp_path / "old.sqlite"), create=True)
     migrate.upgrade(engine)
