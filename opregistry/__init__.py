@@ -17,11 +17,13 @@ from .query import (
     GradientFunctionInfo,
     LookupResult,
     OpRelease,
+    ProbeReport,
     ReleaseSummary,
     Transition,
     diff,
     lookup,
     ops,
+    probe_report,
     releases,
 )
 
@@ -29,7 +31,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DatabaseError", "DiffResult", "DocumentError", "FunctionChange", "GradientFunctionInfo",
-    "HarvestError", "LookupResult", "OpRelease", "OpregistryError", "ReleaseSummary",
+    "HarvestError", "LookupResult", "OpRelease", "OpregistryError", "ProbeReport",
+    "ReleaseSummary", "probe_report",
     "Transition", "UnknownOpError", "UnknownReleaseError", "diff", "harvest", "lookup", "ops",
     "releases",
 ]

@@ -157,6 +157,8 @@ def test_releases_command(harvested_db):
     (["ops", "--tf", "0.1"], "unknown release '0.1'"),
     (["diff", "0.1", "latest"], "unknown release '0.1'"),
     (["ops", "--status", "sometimes"], "unknown status 'sometimes'"),
+    (["ops", "--effective", "mostly"], "unknown effective status 'mostly'"),
+    (["probe-report", "--tf", "0.1"], "unknown release '0.1'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(harvested_db, cli, args, message):
     done = cli(*args, "--db", str(harvested_db))
@@ -240,7 +242,8 @@ def test_every_command_has_help():
             walk(sub, path + [name])
 
     walk(group, [])
-    assert {"lookup", "ops", "diff", "releases", "harvest", "db upgrade", "db current"} <= set(names)
+    assert {"lookup", "ops", "diff", "releases", "harvest", "db upgrade", "db current",
+            "probe-report"} <= set(names)
     for name in names:
         result = invoke(*name.split(), "--help")
         assert result.exit_code == 0 and "Usage:" in result.stdout
@@ -269,12 +272,16 @@ def test_harvest_unknown_tf_version(tmp_path, cli):
 
 def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document):
     db = tmp_path / "cli.sqlite"
-    done = cli("harvest", "--db", str(db), "--format", "json")
+    done = cli("harvest", "--no-probes", "--db", str(db), "--format", "json")
     assert done.returncode == 0, done.stderr
     (outcome,) = json.loads(done.stdout)
     assert outcome["ok"] and outcome["release"] == tf.__version__
     assert outcome["ops"] == len(tf_document["ops"])
-    again = cli("harvest", "--db", str(db), "--format", "json")
+    row = opregistry.lookup("MatMul", db=db).rows[0]
+    assert row.gradient == "registered" and row.effective is None  # not probed
+    report = cli("probe-report", "--db", str(db))
+    assert report.returncode == 2 and "harvested without probes" in report.stderr
+    again = cli("harvest", "--no-probes", "--db", str(db), "--format", "json")
     assert json.loads(again.stdout)[0]["replaced"] is True
     current = cli("db", "current", "--db", str(db))
     assert current.returncode == 0

@@ -141,3 +141,23 @@ def test_api_exposes_inputs_and_verification(harvested_db):
     assert row.differentiable_inputs == ("params",)
     assert row.inputs[0].numeric_error is not None and row.inputs[0].numeric_error < 1e-6
     assert row.verification.status == "verified"
+
+
+def test_probe_report(harvested_db, probes, cli):
+    report = opregistry.probe_report(tf.__version__, db=harvested_db)
+    registered = [n for n in probes]
+    assert report.registered == len(registered)
+    assert report.probed_per_input == sum(1 for r in probes.values() if r["effective"] != "unknown")
+    assert report.flagged == sum(1 for r in probes.values()
+                                 if r.get("verification", {}).get("status") == "flagged")
+    assert sum(n for _, n in report.error_histogram) == report.verified + report.flagged
+    assert {f.op for f in report.flagged_ops} >= {"FakeQuantWithMinMaxArgs"}
+    for flagged in report.flagged_ops:  # enough to reproduce by hand
+        detail = json.loads(flagged.detail)
+        assert detail["point"] and all("value" in p for p in detail["point"])
+    done = cli("probe-report", "--format", "json", "--db", str(harvested_db))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["probed_share"] >= 0.95 and data["checked_share"] >= 0.70
+    table = cli("probe-report", "--db", str(harvested_db))
+    assert "probed per input" in table.stdout and "flagged" in table.stdout

@@ -65,6 +65,23 @@ def test_known_transitions_between_212_and_221(two_releases, cli):
     assert ("FakeQuantWithMinMaxArgsGradient", "missing", "no_gradient") in transitions
 
 
+def test_probe_changes_match_the_two_documents(two_releases):
+    db, older, newer = two_releases
+    a = {op["name"]: op.get("probe") for op in older["ops"]}
+    b = {op["name"]: op.get("probe") for op in newer["ops"]}
+    result = opregistry.diff(older["release"]["version"], newer["release"]["version"], db=db)
+    both = [n for n in set(a) & set(b) if a[n] and b[n]]
+    assert {(t.op, t.before, t.after) for t in result.effective_transitions} >= {
+        (n, a[n]["effective"], b[n]["effective"]) for n in both
+        if a[n]["effective"] != b[n]["effective"]}
+    expected_inputs = {(n, r["position"], ra["result"], r["result"]) for n in both
+                       for r in b[n].get("inputs", []) for ra in a[n].get("inputs", [])
+                       if ra["position"] == r["position"] and ra["name"] == r["name"]
+                       and ra["result"] != r["result"]}
+    assert {(c.op, c.position, c.before, c.after) for c in result.input_changes} == expected_inputs
+    assert older["probes"] and newer["probes"]  # probes ran in the Python 3.8 venv too
+
+
 def test_lookup_across_both_releases(two_releases):
     db, older, newer = two_releases
     rows = opregistry.lookup("ClipByValue", db=db).rows

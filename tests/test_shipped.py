@@ -38,3 +38,14 @@ def test_known_facts_across_releases():
     # tf.contrib's libsvm declares "DecodeLibSVM" non-differentiable, but the op is
     # "DecodeLibsvm": the declaration names no op, and the op stays missing.
     assert opregistry.lookup("DecodeLibsvm", release="1.13").rows[0].gradient == "missing"
+
+
+def test_every_shipped_release_was_probed_oldest_included():
+    for summary in opregistry.releases():
+        report = opregistry.probe_report(summary.release)
+        assert report.probed_share >= 0.9, (summary.release, report.probed_share)
+        assert report.verified > 150, summary.release
+    oldest = opregistry.lookup("ArgMax", release="1.13.2").rows[0]
+    assert oldest.effective == "none" and [i.result for i in oldest.inputs] == ["none", "none"]
+    gather = opregistry.lookup("GatherV2", release="1.13.2").rows[0]
+    assert gather.differentiable_inputs == ("params",)

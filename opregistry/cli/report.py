@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import typer
+
+from .. import query
+from ..errors import OpregistryError
+from ..formats import OutputFormat, render
+from .app import app, fail
+from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+
+
+@app.command("probe-report")
+def probe_report(
+    release: OptionalStr = ReleaseOption,
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """How much of a release the probes covered, the error distribution of the numerical
+    checks, and every op whose gradient disagrees with finite differences."""
+    try:
+        report = query.probe_report(release, db=db)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    if fmt != OutputFormat.table:
+        rows = [{"op": f.op, "dtype": f.dtype, "max_error": f.max_error,
+                 "tolerance": f.tolerance} for f in report.flagged_ops]
+        typer.echo(render(fmt, report.to_dict(), rows))
+    else:
+        summary = [
+            {"measure": "ops with a registered gradient", "value": report.registered},
+            {"measure": "probed per input",
+             "value": f"{report.probed_per_input} ({report.probed_share:.1%})"},
+            *({"measure": f"effective: {k}", "value": v} for k, v in report.effective.items()),
+            {"measure": "differentiable or partial", "value": report.candidates},
+            {"measure": "numerically checked",
+             "value": f"{report.verified + report.flagged} ({report.checked_share:.1%})"},
+            {"measure": "  within tolerance", "value": report.verified},
+            {"measure": "  flagged", "value": report.flagged},
+            {"measure": "  not verifiable", "value": report.not_verified},
+            *({"measure": f"second order: {k}", "value": v}
+              for k, v in report.second_order.items()),
+        ]
+        typer.echo(render(fmt, None, summary))
+        typer.echo("\nrelative error of the checked gradients (max over the Jacobian)")
+        typer.echo(render(fmt, None, [{"error": b, "ops": n} for b, n in report.error_histogram]))
+        if report.flagged_ops:
+            typer.echo("\nflagged (theoretical and numerical Jacobians disagree)")
+            typer.echo(render(fmt, None, [{
+                "op": f.op, "dtype": (f.dtype or "").replace("DT_", "").lower(),
+                "error": f"{f.max_error:.3g}", "tolerance": f"{f.tolerance:g}",
+                "inputs": " ".join(f"{i.name}:{i.numeric_error:.2g}" for i in f.inputs
+                                   if i.numeric_error is not None)}
+                for f in report.flagged_ops]))
+    typer.echo(f"{report.release}: {report.probed_share:.1%} probed per input, "
+               f"{report.checked_share:.1%} of differentiable ops checked numerically, "
+               f"{report.flagged} flagged", err=True)
