@@ -12,35 +12,40 @@ from .errors import (
     UnknownReleaseError,
 )
 from .query import (
-    DiffResult,
-    FunctionChange,
+    Blocker,
     GradientFunctionInfo,
+    InputGradient,
     LookupResult,
     OpRelease,
-    ProbeReport,
     ReleaseSummary,
-    Transition,
-    diff,
+    Verification,
     lookup,
     ops,
-    probe_report,
     releases,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DatabaseError", "DiffResult", "DocumentError", "FunctionChange", "GradientFunctionInfo",
-    "HarvestError", "LookupResult", "OpRelease", "OpregistryError", "ProbeReport",
-    "ReleaseSummary", "probe_report",
-    "Transition", "UnknownOpError", "UnknownReleaseError", "diff", "harvest", "lookup", "ops",
-    "releases",
+    "Blocker", "DatabaseError", "DiffResult", "DocumentError", "FlaggedOp", "FunctionChange",
+    "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
+    "OpRelease", "OpregistryError", "ProbeReport", "ReleaseSummary", "Transition",
+    "UnknownOpError", "UnknownReleaseError", "Verification", "diff", "harvest", "lookup", "ops",
+    "probe_report", "releases",
 ]
 
+# Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
+_LAZY = {
+    "diff": "changes", "DiffResult": "changes", "Transition": "changes",
+    "FunctionChange": "changes", "InputChange": "changes",
+    "probe_report": "coverage", "ProbeReport": "coverage", "FlaggedOp": "coverage",
+    "harvest": "harvest",
+}
 
-def __getattr__(name: str):  # harvest pulls in SQLAlchemy: import it only when asked
-    if name == "harvest":
-        from .harvest import harvest
 
-        return harvest
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(name)

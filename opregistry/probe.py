@@ -422,19 +422,19 @@ def _build_functional(api, graph, op_type, float_type):
         if op_type in ("If", "StatelessIf"):
             from tensorflow.python.ops import cond_v2
             pred = api.placeholder(api.dtypes.bool, shape=[], name="pred")
-            out = cond_v2.cond_v2(pred, lambda: touch(x * 2.0), lambda: touch(x * x))
+            cond_v2.cond_v2(pred, lambda: touch(x * 2.0), lambda: touch(x * x))
         elif op_type in ("While", "StatelessWhile"):
             from tensorflow.python.ops import while_v2
-            out = while_v2.while_loop(lambda i, v: i < 3,
+            while_v2.while_loop(lambda i, v: i < 3,
                                       lambda i, v: (i + 1, touch(v * 1.5)),
                                       [api.const(0, api.dtypes.int32), x])
         elif op_type in ("Case", "StatelessCase"):
             from tensorflow.python.ops import cond_v2
             index = api.placeholder(api.dtypes.int32, shape=[], name="index")
-            out = cond_v2.indexed_case(index, [lambda: touch(x * 2.0), lambda: touch(x * x),
+            cond_v2.indexed_case(index, [lambda: touch(x * 2.0), lambda: touch(x * x),
                                                lambda: touch(x + 1.0)])
         elif op_type == "EagerPyFunc":
-            out = api.tf.py_function(lambda v: v * 2.0, [x], dtype)
+            api.tf.py_function(lambda v: v * 2.0, [x], dtype)
         else:
             return None
     found = [o for o in graph.get_operations() if o.type == op_type]
@@ -773,9 +773,7 @@ def _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions, low, h
         if name in _FLOAT_TYPES:
             t_shape = [d if d is not None else 2 for d in t.get_shape().as_list()] \
                 if t.get_shape().dims is not None else shape
-            lo, hi = low, high
-            arg = t.op.name
-            feeds[t] = _point(api, t.dtype.base_dtype, t_shape, rng, lo, hi, positive_definite)
+            feeds[t] = _point(api, t.dtype.base_dtype, t_shape, rng, low, high, positive_definite)
         elif name == "DT_BOOL":
             feeds[t] = np.array(True)
         elif name in ("DT_INT32", "DT_INT64") and op_def.name in _FUNCTIONAL:

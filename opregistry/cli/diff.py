@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from .. import query
+from .. import changes
 from ..errors import OpregistryError
 from ..formats import OutputFormat, plural, render
 from .app import app, fail
@@ -11,7 +11,7 @@ from .options import DbOption, FormatOption, OptionalStr
 COLUMNS = ["change", "op", "before", "after", "public", "detail"]
 
 
-def flat_changes(result: query.DiffResult) -> list[dict[str, object]]:
+def flat_changes(result: changes.DiffResult) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for r in result.added:
         rows.append({"change": "added", "op": r.op, "before": None, "after": r.gradient,
@@ -47,7 +47,7 @@ def diff_releases(
 ) -> None:
     """Ops added and removed, gradient status changes and changed gradient functions."""
     try:
-        result = query.diff(before, after, db=db)
+        result = changes.diff(before, after, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows = flat_changes(result)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from .. import query
+from .. import coverage
 from ..errors import OpregistryError
 from ..formats import OutputFormat, render
 from .app import app, fail
@@ -18,7 +18,7 @@ def probe_report(
     """How much of a release the probes covered, the error distribution of the numerical
     checks, and every op whose gradient disagrees with finite differences."""
     try:
-        report = query.probe_report(release, db=db)
+        report = coverage.probe_report(release, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table:

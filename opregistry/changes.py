@@ -1,0 +1,121 @@
+"""What changed between two releases (the ``diff`` command and API)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .query import (
+    _OP_COLUMNS,
+    GradientFunctionInfo,
+    OpRelease,
+    _inputs,
+    _op_release,
+    _resolve_release,
+    _using,
+)
+
+
+@dataclass(frozen=True)
+class Transition:
+    op: str
+    before: str
+    after: str
+    public: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FunctionChange:
+    op: str
+    before: GradientFunctionInfo
+    after: GradientFunctionInfo
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "before": asdict(self.before), "after": asdict(self.after)}
+
+
+@dataclass(frozen=True)
+class InputChange:
+    op: str
+    position: int
+    name: str
+    before: str
+    after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    before: str
+    after: str
+    added: tuple[OpRelease, ...] = field(default=())
+    removed: tuple[OpRelease, ...] = field(default=())
+    transitions: tuple[Transition, ...] = field(default=())  # registry status
+    changed_functions: tuple[FunctionChange, ...] = field(default=())
+    effective_transitions: tuple[Transition, ...] = field(default=())
+    input_changes: tuple[InputChange, ...] = field(default=())
+    second_order_changes: tuple[Transition, ...] = field(default=())
+    verification_changes: tuple[Transition, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "before": self.before, "after": self.after,
+            "added": [r.to_dict() for r in self.added],
+            "removed": [r.to_dict() for r in self.removed],
+            "transitions": [t.to_dict() for t in self.transitions],
+            "changed_functions": [c.to_dict() for c in self.changed_functions],
+            "effective_transitions": [t.to_dict() for t in self.effective_transitions],
+            "input_changes": [c.to_dict() for c in self.input_changes],
+            "second_order_changes": [t.to_dict() for t in self.second_order_changes],
+            "verification_changes": [t.to_dict() for t in self.verification_changes],
+        }
+
+
+def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
+    """What changed between two releases: ops added and removed, gradient status
+    transitions, and gradient functions whose normalised source changed."""
+    with _using(db) as reader:
+        a = _resolve_release(reader, before)
+        b = _resolve_release(reader, after)
+        rows_a = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
+                                                rid=a.id)}
+        rows_b = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
+                                                rid=b.id)}
+        inputs_a, inputs_b = _inputs(reader, a.id), _inputs(reader, b.id)
+        added = [_op_release(rows_b[n], inputs=inputs_b.get(n, []))
+                 for n in sorted(set(rows_b) - set(rows_a))]
+        removed = [_op_release(rows_a[n], inputs=inputs_a.get(n, []))
+                   for n in sorted(set(rows_a) - set(rows_b))]
+        transitions, changed = [], []
+        effective_t, input_c, second_t, verified_t = [], [], [], []
+        for name in sorted(set(rows_a) & set(rows_b)):
+            old = _op_release(rows_a[name], inputs=inputs_a.get(name, []))
+            new = _op_release(rows_b[name], inputs=inputs_b.get(name, []))
+            if old.gradient != new.gradient:
+                transitions.append(Transition(name, old.gradient, new.gradient, new.public))
+            elif old.function and new.function and old.function.source_hash and \
+                    new.function.source_hash and old.function.source_hash != new.function.source_hash:
+                changed.append(FunctionChange(name, old.function, new.function))
+            if old.effective and new.effective and old.effective != new.effective:
+                effective_t.append(Transition(name, old.effective, new.effective, new.public))
+            before_inputs = {i.position: i for i in old.inputs}
+            for i in new.inputs:
+                j = before_inputs.get(i.position)
+                if j is not None and j.name == i.name and j.result != i.result:
+                    input_c.append(InputChange(name, i.position, i.name, j.result, i.result))
+            if old.second_order and new.second_order and old.second_order != new.second_order:
+                second_t.append(Transition(name, old.second_order, new.second_order, new.public))
+            if old.verification and new.verification and \
+                    old.verification.status != new.verification.status:
+                verified_t.append(Transition(name, old.verification.status,
+                                             new.verification.status, new.public))
+        return DiffResult(before=a.version, after=b.version, added=tuple(added),
+                          removed=tuple(removed), transitions=tuple(transitions),
+                          changed_functions=tuple(changed),
+                          effective_transitions=tuple(effective_t),
+                          input_changes=tuple(input_c), second_order_changes=tuple(second_t),
+                          verification_changes=tuple(verified_t))

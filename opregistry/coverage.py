@@ -1,0 +1,110 @@
+"""How far the probes got in one release (the ``probe-report`` command and API)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import OpregistryError
+from .query import _OP_COLUMNS, InputGradient, _inputs, _op_release, _resolve_release, _using
+
+@dataclass(frozen=True)
+class FlaggedOp:
+    op: str
+    dtype: str | None
+    max_error: float | None
+    tolerance: float | None
+    inputs: tuple[InputGradient, ...]
+    detail: str | None  # JSON: step, shape, per-output errors and the point itself
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        import json
+
+        out["detail"] = json.loads(self.detail) if self.detail else None
+        return out
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """How far the probes got in one release, and what they found."""
+
+    release: str
+    package: str
+    probe_seconds: float | None
+    registered: int
+    probed_per_input: int  # registered ops with per-input results
+    effective: dict[str, int]  # effective status -> ops (all ops of the release)
+    unknown: tuple[tuple[str, str], ...]  # (op, reason)
+    candidates: int  # differentiable + partial
+    verified: int
+    flagged: int
+    not_verified: int
+    error_histogram: tuple[tuple[str, int], ...]  # (bucket, count) of relative errors
+    flagged_ops: tuple[FlaggedOp, ...]
+    second_order: dict[str, int]
+
+    @property
+    def probed_share(self) -> float:
+        return self.probed_per_input / self.registered if self.registered else 0.0
+
+    @property
+    def checked_share(self) -> float:
+        return (self.verified + self.flagged) / self.candidates if self.candidates else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["flagged_ops"] = [f.to_dict() for f in self.flagged_ops]
+        out["probed_share"] = round(self.probed_share, 4)
+        out["checked_share"] = round(self.checked_share, 4)
+        return out
+
+
+_ERROR_BUCKETS = ((1e-12, "<= 1e-12"), (1e-10, "1e-12 .. 1e-10"), (1e-8, "1e-10 .. 1e-8"),
+                  (1e-6, "1e-8 .. 1e-6"), (1e-4, "1e-6 .. 1e-4"), (1e-2, "1e-4 .. 1e-2"),
+                  (float("inf"), "> 1e-2"))
+
+
+def probe_report(release: str | None = None, *, db: Any = None) -> ProbeReport:
+    """Coverage and findings of the probes for one release (default: the newest)."""
+    with _using(db) as reader:
+        rel = _resolve_release(reader, release or "latest")
+        (seconds,) = reader.rows("SELECT probe_seconds FROM releases WHERE id = :rid",
+                                 rid=rel.id)[0]
+        inputs = _inputs(reader, rel.id)
+        rows = [_op_release(r, inputs=inputs.get(r[0], []))
+                for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid", rid=rel.id)]
+        if not any(r.effective for r in rows):
+            raise OpregistryError(f"release {rel.version} was harvested without probes")
+        registered = [r for r in rows if r.gradient == "registered"]
+        effective: dict[str, int] = {}
+        for r in rows:
+            effective[r.effective or "unknown"] = effective.get(r.effective or "unknown", 0) + 1
+        candidates = [r for r in registered if r.effective in ("differentiable", "partial")]
+        status = [r.verification.status if r.verification else "not_verified" for r in candidates]
+        errors = [r.verification.max_error for r in candidates if r.verification and
+                  r.verification.status in ("verified", "flagged") and
+                  r.verification.max_error is not None]
+        histogram = []
+        low = -1.0
+        for high, label in _ERROR_BUCKETS:
+            histogram.append((label, sum(1 for e in errors if low < e <= high)))
+            low = high
+        second: dict[str, int] = {}
+        for r in registered:
+            if r.second_order:
+                second[r.second_order] = second.get(r.second_order, 0) + 1
+        flagged = tuple(FlaggedOp(r.op, r.verification.dtype, r.verification.max_error,
+                                  r.verification.tolerance, r.inputs, r.verification.detail)
+                        for r in sorted(candidates, key=lambda r: r.op)
+                        if r.verification and r.verification.status == "flagged")
+        return ProbeReport(
+            release=rel.version, package=rel.package, probe_seconds=seconds,
+            registered=len(registered),
+            probed_per_input=sum(1 for r in registered if r.effective != "unknown"),
+            effective=dict(sorted(effective.items())),
+            unknown=tuple(sorted((r.op, r.probe_reason or "") for r in registered
+                                 if r.effective == "unknown")),
+            candidates=len(candidates), verified=status.count("verified"),
+            flagged=status.count("flagged"), not_verified=status.count("not_verified"),
+            error_histogram=tuple(histogram), flagged_ops=flagged,
+            second_order=dict(sorted(second.items())))
