@@ -642,13 +642,21 @@ def _probe_worker(ops_path, results_path, numeric):
 
 def _run_probes(names, numeric=True, python=None):
     """Probe ``names`` in worker subprocesses; returns (records, restarts)."""
-    import subprocess
     import tempfile
+    import shutil
+    workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
+    try:
+        return _probe_rounds(names, numeric, python, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _probe_rounds(names, numeric, python, workdir):
+    import subprocess
     import time
     records = {}
     remaining = list(names)
     restarts = 0
-    workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
     while remaining:
         ops_path = os.path.join(workdir, "ops-%d.json" % restarts)
         results_path = os.path.join(workdir, "results-%d.jsonl" % restarts)

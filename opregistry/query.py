@@ -473,3 +473,37 @@ def ops(release: str | None = None, *, status: str | None = None, public_only: b
 def iter_release_versions(db: Any = None) -> Iterator[str]:
     with _using(db) as reader:
         yield from _labels(_all_releases(reader))
+
+
+# ------------------------------------------------------------------ facts for analysis
+
+
+@dataclass(frozen=True)
+class OpFacts:
+    """What the model analysis needs to know about one op type in one release."""
+
+    op: str
+    gradient: str
+    effective: str | None
+    inputs: tuple[InputGradient, ...]
+    definition: dict[str, Any]  # the OpDef as harvested (inputs/outputs/attrs)
+
+
+def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
+             ) -> tuple[str, dict[str, OpFacts]]:
+    """(release version, {op: facts}) for the ops of ``op_names`` the release knows."""
+    import json
+
+    with _using(db) as reader:
+        rel = _resolve_release(reader, release or "latest")
+        wanted = set(op_names)
+        inputs = _inputs(reader, rel.id)
+        out = {}
+        for name, gradient, effective, definition in reader.rows(
+                "SELECT ro.op_name, ro.gradient, ro.effective, od.definition "
+                "FROM release_ops ro JOIN op_defs od ON od.id = ro.op_def_id "
+                "WHERE ro.release_id = :rid", rid=rel.id):
+            if name in wanted:
+                out[name] = OpFacts(name, gradient, effective, tuple(inputs.get(name, [])),
+                                    json.loads(definition))
+        return rel.version, out

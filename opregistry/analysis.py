@@ -1,0 +1,387 @@
+"""Gradient-path analysis of a model against one release of the database.
+
+The graph is flattened first: calls into library functions (PartitionedCall,
+StatefulPartitionedCall and other ops with a function attribute, If/Case branches,
+While bodies) are inlined, so a path is followed wherever it goes. Then, for every
+signature output:
+
+* *depends on*: what the output reaches backwards along data edges;
+* *gets a gradient*: what reaches the output forwards along edges that carry
+  gradients (float, complex, resource, variant) through ops that pass a gradient from
+  that input (per the release's registry and probe results);
+* a target the output depends on but that gets no gradient is a *finding*, with every
+  op where a gradient path from the target stops and the output is still downstream.
+"""
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .readers import _schema
+from .readers.model import Model, Node
+
+_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
+_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+_IDENTITY_LIKE = ("Identity", "IdentityN")
+
+
+@dataclass(frozen=True)
+class BlockingOp:
+    node: str
+    op: str
+    function: str | None
+    reason: str  # no_gradient | missing | none | partial_input | integer_edge | unknown_op |
+    #              custom_gradient_not_saved
+
+
+@dataclass(frozen=True)
+class Finding:
+    signature: str
+    output: str
+    target_kind: str  # variable | input
+    target: str
+    blocking_ops: tuple[BlockingOp, ...]
+
+
+@dataclass
+class OutputReport:
+    signature: str
+    output: str
+    with_gradient: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    unrelated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    release: str
+    source: str
+    findings: list[Finding]
+    outputs: list[OutputReport]
+    unknown_ops: list[str]
+    # tf.custom_gradient ops whose gradient function was not saved with the model
+    unsaved_custom_gradients: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "source": self.source,
+                "findings": [asdict(f) for f in self.findings],
+                "outputs": [asdict(o) for o in self.outputs],
+                "unknown_ops": self.unknown_ops,
+                "unsaved_custom_gradients": self.unsaved_custom_gradients}
+
+
+# ------------------------------------------------------------------------ flattening
+
+Tensor = tuple  # (instance key, output index)
+
+
+@dataclass
+class _Inst:
+    """One node instance of the flattened graph."""
+
+    key: str
+    node: Node
+    function: str | None
+    inputs: list[Any] = field(default_factory=list)  # Tensor per data input (None: unresolved)
+    out_types: list[int] = field(default_factory=list)
+    # calls, If/Case/While: output index -> tensors inside the bodies it forwards
+    transparent: dict[int, list[Any]] | None = None
+
+
+class _Flat:
+    """The model with every function call inlined."""
+
+    def __init__(self, model: Model, facts: dict[str, Any]):
+        self.model = model
+        self.facts = facts
+        self.insts: dict[str, _Inst] = {}
+        self.unknown: set[str] = set()
+        self.unsaved_custom_gradients: set[str] = set()
+        self.depth = 0
+
+    def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
+        out: list[int] = []
+        for arg in args:
+            if arg.get("type_list_attr"):
+                name = arg["type_list_attr"]
+                out.extend(node.attrs[name].list.type if name in node.attrs else [])
+                continue
+            if arg.get("type"):
+                dtype = _dtype_number(arg["type"])
+            elif arg.get("type_attr") and arg["type_attr"] in node.attrs:
+                dtype = node.attrs[arg["type_attr"]].type
+            else:
+                dtype = 0
+            count = node.attrs[arg["number_attr"]].i if arg.get("number_attr") and \
+                arg["number_attr"] in node.attrs else 1
+            out.extend([dtype] * count)
+        return out
+
+    def output_types(self, node: Node) -> list[int]:
+        facts = self.facts.get(node.op)
+        if facts is None:
+            self.unknown.add(node.op)
+            for key in ("Tout", "T", "dtype"):
+                if key in node.attrs:
+                    a = node.attrs[key]
+                    return list(a.list.type) if len(a.list.type) else [a.type]
+            return [0]
+        return self._arg_types(node, facts.definition.get("outputs", []))
+
+    def output_index(self, node: Node, out_arg: str, index: int) -> int:
+        """Flat output index of ``node:out_arg:index`` (function-body tensor strings)."""
+        facts = self.facts.get(node.op)
+        if facts is None:
+            return index
+        flat = 0
+        for arg in facts.definition.get("outputs", []):
+            if arg["name"] == out_arg:
+                return flat + index
+            flat += len(self._arg_types(node, [arg]))
+        return index
+
+    def add_graph(self, nodes: dict[str, Node], ctx: str, function: str | None,
+                  args: dict[str, Any]) -> dict[str, _Inst]:
+        local = {}
+        for name, node in nodes.items():
+            inst = _Inst(f"{ctx}{name}", node, function)
+            inst.out_types = self.output_types(node)
+            self.insts[inst.key] = inst
+            local[name] = inst
+        for inst in local.values():
+            inst.inputs = [self._resolve(t, local, args) for t in inst.node.inputs
+                           if not t.startswith("^")]
+        for inst in list(local.values()):
+            self._inline(inst)
+        return local
+
+    def _resolve(self, text: str, local: dict[str, _Inst], args: dict[str, Any]) -> Any:
+        parts = text.split(":")
+        inst = local.get(parts[0])
+        if inst is None:
+            return args.get(parts[0])
+        if len(parts) == 1:
+            return (inst.key, 0)
+        if len(parts) == 2:
+            return (inst.key, int(parts[1]))
+        return (inst.key, self.output_index(inst.node, parts[1], int(parts[2])))
+
+    def _bodies(self, node: Node) -> list[str]:
+        names = []
+        for key in ("f", "then_branch", "else_branch", "body"):
+            if key in node.attrs and node.attrs[key].func.name:
+                names.append(node.attrs[key].func.name)
+        if "branches" in node.attrs:
+            names.extend(f.name for f in node.attrs["branches"].list.func)
+        return [n for n in names if n in self.model.functions]
+
+    def _inline(self, inst: _Inst) -> None:
+        bodies = self._bodies(inst.node)
+        if not bodies or self.depth > 32:
+            return
+        skip = 1 if inst.node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
+        call_inputs = inst.inputs[skip:]
+        inst.transparent = defaultdict(list)
+        self.depth += 1
+        for body_name in bodies:
+            body = self.model.functions[body_name]
+            ctx = f"{inst.key}/{body_name}/"
+            args = {arg: ref for (arg, _), ref in zip(body.input_args, call_inputs)}
+            local = self.add_graph(body.nodes, ctx, body_name, args)
+            for index, (out_arg, _) in enumerate(body.output_args):
+                ref = self._resolve(body.ret.get(out_arg, ""), local, args)
+                if ref is not None:
+                    inst.transparent[index].append(ref)
+        self.depth -= 1
+
+
+# --------------------------------------------------------------------------- analysis
+
+def _passes(flat: _Flat, inst: _Inst, position: int) -> str | None:
+    """None if ``inst`` passes a gradient from input ``position``, else the reason."""
+    node = inst.node
+    if "_gradient_op_type" in node.attrs:  # tf.custom_gradient
+        op_type = node.attrs["_gradient_op_type"].s.decode()
+        if op_type not in flat.model.gradient_bindings:
+            # not saved: a loaded model differentiates IdentityN (the forward values)
+            flat.unsaved_custom_gradients.add(node.name)
+    facts = flat.facts.get(node.op)
+    if facts is None:
+        return "unknown_op"
+    if facts.gradient in ("no_gradient", "missing"):
+        return facts.gradient
+    if facts.effective == "none":
+        return "none"
+    if facts.inputs:
+        by_position = {i.position: i for i in facts.inputs}
+        row = by_position.get(position)
+        if row is not None and row.result != "gradient" and facts.effective == "partial":
+            return "partial_input"
+        if row is not None and row.result in ("none", "zero", "raises") and \
+                facts.effective == "differentiable":
+            return "partial_input"
+    return None
+
+
+def analyse(model: Model, facts: dict[str, Any], release: str,
+            outputs: list[tuple[str, str]] | None = None) -> CheckResult:
+    flat = _Flat(model, facts)
+    flat.add_graph(model.nodes, "", None, {})
+    insts = flat.insts
+
+    def trainable(t: Any) -> bool:
+        inst = insts.get(t[0])
+        if inst is None:
+            return False
+        types = inst.out_types
+        dtype = types[t[1]] if t[1] < len(types) else (types[0] if types else 0)
+        return dtype % _schema.REF_OFFSET in _schema.DIFFERENTIABLE_TYPES or dtype == 0
+
+    # consumers: tensor -> [(instance key, input position or -1 - output index)]
+    consumers: dict[Any, list[tuple[str, int]]] = defaultdict(list)
+    for inst in insts.values():
+        if inst.transparent is not None:
+            for out_index, refs in inst.transparent.items():
+                for ref in refs:
+                    consumers[ref].append((inst.key, -1 - out_index))
+        else:
+            for position, ref in enumerate(inst.inputs):
+                if ref is not None:
+                    consumers[ref].append((inst.key, position))
+
+    def preds(t: Any) -> list[Any]:
+        inst = insts.get(t[0])
+        if inst is None:
+            return []
+        if inst.transparent is not None:
+            return list(inst.transparent.get(t[1], []))
+        return [r for r in inst.inputs if r is not None]
+
+    targets = _targets(model, insts)
+    reports, findings = [], []
+    for signature, output, tensor in _outputs(model, insts, outputs):
+        # backwards: everything the output depends on
+        dep: set[Any] = set()
+        queue = deque([tensor])
+        while queue:
+            t = queue.popleft()
+            if t in dep:
+                continue
+            dep.add(t)
+            queue.extend(preds(t))
+        dep_insts = {t[0] for t in dep}
+        report = OutputReport(signature, output)
+        for kind, name, source in targets:
+            if source[0] not in dep_insts:
+                report.unrelated.append(name)
+                continue
+            reached, blocking = _forward(flat, insts, consumers, source, tensor, dep, trainable)
+            if reached:
+                report.with_gradient.append(name)
+            else:
+                report.blocked.append(name)
+                findings.append(Finding(signature, output, kind, name, tuple(blocking)))
+        reports.append(report)
+    return CheckResult(release=release, source=model.source, findings=findings,
+                       outputs=reports, unknown_ops=sorted(flat.unknown),
+                       unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients))
+
+
+def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, goal: Any,
+             dep: set[Any], trainable: Any) -> tuple[bool, list[BlockingOp]]:
+    seen: set[Any] = set()
+    queue = deque([source])
+    blocking: dict[str, BlockingOp] = {}
+    dep_insts = {t[0] for t in dep}
+    while queue:
+        t = queue.popleft()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t == goal:
+            return True, []
+        for key, position in consumers.get(t, []):
+            inst = insts[key]
+            if position < 0:  # into a call's output through its body
+                queue.append((key, -1 - position))
+                continue
+            reason = _passes(flat, inst, position)
+            if reason is not None:
+                if key in dep_insts:
+                    blocking[key] = BlockingOp(inst.node.name, inst.node.op, inst.function,
+                                               reason)
+                continue
+            if inst.transparent is not None:
+                continue  # the body consumes the input through its arguments
+            for out_index in range(len(inst.out_types)):
+                out = (key, out_index)
+                if trainable(out):
+                    queue.append(out)
+                elif out in dep:
+                    blocking[key] = BlockingOp(inst.node.name, inst.node.op, inst.function,
+                                               "integer_edge")
+    return False, sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
+
+
+def _targets(model: Model, insts: dict[str, _Inst]) -> list[tuple[str, str, Any]]:
+    """(kind, name, tensor) of every variable and floating signature input."""
+    out = []
+    for key, inst in insts.items():
+        if inst.function is None and inst.node.op in _VARIABLE_OPS:
+            out.append(("variable", model.variables.get(inst.node.name, inst.node.name),
+                        (key, 0)))
+    for sig in model.signatures.values():
+        for name, (tensor, dtype) in sig.inputs.items():
+            node = tensor.split(":")[0]
+            if node in insts and dtype in _schema.DIFFERENTIABLE_TYPES:
+                out.append(("input", name, (node, 0)))
+    if not model.signatures:  # a bare GraphDef: its float placeholders
+        for key, inst in insts.items():
+            if inst.function is None and inst.node.op == "Placeholder" and \
+                    inst.out_types and inst.out_types[0] in _schema.DIFFERENTIABLE_TYPES:
+                out.append(("input", inst.node.name, (key, 0)))
+    unique = {}
+    for kind, name, tensor in out:
+        unique.setdefault((kind, name), tensor)
+    return [(k, n, t) for (k, n), t in sorted(unique.items())]
+
+
+def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]] | None):
+    for sig in model.signatures.values():
+        for name, (tensor, dtype) in sorted(sig.outputs.items()):
+            if dtype not in _schema.DIFFERENTIABLE_TYPES:
+                continue  # an integer output has no gradient to ask for
+            if wanted and (sig.key, name) not in wanted and (None, name) not in wanted:
+                continue
+            node, _, index = tensor.partition(":")
+            if node in insts:
+                yield sig.key, name, (node, int(index or 0))
+    if not model.signatures:
+        if wanted:
+            for out in wanted:
+                node, _, index = out[1].partition(":")
+                if node in insts:
+                    yield "", out[1], (node, int(index or 0))
+            return
+        # a bare GraphDef: the floating outputs of top-level nodes nothing consumes
+        consumed = {r[0] for inst in insts.values() for r in inst.inputs if r}
+        for key, inst in insts.items():
+            if inst.function is None and key not in consumed:
+                for index, dtype in enumerate(inst.out_types):
+                    if dtype in _schema.DIFFERENTIABLE_TYPES and inst.node.op != "Placeholder":
+                        yield "", f"{key}:{index}", (key, index)
+
+
+def _dtype_number(name: str) -> int:
+    return _DTYPES.get(name, 0)
+
+
+_DTYPES = {"DT_FLOAT": 1, "DT_DOUBLE": 2, "DT_INT32": 3, "DT_UINT8": 4, "DT_INT16": 5,
+           "DT_INT8": 6, "DT_STRING": 7, "DT_COMPLEX64": 8, "DT_INT64": 9, "DT_BOOL": 10,
+           "DT_BFLOAT16": 14, "DT_COMPLEX128": 18, "DT_HALF": 19, "DT_RESOURCE": 20,
+           "DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23}

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from ..errors import EXIT_FINDINGS, OpregistryError
+from ..formats import OutputFormat, plural, render
+from .app import app, fail
+from .options import DbOption, OptionalStr, ReleaseOption
+
+COLUMNS = ["signature", "output", "target_kind", "target", "node", "op", "function", "reason"]
+
+
+@app.command("check")
+def check_command(
+    model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
+    release: OptionalStr = ReleaseOption,
+    output: Optional[List[str]] = typer.Option(
+        None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
+    tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f",
+                                     case_sensitive=False, help="Output format."),
+    db: OptionalStr = DbOption,
+) -> None:
+    """Which variables and inputs get no gradient from each output, and every op where
+    the gradient stops. The model is read statically: no TensorFlow, no model code."""
+    from ..check import check
+    from ..readers.model import ModelError
+
+    wanted = None
+    if output:
+        wanted = [tuple(o.split(":", 1)) if ":" in o else (None, o) for o in output]
+    try:
+        result = check(model, release, db=db, outputs=wanted, tags=tags)
+    except ModelError as exc:
+        raise fail(OpregistryError(str(exc))) from None
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    rows = [{"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
+             "target": f.target, "node": b.node, "op": b.op, "function": b.function,
+             "reason": b.reason}
+            for f in result.findings for b in (f.blocking_ops or [None]) if b] + [
+        {"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
+         "target": f.target, "node": None, "op": None, "function": None, "reason": "no path"}
+        for f in result.findings if not f.blocking_ops]
+    if rows or fmt != OutputFormat.table:
+        typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
+    targets = {(f.signature, f.output, f.target) for f in result.findings}
+    summary = (f"{plural(len(targets), 'blocked target')} in "
+               f"{plural(len(result.outputs), 'output')} against TensorFlow {result.release}")
+    if result.unknown_ops:
+        summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
+    typer.echo(summary, err=True)
+    if result.findings:
+        raise typer.Exit(code=EXIT_FINDINGS)

@@ -1,0 +1,59 @@
+"""The one in-memory graph representation every reader produces."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ModelError(Exception):
+    """A file that is not a readable model (corrupt, truncated, or another format)."""
+
+
+@dataclass
+class Node:
+    name: str
+    op: str
+    inputs: list[str]  # TF's tensor strings: "node", "node:1", "node:out:0", "^control"
+    attrs: Any  # map of attr name -> AttrValue message
+    device: str = ""
+
+
+@dataclass
+class Function:
+    """A function of the library: its signature and its body."""
+
+    name: str
+    input_args: list[tuple[str, int]]  # (arg name, DataType number; 0 = from an attr)
+    output_args: list[tuple[str, int]]
+    ret: dict[str, str]  # output arg -> tensor string inside the body
+    nodes: dict[str, Node]
+    arg_types: dict[str, str] = field(default_factory=dict)  # arg -> type attr name
+
+
+@dataclass
+class Signature:
+    key: str
+    inputs: dict[str, tuple[str, int]]  # input key -> (tensor name, dtype)
+    outputs: dict[str, tuple[str, int]]
+
+
+@dataclass
+class Model:
+    """A model as the static analysis sees it."""
+
+    source: str
+    format: str  # savedmodel | graphdef | pbtxt
+    nodes: dict[str, Node]  # the top-level graph
+    functions: dict[str, Function]
+    signatures: dict[str, Signature]
+    variables: dict[str, str]  # VarHandleOp node name -> variable name as saved
+    gradient_bindings: dict[str, str]  # custom gradient op type -> saved gradient function
+    tags: list[str] = field(default_factory=list)
+    tf_version: str | None = None
+
+    @property
+    def op_types(self) -> set[str]:
+        types = {n.op for n in self.nodes.values()}
+        for function in self.functions.values():
+            types.update(n.op for n in function.nodes.values())
+        return types

@@ -1,0 +1,138 @@
+"""Read SavedModel directories and GraphDef files statically: no TensorFlow import, no
+model code executed. The file is parsed with the minimal schema in ``_schema``."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import _schema
+from .model import Function, Model, ModelError, Node, Signature
+
+MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
+
+
+def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
+    """A SavedModel directory, or a GraphDef ``.pb`` / ``.pbtxt`` file."""
+    path = Path(path)
+    if path.is_dir():
+        pb = path / "saved_model.pb"
+        if pb.is_file():
+            return _from_saved_model(_read_bytes(pb), str(path), tags)
+        if (path / "saved_model.pbtxt").is_file():
+            raise ModelError(f"{path}: text SavedModels (saved_model.pbtxt) are not supported")
+        raise ModelError(f"{path}: not a SavedModel directory (no saved_model.pb)")
+    if not path.is_file():
+        raise ModelError(f"{path}: no such file or directory")
+    data = _read_bytes(path)
+    if path.suffix == ".pbtxt":
+        return _from_graph_def(_parse_text(data, path), str(path), "pbtxt")
+    try:
+        graph_def = _schema.parse("GraphDef", data)
+    except Exception as exc:  # DecodeError and friends: the bytes are not a GraphDef
+        raise ModelError(f"{path}: not a GraphDef or SavedModel ({_reason(exc)})") from None
+    if not graph_def.node:
+        if data:
+            try:  # a SavedModel file handed over without its directory
+                return _from_saved_model(data, str(path), tags)
+            except ModelError:
+                pass
+        raise ModelError(f"{path}: not a GraphDef (no nodes)")
+    return _from_graph_def(graph_def, str(path), "graphdef")
+
+
+def _reason(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_MODEL_BYTES:
+            raise ModelError(f"{path}: {size} bytes is larger than a protobuf message can be")
+        return path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _parse_text(data: bytes, path: Path) -> Any:
+    from google.protobuf import text_format
+
+    message = _schema.message_classes()["GraphDef"]()
+    try:
+        text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
+    except Exception as exc:  # ParseError, UnicodeDecodeError
+        raise ModelError(f"{path}: not a text GraphDef ({_reason(exc)})") from None
+    if not message.node:
+        raise ModelError(f"{path}: not a text GraphDef (no nodes)")
+    return message
+
+
+def _from_saved_model(data: bytes, source: str, tags: str | None) -> Model:
+    try:
+        saved = _schema.parse("SavedModel", data)
+    except Exception as exc:
+        raise ModelError(f"{source}: saved_model.pb is not a SavedModel ({_reason(exc)})") from None
+    if not saved.meta_graphs:
+        raise ModelError(f"{source}: the SavedModel holds no MetaGraph")
+    wanted = set(tags.split(",")) if tags else {"serve"}
+    chosen = next((m for m in saved.meta_graphs if set(m.meta_info_def.tags) == wanted), None)
+    if chosen is None:
+        chosen = saved.meta_graphs[0] if tags is None else None
+    if chosen is None:
+        found = [",".join(m.meta_info_def.tags) for m in saved.meta_graphs]
+        raise ModelError(f"{source}: no MetaGraph tagged {tags!r} (found: {', '.join(found)})")
+    model = _from_graph_def(chosen.graph_def, source, "savedmodel")
+    model.tags = list(chosen.meta_info_def.tags)
+    model.tf_version = chosen.meta_info_def.tensorflow_version or None
+    model.signatures = {
+        key: Signature(key, {k: (v.name, v.dtype) for k, v in sig.inputs.items()},
+                       {k: (v.name, v.dtype) for k, v in sig.outputs.items()})
+        for key, sig in chosen.signature_def.items() if not key.startswith("__")}
+    model.variables.update(_saved_variable_names(chosen, model))
+    return model
+
+
+def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
+    """VarHandleOp node -> the variable's saved name (object graph), matched by the
+    handle's shared_name or node name."""
+    saved = {}
+    for node in meta_graph.object_graph_def.nodes:
+        if node.variable.name:
+            saved[node.variable.name] = node.variable.name
+    out = {}
+    for node in model.nodes.values():
+        if node.op in ("VarHandleOp", "VariableV2", "Variable"):
+            shared = node.attrs["shared_name"].s.decode() if "shared_name" in node.attrs else ""
+            for candidate in (shared, node.name):
+                if candidate in saved:
+                    out[node.name] = saved[candidate]
+                    break
+            else:
+                out[node.name] = shared or node.name
+    return out
+
+
+def _node(proto: Any) -> Node:
+    return Node(proto.name, proto.op, list(proto.input), proto.attr, proto.device)
+
+
+def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
+    nodes = {n.name: _node(n) for n in graph_def.node}
+    functions = {}
+    for f in graph_def.library.function:
+        sig = f.signature
+        functions[sig.name] = Function(
+            name=sig.name,
+            input_args=[(a.name, a.type) for a in sig.input_arg],
+            output_args=[(a.name, a.type) for a in sig.output_arg],
+            ret=dict(f.ret), nodes={n.name: _node(n) for n in f.node_def},
+            arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
+                       if a.type_attr})
+    bindings = {g.registered_op_type: g.gradient_func
+                for g in graph_def.library.registered_gradients}
+    variables = {n.name: (n.attrs["shared_name"].s.decode() if "shared_name" in n.attrs else "")
+                 or n.name for n in nodes.values()
+                 if n.op in ("VarHandleOp", "VariableV2", "Variable")}
+    return Model(source=source, format=fmt, nodes=nodes, functions=functions, signatures={},
+                 variables=variables, gradient_bindings=bindings)

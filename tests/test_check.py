@@ -1,0 +1,164 @@
+"""The static check's verdict for every (output, variable) pair against what
+tf.GradientTape returns for the same computation."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from opregistry.check import check
+
+tf = pytest.importorskip("tensorflow")
+
+
+def _tape_verdicts(module, x):
+    """{(output, variable name): gets a gradient} from eager execution."""
+    with tf.GradientTape(persistent=True) as tape:
+        outputs = module.compute(x)
+    verdicts = {}
+    variables = list(module.trainable_variables)
+    for name, value in outputs.items():
+        # one call per output: py_function's gradient can run only once per forward
+        for var, grad in zip(variables, tape.gradient(value, variables)):
+            got = grad is not None and bool(np.any(tf.convert_to_tensor(grad).numpy() != 0))
+            verdicts[(name, var.name.split(":")[0])] = got
+    return verdicts
+
+
+def _static_verdicts(result, module):
+    names = {v.name.split(":")[0] for v in module.trainable_variables}
+    verdicts = {}
+    for report in result.outputs:
+        for name in names:
+            verdicts[(report.output, name)] = name in report.with_gradient
+    return verdicts
+
+
+class Mixed(tf.Module):
+    """Outputs through argmax, round, a float->int->float cast, and one clean head."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = tf.Variable([[-0.7, 1.3, 0.4]], name="a")  # argmax 1: a non-zero index
+        self.b = tf.Variable([[0.5], [1.5], [-0.8]], name="b")
+        self.c = tf.Variable([[2.0]], name="c")
+        self.d = tf.Variable([[0.3]], name="d")
+
+    def compute(self, x):
+        h = tf.matmul(x, self.a)
+        y = tf.matmul(h, self.b)
+        index = tf.cast(tf.argmax(h, axis=1), tf.float32)
+        as_int = tf.cast(tf.cast(y * 10.0, tf.int32), tf.float32)
+        return {
+            "clean": tf.reduce_sum(y * self.c),
+            "argmax": tf.reduce_sum(index * self.c),
+            "rounded": tf.reduce_sum(tf.round(y) * self.c),
+            "cast": tf.reduce_sum(as_int) + tf.reduce_sum(self.c),
+            "other_head": tf.reduce_sum(self.d * 3.0),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def serve(self, x):
+        return self.compute(x)
+
+
+class Functions(tf.Module):
+    """numpy_function, py_function, a custom gradient and a while loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(1.5, name="w")
+        self.v = tf.Variable(0.7, name="v")
+        self.u = tf.Variable(0.9, name="u")
+        self.s = tf.Variable(1.1, name="s")
+        self._triple = lambda t: t * 3.0  # kept alive: py_function's gradient looks it up
+
+    def compute(self, x):
+        @tf.custom_gradient
+        def scaled(t):
+            return t * 2.0, lambda dy: dy * 2.0
+
+        numpy_out = tf.numpy_function(np.sinh, [x * self.w], tf.float32)
+        py_out = tf.py_function(self._triple, [x * self.v], tf.float32)
+        _, looped = tf.while_loop(lambda i, t: i < 3, lambda i, t: (i + 1, t * self.s),
+                                  [tf.constant(0), x])
+        return {
+            "numpy": tf.reduce_sum(numpy_out),
+            "py": tf.reduce_sum(py_out),
+            "custom": tf.reduce_sum(scaled(x * self.u)),
+            "loop": tf.reduce_sum(looped),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def serve(self, x):
+        return self.compute(x)
+
+
+def _save(module, path, custom_gradients=True):
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=custom_gradients)
+    tf.saved_model.save(module, str(path), signatures=module.serve, options=options)
+    return path
+
+
+@pytest.mark.parametrize("make", [Mixed, Functions])
+def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
+    module = make()
+    path = _save(module, tmp_path / "model")
+    result = check(path, db=harvested_db)
+    x = tf.constant([[1.3]])
+    assert _static_verdicts(result, module) == _tape_verdicts(module, x)
+
+
+def test_findings_name_every_blocking_op(tmp_path, harvested_db):
+    module = Mixed()
+    result = check(_save(module, tmp_path / "m"), db=harvested_db)
+    by_output = {}
+    for finding in result.findings:
+        by_output.setdefault(finding.output, set()).update(
+            (b.op, b.reason) for b in finding.blocking_ops)
+    assert ("ArgMax", "none") in by_output["argmax"]
+    assert ("Round", "none") in by_output["rounded"]
+    assert any(op == "Cast" and reason == "integer_edge" for op, reason in by_output["cast"])
+    assert "clean" not in by_output and "other_head" not in by_output
+    clean = next(o for o in result.outputs if o.output == "clean")
+    assert "d" in clean.unrelated and "d" not in clean.blocked  # not blocked: unrelated
+    assert not result.unknown_ops
+
+
+def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
+    with_grad = check(_save(Functions(), tmp_path / "with"), db=harvested_db)
+    without = check(_save(Functions(), tmp_path / "without", custom_gradients=False),
+                    db=harvested_db)
+    assert not with_grad.unsaved_custom_gradients
+    assert without.unsaved_custom_gradients
+
+
+def test_cli_check_exit_codes_and_json(tmp_path, harvested_db, cli):
+    path = _save(Mixed(), tmp_path / "m")
+    done = cli("check", str(path), "--format", "json", "--db", str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["release"] and data["findings"]
+    finding = data["findings"][0]
+    assert {"signature", "output", "target_kind", "target", "blocking_ops"} <= set(finding)
+    assert {"node", "op", "function", "reason"} <= set(finding["blocking_ops"][0])
+    clean = cli("check", str(path), "--output", "clean", "--db", str(harvested_db))
+    assert clean.returncode == 0, clean.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\x01garbage", b"\x0a\xff\xff\xff\xff\x0f"])
+def test_corrupt_model_files_are_one_line_exit_2(tmp_path, harvested_db, cli, content):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(content)
+    done = cli("check", str(bad), "--db", str(harvested_db))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_truncated_savedmodel(tmp_path, harvested_db, cli):
+    path = _save(Mixed(), tmp_path / "m")
+    pb = path / "saved_model.pb"
+    pb.write_bytes(pb.read_bytes()[: pb.stat().st_size // 2])
+    done = cli("check", str(path), "--db", str(harvested_db))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
