@@ -162,3 +162,25 @@ def test_truncated_savedmodel(tmp_path, harvested_db, cli):
     pb.write_bytes(pb.read_bytes()[: pb.stat().st_size // 2])
     done = cli("check", str(path), "--db", str(harvested_db))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize("suffix", [".pb", ".pbtxt"])
+def test_frozen_graphdef_binary_and_text(tmp_path, harvested_db, suffix):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.constant([[1.0], [2.0], [3.0]])
+        y = tf.matmul(x, w)
+        tf.identity(tf.reduce_sum(y), name="smooth")
+        tf.identity(tf.cast(tf.argmax(y, axis=0), tf.float32), name="stepped")
+    path = tmp_path / f"frozen{suffix}"
+    if suffix == ".pb":
+        path.write_bytes(graph.as_graph_def().SerializeToString())
+    else:
+        path.write_text(str(graph.as_graph_def()))
+    result = check(path, db=harvested_db)
+    by_output = {o.output: o for o in result.outputs}
+    assert by_output["smooth:0"].with_gradient == ["x"]
+    assert by_output["stepped:0"].blocked == ["x"]
+    (finding,) = result.findings
+    assert {b.op for b in finding.blocking_ops} == {"ArgMax"}

@@ -11,7 +11,17 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-_S, _B, _I64, _I32, _F, _BOOL, _MSG = 9, 12, 3, 5, 2, 8, 11  # FieldDescriptorProto types
+_S, _B, _I64, _I32, _F, _BOOL, _MSG, _ENUM = 9, 12, 3, 5, 2, 8, 11, 14  # field types
+_DT = "enum:DataType"  # TF's DataType enum, so text GraphDefs (DT_FLOAT) parse too
+
+# types.proto: the DataType values (and their _REF forms, +100)
+DATA_TYPES = (
+    "DT_INVALID", "DT_FLOAT", "DT_DOUBLE", "DT_INT32", "DT_UINT8", "DT_INT16", "DT_INT8",
+    "DT_STRING", "DT_COMPLEX64", "DT_INT64", "DT_BOOL", "DT_QINT8", "DT_QUINT8", "DT_QINT32",
+    "DT_BFLOAT16", "DT_QINT16", "DT_QUINT16", "DT_UINT16", "DT_COMPLEX128", "DT_HALF",
+    "DT_RESOURCE", "DT_VARIANT", "DT_UINT32", "DT_UINT64", "DT_FLOAT8_E5M2",
+    "DT_FLOAT8_E4M3FN", "DT_FLOAT8_E4M3FNUZ", "DT_FLOAT8_E4M3B11FNUZ", "DT_FLOAT8_E5M2FNUZ",
+    "DT_INT4", "DT_UINT4", "DT_INT2", "DT_UINT2", "DT_FLOAT4_E2M1FN")
 _OPT, _REP = 1, 3  # labels
 
 # message -> [(field, number, type, label, message type or None)]
@@ -20,18 +30,18 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     "Dim": [("size", 1, _I64, _OPT, None), ("name", 2, _S, _OPT, None)],
     "ListValue": [("s", 2, _B, _REP, None), ("i", 3, _I64, _REP, None),
                   ("f", 4, _F, _REP, None), ("b", 5, _BOOL, _REP, None),
-                  ("type", 6, _I32, _REP, None), ("shape", 7, _MSG, _REP, "TensorShapeProto"),
+                  ("type", 6, _ENUM, _REP, _DT), ("shape", 7, _MSG, _REP, "TensorShapeProto"),
                   ("func", 9, _MSG, _REP, "NameAttrList")],
     "AttrValue": [("list", 1, _MSG, _OPT, "ListValue"), ("s", 2, _B, _OPT, None),
                   ("i", 3, _I64, _OPT, None), ("f", 4, _F, _OPT, None),
-                  ("b", 5, _BOOL, _OPT, None), ("type", 6, _I32, _OPT, None),
+                  ("b", 5, _BOOL, _OPT, None), ("type", 6, _ENUM, _OPT, _DT),
                   ("shape", 7, _MSG, _OPT, "TensorShapeProto"),
                   ("placeholder", 9, _S, _OPT, None), ("func", 10, _MSG, _OPT, "NameAttrList")],
     "NameAttrList": [("name", 1, _S, _OPT, None), ("attr", 2, _MSG, _REP, "map:AttrValue")],
     "NodeDef": [("name", 1, _S, _OPT, None), ("op", 2, _S, _OPT, None),
                 ("input", 3, _S, _REP, None), ("device", 4, _S, _OPT, None),
                 ("attr", 5, _MSG, _REP, "map:AttrValue")],
-    "ArgDef": [("name", 1, _S, _OPT, None), ("type", 3, _I32, _OPT, None),
+    "ArgDef": [("name", 1, _S, _OPT, None), ("type", 3, _ENUM, _OPT, _DT),
                ("type_attr", 4, _S, _OPT, None), ("number_attr", 5, _S, _OPT, None),
                ("type_list_attr", 6, _S, _OPT, None), ("is_ref", 16, _BOOL, _OPT, None)],
     "OpDefSignature": [("name", 1, _S, _OPT, None), ("input_arg", 2, _MSG, _REP, "ArgDef"),
@@ -50,7 +60,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     "GraphDef": [("node", 1, _MSG, _REP, "NodeDef"), ("library", 2, _MSG, _OPT,
                                                       "FunctionDefLibrary"),
                  ("versions", 4, _MSG, _OPT, "VersionDef")],
-    "TensorInfo": [("name", 1, _S, _OPT, None), ("dtype", 2, _I32, _OPT, None),
+    "TensorInfo": [("name", 1, _S, _OPT, None), ("dtype", 2, _ENUM, _OPT, _DT),
                    ("tensor_shape", 3, _MSG, _OPT, "TensorShapeProto")],
     "SignatureDef": [("inputs", 1, _MSG, _REP, "map:TensorInfo"),
                      ("outputs", 2, _MSG, _REP, "map:TensorInfo"),
@@ -59,7 +69,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
                     ("tensorflow_version", 5, _S, _OPT, None),
                     ("tensorflow_git_version", 6, _S, _OPT, None)],
     "ObjectReference": [("node_id", 1, _I32, _OPT, None), ("local_name", 2, _S, _OPT, None)],
-    "SavedVariable": [("dtype", 1, _I32, _OPT, None), ("shape", 2, _MSG, _OPT,
+    "SavedVariable": [("dtype", 1, _ENUM, _OPT, _DT), ("shape", 2, _MSG, _OPT,
                                                        "TensorShapeProto"),
                       ("trainable", 3, _BOOL, _OPT, None), ("name", 6, _S, _OPT, None)],
     "SavedFunction": [("concrete_functions", 1, _S, _REP, None)],
@@ -87,11 +97,18 @@ def _file_descriptor() -> Any:
 
     proto = descriptor_pb2.FileDescriptorProto(name="opregistry_schema.proto",
                                                package=_PACKAGE, syntax="proto3")
+    enum = proto.enum_type.add(name="DataType")
+    for number, name in enumerate(DATA_TYPES):
+        enum.value.add(name=name, number=number)
+        if number:
+            enum.value.add(name=name + "_REF", number=number + 100)
     for message, fields in _MESSAGES.items():
         msg = proto.message_type.add(name=message)
         for name, number, ftype, label, type_name in fields:
             field = msg.field.add(name=name, number=number, type=ftype, label=label)
-            if type_name and type_name.startswith("map:"):
+            if type_name == _DT:
+                field.type_name = f".{_PACKAGE}.DataType"
+            elif type_name and type_name.startswith("map:"):
                 value = type_name[4:]
                 entry = msg.nested_type.add(name=f"{name.title().replace('_', '')}Entry")
                 entry.options.map_entry = True
@@ -104,7 +121,7 @@ def _file_descriptor() -> Any:
                 field.type_name = f".{_PACKAGE}.{message}.{entry.name}"
             elif type_name:
                 field.type_name = f".{_PACKAGE}.{type_name}"
-            if label == _REP and ftype in (_I64, _I32, _F, _BOOL):
+            if label == _REP and ftype in (_I64, _I32, _F, _BOOL, _ENUM):
                 field.options.packed = True
     return proto
 
