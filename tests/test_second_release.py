@@ -86,3 +86,33 @@ def test_lookup_across_both_releases(two_releases):
     db, older, newer = two_releases
     rows = opregistry.lookup("ClipByValue", db=db).rows
     assert [r.release for r in rows] == [older["release"]["version"], newer["release"]["version"]]
+
+
+def test_upgrade_check_restricts_the_diff_to_the_models_ops(two_releases, tmp_path, cli):
+    from opregistry.readers import savedmodel
+
+    db, older, newer = two_releases
+
+    class Clip(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable([[0.5, 2.0]], name="w")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+        def serve(self, x):
+            return {"y": tf.reduce_sum(tf.clip_by_value(tf.matmul(x, self.w), 0.0, 1.0))}
+
+    module = Clip()
+    path = tmp_path / "clip"
+    tf.saved_model.save(module, str(path), signatures=module.serve)
+    done = cli("upgrade-check", str(path), "--from", SECOND, "--to", "latest", "--format", "json",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    ops = savedmodel.read(path).op_types
+    assert data["changes"] and all(c["op"] in ops for c in data["changes"])
+    full = opregistry.diff(older["release"]["version"], newer["release"]["version"], db=db)
+    expected = {t.op for t in full.transitions if t.op in ops}
+    assert {c["op"] for c in data["changes"] if c["change"] == "gradient"} == expected
+    if tf.__version__.startswith("2.21."):
+        assert "ClipByValue" in expected  # missing in 2.12, registered in 2.21

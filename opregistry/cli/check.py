@@ -54,3 +54,33 @@ def check_command(
     typer.echo(summary, err=True)
     if result.findings:
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+@app.command("upgrade-check")
+def upgrade_check_command(
+    model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
+    before: str = typer.Option(..., "--from", help="Release the model runs on now."),
+    after: str = typer.Option(..., "--to", help="Release to move to."),
+    tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f",
+                                     case_sensitive=False, help="Output format."),
+    db: OptionalStr = DbOption,
+) -> None:
+    """What upgrading TensorFlow changes for this model's ops: gradient status,
+    per-input differentiability, implementations, and ops the target lacks."""
+    from ..check import upgrade_check
+    from ..readers.model import ModelError
+    from .diff import COLUMNS as DIFF_COLUMNS, flat_changes
+
+    try:
+        result = upgrade_check(model, before, after, db=db, tags=tags)
+    except ModelError as exc:
+        raise fail(OpregistryError(str(exc))) from None
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    rows = [r for r in flat_changes(result) if r["change"] != "added"]
+    typer.echo(render(fmt, dict(result.to_dict(), changes=rows), rows, DIFF_COLUMNS))
+    missing = [r.op for r in result.removed]
+    typer.echo(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
+               f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"
+                                 if missing else ""), err=True)
