@@ -14,6 +14,7 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     csv = "csv"
+    markdown = "markdown"
 
 
 def _cell(value: Any) -> Any:
@@ -24,14 +25,15 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
+          style: str = "simple") -> str:
     from tabulate import tabulate  # imported only when a table is drawn
 
     if not rows:
         return ""
     keys = list(columns or rows[0].keys())
     return tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
-                    tablefmt="simple", disable_numparse=True)
+                    tablefmt=style, disable_numparse=True)
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -60,6 +62,8 @@ def render(fmt: OutputFormat | str, data: Any, rows: Sequence[dict[str, Any]],
         return json_text(data)
     if fmt is OutputFormat.csv:
         return csv_text(rows, columns)
+    if fmt is OutputFormat.markdown:
+        return table(rows, columns, style="github")
     return table(rows, columns)
 
 

@@ -285,3 +285,11 @@ def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document)
     current = cli("db", "current", "--db", str(db))
     assert current.returncode == 0
     assert current.stdout.strip() == HEAD_REVISION
+
+
+def test_every_format_is_handled(harvested_db):
+    from opregistry.formats import OutputFormat
+
+    for fmt in OutputFormat:
+        result = invoke("lookup", "MatMul", "--format", fmt.value, "--db", str(harvested_db))
+        assert result.exit_code == 0 and "MatMul" in result.stdout, fmt

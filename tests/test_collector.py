@@ -56,7 +56,10 @@ def test_three_state_status_matches_the_registry(tf_document, truth):
 
 def test_orphan_registry_entries(tf_document, truth):
     orphans = {o["name"] for o in tf_document["orphan_gradients"]}
-    assert orphans == truth["registry"] - set(truth["states"])
+    # other tests in this process may have used tf.custom_gradient, which registers
+    # "CustomGradient-<id>" entries; the harvest ran in a fresh process
+    live = {n for n in truth["registry"] if not n.startswith("CustomGradient-")}
+    assert orphans == live - set(truth["states"])
     assert "Queue" in orphans
 
 

@@ -53,4 +53,6 @@ def test_installed_package_migrates_a_new_database(installed, tmp_path):
     assert done.returncode == 0, done.stderr
     current = subprocess.run([str(installed / "bin" / "opregistry"), "db", "current", "--db",
                               str(db)], capture_output=True, text=True, cwd=tmp_path)
-    assert current.stdout.strip().startswith("0001")
+    from opregistry.db.schema import HEAD_REVISION
+
+    assert current.stdout.strip() == HEAD_REVISION

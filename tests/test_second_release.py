@@ -100,7 +100,9 @@ def test_upgrade_check_restricts_the_diff_to_the_models_ops(two_releases, tmp_pa
 
         @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
         def serve(self, x):
-            return {"y": tf.reduce_sum(tf.clip_by_value(tf.matmul(x, self.w), 0.0, 1.0))}
+            y = tf.raw_ops.ClipByValue(t=tf.matmul(x, self.w), clip_value_min=0.0,
+                                       clip_value_max=1.0)
+            return {"y": tf.reduce_sum(y)}
 
     module = Clip()
     path = tmp_path / "clip"

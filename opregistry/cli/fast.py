@@ -15,7 +15,7 @@ from .. import query
 from ..errors import OpregistryError
 from ..formats import OutputFormat, plural, render
 
-_FORMATS = ("table", "json", "csv")
+_FORMATS = ("table", "json", "csv", "markdown")
 
 
 def try_fast(argv: Sequence[str]) -> int | None:
