@@ -332,9 +332,12 @@ def _targets(model: Model, insts: dict[str, _Inst]) -> list[tuple[str, str, Any]
     """(kind, name, tensor) of every variable and floating signature input."""
     out = []
     for key, inst in insts.items():
-        if inst.function is None and inst.node.op in _VARIABLE_OPS:
-            out.append(("variable", model.variables.get(inst.node.name, inst.node.name),
-                        (key, 0)))
+        if inst.function is not None:
+            continue
+        if inst.node.op in _VARIABLE_OPS or inst.node.name in model.variables:
+            name = model.variables.get(inst.node.name, inst.node.name)
+            if model.trainable is None or name in model.trainable:  # trainable ones only
+                out.append(("variable", name, (key, 0)))
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sig.inputs.items():
             node = tensor.split(":")[0]

@@ -22,15 +22,34 @@ def installed_tf_version() -> str | None:
     return None
 
 
-def check(model: Model | str | os.PathLike[str], release: str | None = None, *,
-          db: Any = None, outputs: list[tuple[str, str]] | None = None,
-          tags: str | None = None) -> CheckResult:
-    """Analyse a SavedModel directory or GraphDef file (read statically) or a Model.
+def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
+    """A Model from a path (SavedModel, GraphDef, .pbtxt read statically; .keras/.h5
+    traced with TF) or a live object (tf.function, callable, tf.Module, Keras model)
+    traced on ``inputs``."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        if os.fspath(model).endswith((".keras", ".h5", ".hdf5")):
+            from .readers.traced import read_keras
 
+            return read_keras(model)
+        return savedmodel.read(model, tags=tags)
+    from .readers.traced import trace
+
+    return trace(model, *inputs)
+
+
+def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
+          outputs: list[tuple[str, str]] | None = None, tags: str | None = None
+          ) -> CheckResult:
+    """Which trainable variables and inputs get no gradient from each output, and where
+    the gradient stops.
+
+    ``model`` is a SavedModel directory or GraphDef file (read statically), a Keras file,
+    or a live tf.function / callable / tf.Module / Keras model traced on ``inputs``.
     ``release`` defaults to the installed TensorFlow when the database has it, else the
     newest release in the database."""
-    if not isinstance(model, Model):
-        model = savedmodel.read(model, tags=tags)
+    model = load_model(model, *inputs, tags=tags)
     if release is None:
         installed = installed_tf_version()
         known = list(query.iter_release_versions(db))
@@ -48,8 +67,7 @@ def upgrade_check(model: Model | str | os.PathLike[str], before: str, after: str
 
     from .changes import diff
 
-    if not isinstance(model, Model):
-        model = savedmodel.read(model, tags=tags)
+    model = load_model(model, tags=tags)
     ops = model.op_types
     result = diff(before, after, db=db)
     keep = lambda items: tuple(i for i in items if i.op in ops)  # noqa: E731

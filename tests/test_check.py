@@ -184,3 +184,67 @@ def test_frozen_graphdef_binary_and_text(tmp_path, harvested_db, suffix):
     assert by_output["stepped:0"].blocked == ["x"]
     (finding,) = result.findings
     assert {b.op for b in finding.blocking_ops} == {"ArgMax"}
+
+
+def _keras_two_heads():
+    keras = tf.keras
+    inputs = keras.Input(shape=(4,), name="features")
+    hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
+    score = keras.layers.Dense(1, name="score")(hidden)
+    logits = keras.layers.Dense(3, name="logits")(hidden)
+    picked = keras.layers.Lambda(
+        lambda t: tf.cast(tf.argmax(t, axis=-1), tf.float32)[:, None], name="picked")(logits)
+    scaled = keras.layers.Dense(1, name="scaled")(picked)
+    return keras.Model(inputs, {"score": score, "scaled": scaled})
+
+
+def test_live_keras_model_matches_gradient_tape(harvested_db):
+    model = _keras_two_heads()
+    x = tf.constant([[0.3, -0.2, 0.8, 0.1]])
+    result = check(model, db=harvested_db)
+    with tf.GradientTape(persistent=True) as tape:
+        out = model(x, training=False)
+    for report in result.outputs:
+        grads = tape.gradient(out[report.output], model.trainable_variables)
+        for var, grad in zip(model.trainable_variables, grads):
+            # None, not zero: the argmax index that scales "scaled" may be 0 by chance
+            assert (var.path in report.with_gradient) == (grad is not None), (
+                report.output, var.path)
+    scaled = next(o for o in result.outputs if o.output == "scaled")
+    assert "hidden/kernel" in scaled.blocked and "scaled/kernel" in scaled.with_gradient
+    assert "score/kernel" in scaled.unrelated
+
+
+def test_live_tf_function(harvested_db):
+    module = Mixed()
+    result = check(module.serve, tf.TensorSpec([None, 1], tf.float32), db=harvested_db)
+    x = tf.constant([[1.3]])
+    static = {(o.output, v): v in o.with_gradient for o in result.outputs
+              for v in ("a", "b", "c", "d")}
+    assert static == _tape_verdicts(module, x)
+
+
+def test_keras_file_through_the_cli(tmp_path, harvested_db, cli):
+    keras = tf.keras
+    inputs = keras.Input(shape=(3,), name="pixels")
+    out = keras.layers.Dense(2, name="dense")(inputs)
+    model = keras.Model(inputs, out)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    done = cli("check", str(path), "--format", "json", "--db", str(harvested_db))
+    assert done.returncode == 0, done.stderr
+    (report,) = json.loads(done.stdout)["outputs"]
+    assert sorted(report["with_gradient"]) == ["dense/bias", "dense/kernel", "pixels"]
+    bad = tmp_path / "bad.keras"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    done = cli("check", str(bad), "--db", str(harvested_db))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_no_false_alarms_on_mobilenet_v2(harvested_db):
+    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3),
+                                              classes=10)
+    result = check(model, db=harvested_db)
+    assert not result.findings, result.findings[:3]
+    (report,) = result.outputs
+    assert len(report.with_gradient) == len(model.trainable_variables) + 1  # and the input

@@ -14,7 +14,9 @@ COLUMNS = ["signature", "output", "target_kind", "target", "node", "op", "functi
 
 @app.command("check")
 def check_command(
-    model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
+    model: str = typer.Argument(
+        ..., help="SavedModel directory, GraphDef .pb / .pbtxt (read statically), or a "
+                  ".keras / .h5 file (traced with TensorFlow, safe_mode on)."),
     release: OptionalStr = ReleaseOption,
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
@@ -32,7 +34,7 @@ def check_command(
     if output:
         wanted = [tuple(o.split(":", 1)) if ":" in o else (None, o) for o in output]
     try:
-        result = check(model, release, db=db, outputs=wanted, tags=tags)
+        result = check(model, release=release, db=db, outputs=wanted, tags=tags)
     except ModelError as exc:
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:

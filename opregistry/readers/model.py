@@ -50,6 +50,8 @@ class Model:
     gradient_bindings: dict[str, str]  # custom gradient op type -> saved gradient function
     tags: list[str] = field(default_factory=list)
     tf_version: str | None = None
+    # names of trainable variables; None when the format does not say (GraphDef)
+    trainable: set[str] | None = None
 
     @property
     def op_types(self) -> set[str]:

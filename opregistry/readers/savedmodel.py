@@ -90,6 +90,11 @@ def _from_saved_model(data: bytes, source: str, tags: str | None) -> Model:
                        {k: (v.name, v.dtype) for k, v in sig.outputs.items()})
         for key, sig in chosen.signature_def.items() if not key.startswith("__")}
     model.variables.update(_saved_variable_names(chosen, model))
+    model.trainable = {n.variable.name for n in chosen.object_graph_def.nodes
+                       if n.variable.name and n.variable.trainable}
+    if not model.trainable and not any(n.variable.name for n in
+                                       chosen.object_graph_def.nodes):
+        model.trainable = None  # TF1 SavedModel: no object graph to tell
     return model
 
 

@@ -1,0 +1,144 @@
+"""Keras files and live TensorFlow objects, traced with TensorFlow in this process.
+
+Unlike the static readers this imports TensorFlow (and Keras for ``.keras``/``.h5``
+files, loaded with ``safe_mode=True`` so no arbitrary code is deserialised). The
+traced function's graph is serialised and read with the same schema as a SavedModel,
+so the analysis sees one representation whatever the source.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import _schema
+from .model import Model, ModelError, Signature
+from .savedmodel import _from_graph_def
+
+
+def import_tensorflow() -> Any:
+    """Import TensorFlow for tracing, keeping its start-up chatter off stderr (the CLI
+    promises one line on errors). C++ logging writes to fd 2 directly, so fd 2 is
+    pointed at /dev/null for the import only."""
+    import sys
+
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow as tf
+    except ImportError as exc:
+        raise ModelError(f"tracing needs TensorFlow, which is not installed ({exc})") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return tf
+
+
+def _variable_name(var: Any) -> str:
+    name = getattr(var, "path", None) or var.name
+    return name[:-2] if name.endswith(":0") else name
+
+
+def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> Model:
+    """A Model from a ConcreteFunction: its graph, library, inputs, outputs, captures."""
+    tf = import_tensorflow()
+
+    graph = concrete.graph
+    data = graph.as_graph_def().SerializeToString()
+    model = _from_graph_def(_schema.parse("GraphDef", data), source, "traced")
+    captured = {id(external): internal for external, internal in graph.captures}
+    trainable = {}
+    for var in graph.variables:
+        internal = captured.get(id(var.handle))
+        if internal is not None:
+            trainable[internal.op.name] = (_variable_name(var), var.trainable)
+    model.variables = {node: name for node, (name, _) in trainable.items()}
+    model.trainable = {name for name, is_trainable in trainable.values() if is_trainable}
+    captures = {id(t) for _, t in graph.captures}
+    inputs = {}
+    for index, t in enumerate(concrete.inputs):
+        if id(t) not in captures:
+            inputs[t.op.name or f"input_{index}"] = (t.name, t.dtype.as_datatype_enum)
+    flat = tf.nest.flatten(concrete.structured_outputs, expand_composites=True)
+    paths = _output_names(tf, concrete.structured_outputs)
+    outputs = {}
+    for name, t in zip(paths, flat):
+        if hasattr(t, "dtype") and hasattr(t, "name"):
+            outputs[name] = (t.name, t.dtype.as_datatype_enum)
+    model.signatures = {key: Signature(key, inputs, outputs)}
+    return model
+
+
+def _output_names(tf: Any, structure: Any) -> list[str]:
+    try:
+        from tensorflow.python.util import nest
+
+        paths = [p for p, _ in nest.flatten_with_joined_string_paths(structure)]
+    except Exception:  # noqa: BLE001 - older TF
+        paths = []
+    flat = tf.nest.flatten(structure)
+    if len(paths) != len(flat):
+        paths = [f"output_{i}" for i in range(len(flat))]
+    return [p or f"output_{i}" for i, p in enumerate(paths)]
+
+
+def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
+    """Trace a tf.function, a callable, a tf.Module with ``__call__`` or a Keras model
+    on ``inputs`` (tensors or tf.TensorSpec) and return its Model."""
+    tf = import_tensorflow()
+
+    if _is_keras_model(obj) and not inputs:
+        inputs = tuple(_keras_input_specs(obj))
+    if not inputs:
+        raise ModelError("tracing needs example inputs or tf.TensorSpec for the call")
+    fn = obj
+    if _is_keras_model(obj):
+        def fn(*args):  # inference: what a user differentiates through for a loss
+            return obj(*args, training=False)
+    if not hasattr(fn, "get_concrete_function"):
+        fn = tf.function(fn)
+    concrete = fn.get_concrete_function(*inputs)
+    model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj))
+    if _is_keras_model(obj) or isinstance(obj, tf.Module):
+        model.trainable = {_variable_name(v) for v in obj.trainable_variables}
+    return model
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return hasattr(obj, "trainable_variables") and hasattr(obj, "inputs") and \
+        hasattr(obj, "layers")
+
+
+def _keras_input_specs(model: Any) -> list[Any]:
+    tf = import_tensorflow()
+
+    specs = []
+    for index, tensor in enumerate(model.inputs):
+        name = getattr(tensor, "name", None) or f"input_{index}"
+        specs.append(tf.TensorSpec([d if d is not None else 1 for d in tensor.shape],
+                                   tensor.dtype, name=name.split(":")[0].replace("/", "_")))
+    return specs
+
+
+def read_keras(path: str | os.PathLike[str]) -> Model:
+    """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs."""
+    import_tensorflow()
+    try:
+        import keras
+    except ImportError:
+        from tensorflow import keras  # type: ignore[no-redef]
+    try:
+        try:
+            model = keras.models.load_model(os.fspath(path), safe_mode=True, compile=False)
+        except TypeError:  # Keras 2 without safe_mode
+            model = keras.models.load_model(os.fspath(path), compile=False)
+    except Exception as exc:  # noqa: BLE001 - corrupt or hostile files raise anything
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ModelError(f"{path}: not a loadable Keras model ({text})") from None
+    return trace(model, source=os.fspath(path))
