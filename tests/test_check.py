@@ -248,3 +248,45 @@ def test_no_false_alarms_on_mobilenet_v2(harvested_db):
     assert not result.findings, result.findings[:3]
     (report,) = result.outputs
     assert len(report.with_gradient) == len(model.trainable_variables) + 1  # and the input
+
+
+def _transformer_block():
+    keras = tf.keras
+    x = keras.Input(shape=(8, 16), name="tokens")
+    attended = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)(x, x)
+    h = keras.layers.LayerNormalization()(x + attended)
+    f = keras.layers.Dense(16)(keras.layers.Dense(32, activation="gelu")(h))
+    return keras.Model(x, keras.layers.LayerNormalization()(h + f))
+
+
+APPLICATIONS = {
+    "ResNet50": lambda: tf.keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3),
+                                                       classes=10),
+    "EfficientNetB0": lambda: tf.keras.applications.EfficientNetB0(
+        weights=None, input_shape=(64, 64, 3), classes=10),
+    "transformer": _transformer_block,
+}
+
+
+@pytest.mark.parametrize("name", sorted(APPLICATIONS))
+def test_no_false_alarms_on_keras_applications_live_and_saved(name, tmp_path, harvested_db):
+    model = APPLICATIONS[name]()
+    live = check(model, db=harvested_db)
+    assert not live.findings and not live.unsaved_custom_gradients
+    path = tmp_path / name
+    spec = tf.TensorSpec([1, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+    serve = tf.function(lambda x: {"out": model(x, training=False)}, input_signature=[spec])
+    module = tf.Module()
+    module.model = model
+    tf.saved_model.save(module, str(path), signatures=serve)
+    static = check(path, db=harvested_db)
+    assert not static.findings, static.findings[:2]
+    (report,) = static.outputs
+    assert set(report.with_gradient) >= {v.path for v in model.trainable_variables}
+    if name == "EfficientNetB0":  # its swish activations are saved custom gradients
+        from opregistry.readers import savedmodel
+
+        # 49 swish gradients per traced call (the saved model may hold more than one)
+        bindings = savedmodel.read(path).gradient_bindings
+        assert len(bindings) >= 49 and len(bindings) % 49 == 0
+        assert not static.unsaved_custom_gradients

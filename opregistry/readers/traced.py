@@ -59,6 +59,12 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> M
         if internal is not None:
             trainable[internal.op.name] = (_variable_name(var), var.trainable)
     model.variables = {node: name for node, (name, _) in trainable.items()}
+    # tf.custom_gradient functions are live Python objects here: all of them are bound
+    for node in list(model.nodes.values()) + [n for f in model.functions.values()
+                                               for n in f.nodes.values()]:
+        if "_gradient_op_type" in node.attrs:
+            op_type = node.attrs["_gradient_op_type"].s.decode()
+            model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
     model.trainable = {name for name, is_trainable in trainable.values() if is_trainable}
     captures = {id(t) for _, t in graph.captures}
     inputs = {}
