@@ -24,6 +24,10 @@ from .readers.model import Model, Node
 _VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _IDENTITY_LIKE = ("Identity", "IdentityN")
+# ops whose function attributes hold bodies the analysis inlines
+_FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
+                             "Case", "StatelessCase", "While", "StatelessWhile",
+                             "TPUPartitionedCall", "RemoteCall"})
 
 
 @dataclass(frozen=True)
@@ -80,17 +84,19 @@ class CheckResult:
 Tensor = tuple  # (instance key, output index)
 
 
-@dataclass
 class _Inst:
-    """One node instance of the flattened graph."""
+    """One node instance of the flattened graph (slotted: there can be millions)."""
 
-    key: str
-    node: Node
-    function: str | None
-    inputs: list[Any] = field(default_factory=list)  # Tensor per data input (None: unresolved)
-    out_types: list[int] = field(default_factory=list)
-    # calls, If/Case/While: output index -> tensors inside the bodies it forwards
-    transparent: dict[int, list[Any]] | None = None
+    __slots__ = ("key", "node", "function", "inputs", "out_types", "transparent")
+
+    def __init__(self, key: str, node: Node, function: str | None):
+        self.key = key
+        self.node = node
+        self.function = function
+        self.inputs: list[Any] = []  # Tensor per data input (None: unresolved)
+        self.out_types: list[int] = []
+        # calls, If/Case/While: output index -> tensors inside the bodies it forwards
+        self.transparent: dict[int, list[Any]] | None = None
 
 
 class _Flat:
@@ -103,6 +109,10 @@ class _Flat:
         self.unknown: set[str] = set()
         self.unsaved_custom_gradients: set[str] = set()
         self.depth = 0
+        # op -> names of the attrs its output types depend on; (op, values) -> types
+        self._type_attrs: dict[str, tuple[str, ...]] = {}
+        self._types: dict[tuple[Any, ...], list[int]] = {}
+        self.passes_cache: dict[tuple[str, int], str | None] = {}
 
     def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
         out: list[int] = []
@@ -123,6 +133,25 @@ class _Flat:
         return out
 
     def output_types(self, node: Node) -> list[int]:
+        op = node.op
+        used = self._type_attrs.get(op)
+        if used is None:
+            facts = self.facts.get(op)
+            args = facts.definition.get("outputs", []) if facts else []
+            used = tuple(sorted({a[k] for a in args for k in (
+                "type_attr", "number_attr", "type_list_attr") if a.get(k)}))
+            self._type_attrs[op] = used if facts else ("?",)
+            used = self._type_attrs[op]
+        if used == ("?",):
+            return self._compute_types(node)
+        attrs = node.attrs
+        key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
+        types = self._types.get(key)
+        if types is None:
+            types = self._types[key] = self._compute_types(node)
+        return types
+
+    def _compute_types(self, node: Node) -> list[int]:
         facts = self.facts.get(node.op)
         if facts is None:
             self.unknown.add(node.op)
@@ -172,6 +201,10 @@ class _Flat:
         return (inst.key, self.output_index(inst.node, parts[1], int(parts[2])))
 
     def _bodies(self, node: Node) -> list[str]:
+        if node.op in self.model.functions:  # a library function called as an op
+            return [node.op]
+        if node.op not in _FUNCTIONAL_OPS:
+            return []
         names = []
         for key in ("f", "then_branch", "else_branch", "body"):
             if key in node.attrs and node.attrs[key].func.name:
@@ -205,11 +238,25 @@ class _Flat:
 def _passes(flat: _Flat, inst: _Inst, position: int) -> str | None:
     """None if ``inst`` passes a gradient from input ``position``, else the reason."""
     node = inst.node
+    op = node.op
+    if op not in _IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
+        key = (op, position)
+        cached = flat.passes_cache.get(key, _MISSING)
+        if cached is _MISSING:
+            cached = flat.passes_cache[key] = _op_passes(flat, node, position)
+        return cached
     if "_gradient_op_type" in node.attrs:  # tf.custom_gradient
         op_type = node.attrs["_gradient_op_type"].s.decode()
         if op_type not in flat.model.gradient_bindings:
             # not saved: a loaded model differentiates IdentityN (the forward values)
             flat.unsaved_custom_gradients.add(node.name)
+    return _op_passes(flat, node, position)
+
+
+_MISSING = object()
+
+
+def _op_passes(flat: _Flat, node: Node, position: int) -> str | None:
     facts = flat.facts.get(node.op)
     if facts is None:
         return "unknown_op"
@@ -242,17 +289,14 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         dtype = types[t[1]] if t[1] < len(types) else (types[0] if types else 0)
         return dtype % _schema.REF_OFFSET in _schema.DIFFERENTIABLE_TYPES or dtype == 0
 
-    # consumers: tensor -> [(instance key, input position or -1 - output index)]
+    # consumers: tensor -> [(instance key, input position or -1 - output index)], built
+    # only when a finding needs the forward walk
     consumers: dict[Any, list[tuple[str, int]]] = defaultdict(list)
-    for inst in insts.values():
-        if inst.transparent is not None:
-            for out_index, refs in inst.transparent.items():
-                for ref in refs:
-                    consumers[ref].append((inst.key, -1 - out_index))
-        else:
-            for position, ref in enumerate(inst.inputs):
-                if ref is not None:
-                    consumers[ref].append((inst.key, position))
+    consumers_built = False
+
+    def build_consumers() -> None:
+        for inst in insts.values():
+            _add_consumers(inst, consumers)
 
     def preds(t: Any) -> list[Any]:
         inst = insts.get(t[0])
@@ -275,21 +319,61 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
             dep.add(t)
             queue.extend(preds(t))
         dep_insts = {t[0] for t in dep}
+        graded = _gradient_reach(flat, insts, tensor, trainable)
         report = OutputReport(signature, output)
         for kind, name, source in targets:
             if source[0] not in dep_insts:
                 report.unrelated.append(name)
-                continue
-            reached, blocking = _forward(flat, insts, consumers, source, tensor, dep, trainable)
-            if reached:
+            elif source in graded:
                 report.with_gradient.append(name)
             else:
                 report.blocked.append(name)
+                if not consumers_built:
+                    build_consumers()
+                    consumers_built = True
+                _, blocking = _forward(flat, insts, consumers, source, tensor, dep, trainable)
                 findings.append(Finding(signature, output, kind, name, tuple(blocking)))
         reports.append(report)
     return CheckResult(release=release, source=model.source, findings=findings,
                        outputs=reports, unknown_ops=sorted(flat.unknown),
                        unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients))
+
+
+def _add_consumers(inst: _Inst, consumers: Any) -> None:
+    if inst.transparent is not None:
+        for out_index, refs in inst.transparent.items():
+            for ref in refs:
+                consumers[ref].append((inst.key, -1 - out_index))
+    else:
+        for position, ref in enumerate(inst.inputs):
+            if ref is not None:
+                consumers[ref].append((inst.key, position))
+
+
+def _gradient_reach(flat: _Flat, insts: dict[str, _Inst], output: Any, trainable: Any
+                    ) -> set[Any]:
+    """Every tensor a gradient of ``output`` reaches: one backward pass along edges
+    that carry gradients, through inputs their consumer passes a gradient to."""
+    reached: set[Any] = set()
+    if not trainable(output):
+        return reached
+    queue = deque([output])
+    while queue:
+        t = queue.popleft()
+        if t in reached:
+            continue
+        reached.add(t)
+        inst = insts.get(t[0])
+        if inst is None:
+            continue
+        if inst.transparent is not None:
+            queue.extend(r for r in inst.transparent.get(t[1], []) if trainable(r))
+            continue
+        for position, ref in enumerate(inst.inputs):
+            if ref is not None and ref not in reached and trainable(ref) and \
+                    _passes(flat, inst, position) is None:
+                queue.append(ref)
+    return reached
 
 
 def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, goal: Any,
@@ -378,6 +462,13 @@ def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]
                 for index, dtype in enumerate(inst.out_types):
                     if dtype in _schema.DIFFERENTIABLE_TYPES and inst.node.op != "Placeholder":
                         yield "", f"{key}:{index}", (key, index)
+
+
+def _attr_key(value: Any) -> Any:
+    """A hashable summary of a type, number or type-list attr."""
+    if len(value.list.type):
+        return tuple(value.list.type)
+    return (value.type, value.i)
 
 
 def _dtype_number(name: str) -> int:

@@ -9,13 +9,20 @@ class ModelError(Exception):
     """A file that is not a readable model (corrupt, truncated, or another format)."""
 
 
-@dataclass
 class Node:
-    name: str
-    op: str
-    inputs: list[str]  # TF's tensor strings: "node", "node:1", "node:out:0", "^control"
-    attrs: Any  # map of attr name -> AttrValue message
-    device: str = ""
+    """One NodeDef. A plain slotted class: graphs can have millions of nodes."""
+
+    __slots__ = ("name", "op", "inputs", "attrs", "device")
+
+    def __init__(self, name: str, op: str, inputs: list[str], attrs: Any, device: str = ""):
+        self.name = name
+        self.op = op
+        self.inputs = inputs  # TF's tensor strings: "n", "n:1", "n:out:0", "^control"
+        self.attrs = attrs  # attr name -> AttrValue message
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op!r})"
 
 
 @dataclass
