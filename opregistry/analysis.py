@@ -66,6 +66,37 @@ class CheckResult:
     unknown_ops: list[str]
     # tf.custom_gradient ops whose gradient function was not saved with the model
     unsaved_custom_gradients: list[str] = field(default_factory=list)
+    # (finding index) -> (node keys, edges) of the subgraph between target and output
+    subgraphs: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(
+        default_factory=list, repr=False)
+
+    def to_dot(self) -> str:
+        """Graphviz: per finding, the subgraph between the blocked target and the output,
+        blocking ops in red, the target in green, the output in blue."""
+        lines = ["digraph gradient_findings {", "  rankdir=LR;",
+                 '  node [shape=box, fontname="Helvetica", fontsize=10];']
+        for index, (finding, (nodes, edges)) in enumerate(zip(self.findings, self.subgraphs)):
+            blocking = {b.node for b in finding.blocking_ops}
+            lines.append(f"  subgraph cluster_{index} {{")
+            lines.append(f'    label="{_dot_escape(finding.output)} <- '
+                         f'{_dot_escape(finding.target)} ({finding.target_kind})";')
+            for key, op, role in nodes:
+                name = key.rsplit("/", 1)[-1]
+                style = ""
+                if role == "target":
+                    style = ', style=filled, fillcolor="palegreen"'
+                elif role == "output":
+                    style = ', style=filled, fillcolor="lightblue"'
+                elif name in blocking:
+                    style = ', style=filled, fillcolor="salmon", penwidth=2'
+                lines.append(f'    "{index}:{_dot_escape(key)}" '
+                             f'[label="{_dot_escape(name)}\\n{_dot_escape(op)}"{style}];')
+            for a, b in edges:
+                lines.append(f'    "{index}:{_dot_escape(a)}" -> "{index}:{_dot_escape(b)}";')
+            lines.append("  }")
+        lines.append("}")
+        return "\n".join(lines)
+
 
     @property
     def ok(self) -> bool:
@@ -77,6 +108,10 @@ class CheckResult:
                 "outputs": [asdict(o) for o in self.outputs],
                 "unknown_ops": self.unknown_ops,
                 "unsaved_custom_gradients": self.unsaved_custom_gradients}
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 # ------------------------------------------------------------------------ flattening
@@ -307,7 +342,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         return [r for r in inst.inputs if r is not None]
 
     targets = _targets(model, insts)
-    reports, findings = [], []
+    reports, findings, subgraphs = [], [], []
     for signature, output, tensor in _outputs(model, insts, outputs):
         # backwards: everything the output depends on
         dep: set[Any] = set()
@@ -333,10 +368,35 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                     consumers_built = True
                 _, blocking = _forward(flat, insts, consumers, source, tensor, dep, trainable)
                 findings.append(Finding(signature, output, kind, name, tuple(blocking)))
+                subgraphs.append(_subgraph(insts, consumers, source, tensor, dep_insts))
         reports.append(report)
     return CheckResult(release=release, source=model.source, findings=findings,
                        outputs=reports, unknown_ops=sorted(flat.unknown),
-                       unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients))
+                       unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients),
+                       subgraphs=subgraphs)
+
+
+def _subgraph(insts: dict[str, _Inst], consumers: Any, source: Any, output: Any,
+              dep_insts: set[str]) -> tuple[list[tuple[str, str, str | None]],
+                                            list[tuple[str, str]]]:
+    """Nodes downstream of ``source`` (any data edge) that ``output`` depends on."""
+    seen = {source[0]}
+    queue = deque([source[0]])
+    while queue:
+        key = queue.popleft()
+        inst = insts[key]
+        for index in range(max(1, len(inst.out_types))):
+            for consumer, _ in consumers.get((key, index), []):
+                if consumer in dep_insts and consumer not in seen:
+                    seen.add(consumer)
+                    queue.append(consumer)
+    nodes = [(k, insts[k].node.op, "target" if k == source[0] else
+              "output" if k == output[0] else None) for k in sorted(seen)]
+    edges = sorted({(r[0], k) for k in seen for r in (insts[k].inputs or [])
+                    if r is not None and r[0] in seen} |
+                   {(r[0], k) for k in seen if insts[k].transparent
+                    for refs in insts[k].transparent.values() for r in refs if r[0] in seen})
+    return nodes, edges
 
 
 def _add_consumers(inst: _Inst, consumers: Any) -> None:

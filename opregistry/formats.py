@@ -15,6 +15,7 @@ class OutputFormat(str, Enum):
     json = "json"
     csv = "csv"
     markdown = "markdown"
+    dot = "dot"  # graphs only (`check`); tables fall back to the plain table
 
 
 def _cell(value: Any) -> Any:

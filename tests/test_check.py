@@ -290,3 +290,17 @@ def test_no_false_alarms_on_keras_applications_live_and_saved(name, tmp_path, ha
         bindings = savedmodel.read(path).gradient_bindings
         assert len(bindings) >= 49 and len(bindings) % 49 == 0
         assert not static.unsaved_custom_gradients
+
+
+def test_dot_draws_the_subgraph_with_blocking_ops_highlighted(tmp_path, harvested_db, cli):
+    path = _save(Mixed(), tmp_path / "m")
+    done = cli("check", str(path), "--format", "dot", "--output", "rounded",
+               "--db", str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    dot = done.stdout
+    assert dot.startswith("digraph gradient_findings {") and dot.rstrip().endswith("}")
+    assert dot.count("subgraph cluster_") == 3  # x, a, b are blocked by Round
+    round_lines = [line for line in dot.splitlines() if "\\nRound" in line]
+    assert round_lines and all('fillcolor="salmon"' in line for line in round_lines)
+    assert 'fillcolor="palegreen"' in dot and 'fillcolor="lightblue"' in dot
+    assert dot.count("{") == dot.count("}")

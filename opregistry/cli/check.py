@@ -46,7 +46,9 @@ def check_command(
         {"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
          "target": f.target, "node": None, "op": None, "function": None, "reason": "no path"}
         for f in result.findings if not f.blocking_ops]
-    if rows or fmt != OutputFormat.table:
+    if fmt == OutputFormat.dot:
+        typer.echo(result.to_dot())
+    elif rows or fmt != OutputFormat.table:
         typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
     targets = {(f.signature, f.output, f.target) for f in result.findings}
     summary = (f"{plural(len(targets), 'blocked target')} in "
