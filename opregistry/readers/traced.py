@@ -103,10 +103,11 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
         inputs = tuple(_keras_input_specs(obj))
     if not inputs:
         raise ModelError("tracing needs example inputs or tf.TensorSpec for the call")
-    fn = obj
     if _is_keras_model(obj):
         def fn(*args):  # inference: what a user differentiates through for a loss
             return obj(*args, training=False)
+    else:
+        fn = obj
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
     concrete = fn.get_concrete_function(*inputs)
