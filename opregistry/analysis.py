@@ -154,16 +154,16 @@ class _Flat:
         for arg in args:
             if arg.get("type_list_attr"):
                 name = arg["type_list_attr"]
-                out.extend(node.attrs[name].list.type if name in node.attrs else [])
+                out.extend(node.attr[name].list.type if name in node.attr else [])
                 continue
             if arg.get("type"):
                 dtype = _dtype_number(arg["type"])
-            elif arg.get("type_attr") and arg["type_attr"] in node.attrs:
-                dtype = node.attrs[arg["type_attr"]].type
+            elif arg.get("type_attr") and arg["type_attr"] in node.attr:
+                dtype = node.attr[arg["type_attr"]].type
             else:
                 dtype = 0
-            count = node.attrs[arg["number_attr"]].i if arg.get("number_attr") and \
-                arg["number_attr"] in node.attrs else 1
+            count = node.attr[arg["number_attr"]].i if arg.get("number_attr") and \
+                arg["number_attr"] in node.attr else 1
             out.extend([dtype] * count)
         return out
 
@@ -179,8 +179,12 @@ class _Flat:
             used = self._type_attrs[op]
         if used == ("?",):
             return self._compute_types(node)
-        attrs = node.attrs
-        key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
+        attrs = node.attr
+        if len(used) == 1:  # the common case: one type attr such as T
+            name = used[0]
+            key = (op, _attr_key(attrs[name]) if name in attrs else None)
+        else:
+            key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
         types = self._types.get(key)
         if types is None:
             types = self._types[key] = self._compute_types(node)
@@ -191,8 +195,8 @@ class _Flat:
         if facts is None:
             self.unknown.add(node.op)
             for key in ("Tout", "T", "dtype"):
-                if key in node.attrs:
-                    a = node.attrs[key]
+                if key in node.attr:
+                    a = node.attr[key]
                     return list(a.list.type) if len(a.list.type) else [a.type]
             return [0]
         return self._arg_types(node, facts.definition.get("outputs", []))
@@ -209,19 +213,36 @@ class _Flat:
             flat += len(self._arg_types(node, [arg]))
         return index
 
-    def add_graph(self, nodes: dict[str, Node], ctx: str, function: str | None,
+    def add_graph(self, nodes: dict[str, Any], ctx: str, function: str | None,
                   args: dict[str, Any]) -> dict[str, _Inst]:
-        local = {}
+        # the hot loop of a million-node scan: locals and fast paths on purpose
+        local: dict[str, _Inst] = {}
+        insts = self.insts
+        output_types = self.output_types
         for name, node in nodes.items():
-            inst = _Inst(f"{ctx}{name}", node, function)
-            inst.out_types = self.output_types(node)
-            self.insts[inst.key] = inst
+            key = ctx + name if ctx else name
+            inst = _Inst(key, node, function)
+            inst.out_types = output_types(node)
+            insts[key] = inst
             local[name] = inst
+        resolve = self._resolve
+        get_local, get_arg = local.get, args.get
         for inst in local.values():
-            inst.inputs = [self._resolve(t, local, args) for t in inst.node.inputs
-                           if not t.startswith("^")]
+            refs = []
+            for text in inst.node.input:
+                if text[0] == "^":
+                    continue
+                if ":" in text:
+                    refs.append(resolve(text, local, args))
+                else:
+                    producer = get_local(text)
+                    refs.append((producer.key, 0) if producer is not None else get_arg(text))
+            inst.inputs = refs
+        functions = self.model.functions
         for inst in list(local.values()):
-            self._inline(inst)
+            op = inst.node.op
+            if op in _FUNCTIONAL_OPS or op in functions:
+                self._inline(inst)
         return local
 
     def _resolve(self, text: str, local: dict[str, _Inst], args: dict[str, Any]) -> Any:
@@ -242,10 +263,10 @@ class _Flat:
             return []
         names = []
         for key in ("f", "then_branch", "else_branch", "body"):
-            if key in node.attrs and node.attrs[key].func.name:
-                names.append(node.attrs[key].func.name)
-        if "branches" in node.attrs:
-            names.extend(f.name for f in node.attrs["branches"].list.func)
+            if key in node.attr and node.attr[key].func.name:
+                names.append(node.attr[key].func.name)
+        if "branches" in node.attr:
+            names.extend(f.name for f in node.attr["branches"].list.func)
         return [n for n in names if n in self.model.functions]
 
     def _inline(self, inst: _Inst) -> None:
@@ -280,8 +301,8 @@ def _passes(flat: _Flat, inst: _Inst, position: int) -> str | None:
         if cached is _MISSING:
             cached = flat.passes_cache[key] = _op_passes(flat, node, position)
         return cached
-    if "_gradient_op_type" in node.attrs:  # tf.custom_gradient
-        op_type = node.attrs["_gradient_op_type"].s.decode()
+    if "_gradient_op_type" in node.attr:  # tf.custom_gradient
+        op_type = node.attr["_gradient_op_type"].s.decode()
         if op_type not in flat.model.gradient_bindings:
             # not saved: a loaded model differentiates IdentityN (the forward values)
             flat.unsaved_custom_gradients.add(node.name)
@@ -316,13 +337,17 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     flat.add_graph(model.nodes, "", None, {})
     insts = flat.insts
 
+    carriers = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
+                         {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
+    get_inst = insts.get
+
     def trainable(t: Any) -> bool:
-        inst = insts.get(t[0])
+        inst = get_inst(t[0])
         if inst is None:
             return False
         types = inst.out_types
-        dtype = types[t[1]] if t[1] < len(types) else (types[0] if types else 0)
-        return dtype % _schema.REF_OFFSET in _schema.DIFFERENTIABLE_TYPES or dtype == 0
+        index = t[1]
+        return (types[index] if index < len(types) else (types[0] if types else 0)) in carriers
 
     # consumers: tensor -> [(instance key, input position or -1 - output index)], built
     # only when a finding needs the forward walk
@@ -346,13 +371,13 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     for signature, output, tensor in _outputs(model, insts, outputs):
         # backwards: everything the output depends on
         dep: set[Any] = set()
-        queue = deque([tensor])
-        while queue:
-            t = queue.popleft()
+        stack = [tensor]
+        while stack:
+            t = stack.pop()
             if t in dep:
                 continue
             dep.add(t)
-            queue.extend(preds(t))
+            stack.extend(preds(t))
         dep_insts = {t[0] for t in dep}
         graded = _gradient_reach(flat, insts, tensor, trainable)
         report = OutputReport(signature, output)
@@ -417,6 +442,32 @@ def _gradient_reach(flat: _Flat, insts: dict[str, _Inst], output: Any, trainable
     reached: set[Any] = set()
     if not trainable(output):
         return reached
+    stack = [output]
+    pop, push, add = stack.pop, stack.append, reached.add
+    get_inst = insts.get
+    cache = flat.passes_cache
+    while stack:  # depth-first: the order does not matter, the set does
+        t = pop()
+        if t in reached:
+            continue
+        add(t)
+        inst = get_inst(t[0])
+        if inst is None:
+            continue
+        if inst.transparent is not None:
+            stack.extend(r for r in inst.transparent.get(t[1], []) if trainable(r))
+            continue
+        op = inst.node.op
+        for position, ref in enumerate(inst.inputs):
+            if ref is None or ref in reached or not trainable(ref):
+                continue
+            reason = cache.get((op, position), _MISSING) if op not in _IDENTITY_LIKE \
+                else _MISSING
+            if reason is _MISSING:
+                reason = _passes(flat, inst, position)
+            if reason is None:
+                push(ref)
+    return reached
     queue = deque([output])
     while queue:
         t = queue.popleft()
@@ -526,9 +577,12 @@ def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]
 
 def _attr_key(value: Any) -> Any:
     """A hashable summary of a type, number or type-list attr."""
+    dtype = value.type
+    if dtype:
+        return dtype
     if len(value.list.type):
         return tuple(value.list.type)
-    return (value.type, value.i)
+    return (0, value.i)
 
 
 def _dtype_number(name: str) -> int:

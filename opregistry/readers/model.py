@@ -10,15 +10,17 @@ class ModelError(Exception):
 
 
 class Node:
-    """One NodeDef. A plain slotted class: graphs can have millions of nodes."""
+    """One node, with the field names of TF's NodeDef: the static readers store the
+    parsed NodeDef messages themselves (graphs can have millions of nodes, and wrapping
+    each one costs more than parsing it); this class builds one by hand."""
 
-    __slots__ = ("name", "op", "inputs", "attrs", "device")
+    __slots__ = ("name", "op", "input", "attr", "device")
 
-    def __init__(self, name: str, op: str, inputs: list[str], attrs: Any, device: str = ""):
+    def __init__(self, name: str, op: str, input: list[str], attr: Any, device: str = ""):
         self.name = name
         self.op = op
-        self.inputs = inputs  # TF's tensor strings: "n", "n:1", "n:out:0", "^control"
-        self.attrs = attrs  # attr name -> AttrValue message
+        self.input = input  # TF's tensor strings: "n", "n:1", "n:out:0", "^control"
+        self.attr = attr  # attr name -> AttrValue message
         self.device = device
 
     def __repr__(self) -> str:
@@ -33,7 +35,7 @@ class Function:
     input_args: list[tuple[str, int]]  # (arg name, DataType number; 0 = from an attr)
     output_args: list[tuple[str, int]]
     ret: dict[str, str]  # output arg -> tensor string inside the body
-    nodes: dict[str, Node]
+    nodes: dict[str, Any]  # name -> NodeDef (or Node)
     arg_types: dict[str, str] = field(default_factory=dict)  # arg -> type attr name
 
 
@@ -50,7 +52,7 @@ class Model:
 
     source: str
     format: str  # savedmodel | graphdef | pbtxt
-    nodes: dict[str, Node]  # the top-level graph
+    nodes: dict[str, Any]  # the top-level graph: name -> NodeDef (or Node)
     functions: dict[str, Function]
     signatures: dict[str, Signature]
     variables: dict[str, str]  # VarHandleOp node name -> variable name as saved

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _schema
-from .model import Function, Model, ModelError, Node, Signature
+from .model import Function, Model, ModelError, Signature
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 
@@ -108,7 +108,7 @@ def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
     out = {}
     for node in model.nodes.values():
         if node.op in ("VarHandleOp", "VariableV2", "Variable"):
-            shared = node.attrs["shared_name"].s.decode() if "shared_name" in node.attrs else ""
+            shared = node.attr["shared_name"].s.decode() if "shared_name" in node.attr else ""
             for candidate in (shared, node.name):
                 if candidate in saved:
                     out[node.name] = saved[candidate]
@@ -118,12 +118,8 @@ def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
     return out
 
 
-def _node(proto: Any) -> Node:
-    return Node(proto.name, proto.op, list(proto.input), proto.attr, proto.device)
-
-
 def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
-    nodes = {n.name: _node(n) for n in graph_def.node}
+    nodes = {n.name: n for n in graph_def.node}
     functions = {}
     for f in graph_def.library.function:
         sig = f.signature
@@ -131,12 +127,12 @@ def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
             name=sig.name,
             input_args=[(a.name, a.type) for a in sig.input_arg],
             output_args=[(a.name, a.type) for a in sig.output_arg],
-            ret=dict(f.ret), nodes={n.name: _node(n) for n in f.node_def},
+            ret=dict(f.ret), nodes={n.name: n for n in f.node_def},
             arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
                        if a.type_attr})
     bindings = {g.registered_op_type: g.gradient_func
                 for g in graph_def.library.registered_gradients}
-    variables = {n.name: (n.attrs["shared_name"].s.decode() if "shared_name" in n.attrs else "")
+    variables = {n.name: (n.attr["shared_name"].s.decode() if "shared_name" in n.attr else "")
                  or n.name for n in nodes.values()
                  if n.op in ("VarHandleOp", "VariableV2", "Variable")}
     return Model(source=source, format=fmt, nodes=nodes, functions=functions, signatures={},

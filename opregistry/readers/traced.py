@@ -62,8 +62,8 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> M
     # tf.custom_gradient functions are live Python objects here: all of them are bound
     for node in list(model.nodes.values()) + [n for f in model.functions.values()
                                                for n in f.nodes.values()]:
-        if "_gradient_op_type" in node.attrs:
-            op_type = node.attrs["_gradient_op_type"].s.decode()
+        if "_gradient_op_type" in node.attr:
+            op_type = node.attr["_gradient_op_type"].s.decode()
             model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
     model.trainable = {name for name, is_trainable in trainable.values() if is_trainable}
     captures = {id(t) for _, t in graph.captures}
