@@ -122,11 +122,12 @@ Tensor = tuple  # (instance key, output index)
 class _Inst:
     """One node instance of the flattened graph (slotted: there can be millions)."""
 
-    __slots__ = ("key", "node", "function", "inputs", "out_types", "transparent")
+    __slots__ = ("key", "node", "op", "function", "inputs", "out_types", "transparent")
 
     def __init__(self, key: str, node: Node, function: str | None):
         self.key = key
         self.node = node
+        self.op = node.op  # read once: attribute access on a NodeDef message is not free
         self.function = function
         self.inputs: list[Any] = []  # Tensor per data input (None: unresolved)
         self.out_types: list[int] = []
@@ -148,6 +149,7 @@ class _Flat:
         self._type_attrs: dict[str, tuple[str, ...]] = {}
         self._types: dict[tuple[Any, ...], list[int]] = {}
         self.passes_cache: dict[tuple[str, int], str | None] = {}
+        self.consumed: set[str] = set()  # top-level nodes something reads from
 
     def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
         out: list[int] = []
@@ -227,6 +229,7 @@ class _Flat:
             local[name] = inst
         resolve = self._resolve
         get_local, get_arg = local.get, args.get
+        consumed = self.consumed if not ctx else None
         for inst in local.values():
             refs = []
             for text in inst.node.input:
@@ -238,9 +241,11 @@ class _Flat:
                     producer = get_local(text)
                     refs.append((producer.key, 0) if producer is not None else get_arg(text))
             inst.inputs = refs
+            if consumed is not None:
+                consumed.update(r[0] for r in refs if r)
         functions = self.model.functions
         for inst in list(local.values()):
-            op = inst.node.op
+            op = inst.op
             if op in _FUNCTIONAL_OPS or op in functions:
                 self._inline(inst)
         return local
@@ -368,17 +373,25 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
 
     targets = _targets(model, insts)
     reports, findings, subgraphs = [], [], []
-    for signature, output, tensor in _outputs(model, insts, outputs):
+    for signature, output, tensor in _outputs(model, insts, outputs, flat.consumed):
         # backwards: everything the output depends on
         dep: set[Any] = set()
+        dep_insts: set[str] = set()
         stack = [tensor]
-        while stack:
-            t = stack.pop()
-            if t in dep:
+        pop, push_all, add, add_inst = stack.pop, stack.extend, dep.add, dep_insts.add
+        while stack:  # inlined preds(): this loop runs once per tensor of the model
+            t = pop()
+            if t is None or t in dep:
                 continue
-            dep.add(t)
-            stack.extend(preds(t))
-        dep_insts = {t[0] for t in dep}
+            add(t)
+            inst = get_inst(t[0])
+            if inst is None:
+                continue
+            add_inst(t[0])
+            if inst.transparent is not None:
+                push_all(inst.transparent.get(t[1], ()))
+            else:
+                push_all(inst.inputs)
         graded = _gradient_reach(flat, insts, tensor, trainable)
         report = OutputReport(signature, output)
         for kind, name, source in targets:
@@ -457,7 +470,7 @@ def _gradient_reach(flat: _Flat, insts: dict[str, _Inst], output: Any, trainable
         if inst.transparent is not None:
             stack.extend(r for r in inst.transparent.get(t[1], []) if trainable(r))
             continue
-        op = inst.node.op
+        op = inst.op
         for position, ref in enumerate(inst.inputs):
             if ref is None or ref in reached or not trainable(ref):
                 continue
@@ -524,32 +537,32 @@ def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, 
 
 
 def _targets(model: Model, insts: dict[str, _Inst]) -> list[tuple[str, str, Any]]:
-    """(kind, name, tensor) of every variable and floating signature input."""
+    """(kind, name, tensor) of every trainable variable and floating signature input."""
     out = []
-    for key, inst in insts.items():
-        if inst.function is not None:
-            continue
-        if inst.node.op in _VARIABLE_OPS or inst.node.name in model.variables:
-            name = model.variables.get(inst.node.name, inst.node.name)
-            if model.trainable is None or name in model.trainable:  # trainable ones only
-                out.append(("variable", name, (key, 0)))
+    for node_name, name in model.variables.items():  # top-level variable handles
+        inst = insts.get(node_name)
+        if inst is not None and inst.function is None and (
+                model.trainable is None or name in model.trainable):
+            out.append(("variable", name, (node_name, 0)))
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sig.inputs.items():
             node = tensor.split(":")[0]
             if node in insts and dtype in _schema.DIFFERENTIABLE_TYPES:
                 out.append(("input", name, (node, 0)))
     if not model.signatures:  # a bare GraphDef: its float placeholders
-        for key, inst in insts.items():
-            if inst.function is None and inst.node.op == "Placeholder" and \
-                    inst.out_types and inst.out_types[0] in _schema.DIFFERENTIABLE_TYPES:
-                out.append(("input", inst.node.name, (key, 0)))
+        for key in model.nodes:
+            inst = insts[key]
+            if inst.op == "Placeholder" and inst.out_types and \
+                    inst.out_types[0] in _schema.DIFFERENTIABLE_TYPES:
+                out.append(("input", key, (key, 0)))
     unique = {}
     for kind, name, tensor in out:
         unique.setdefault((kind, name), tensor)
     return [(k, n, t) for (k, n), t in sorted(unique.items())]
 
 
-def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]] | None):
+def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]] | None,
+             consumed: set[str]):
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sorted(sig.outputs.items()):
             if dtype not in _schema.DIFFERENTIABLE_TYPES:
@@ -567,11 +580,11 @@ def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]
                     yield "", out[1], (node, int(index or 0))
             return
         # a bare GraphDef: the floating outputs of top-level nodes nothing consumes
-        consumed = {r[0] for inst in insts.values() for r in inst.inputs if r}
-        for key, inst in insts.items():
-            if inst.function is None and key not in consumed:
+        for key in model.nodes:
+            inst = insts[key]
+            if key not in consumed and inst.op != "Placeholder":
                 for index, dtype in enumerate(inst.out_types):
-                    if dtype in _schema.DIFFERENTIABLE_TYPES and inst.node.op != "Placeholder":
+                    if dtype in _schema.DIFFERENTIABLE_TYPES:
                         yield "", f"{key}:{index}", (key, index)
 
 

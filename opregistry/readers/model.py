@@ -62,8 +62,12 @@ class Model:
     # names of trainable variables; None when the format does not say (GraphDef)
     trainable: set[str] | None = None
 
+    known_op_types: set[str] | None = field(default=None, repr=False)  # set by readers
+
     @property
     def op_types(self) -> set[str]:
+        if self.known_op_types is not None:
+            return self.known_op_types
         types = {n.op for n in self.nodes.values()}
         for function in self.functions.values():
             types.update(n.op for n in function.nodes.values())

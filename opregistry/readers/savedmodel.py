@@ -107,7 +107,7 @@ def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
             saved[node.variable.name] = node.variable.name
     out = {}
     for node in model.nodes.values():
-        if node.op in ("VarHandleOp", "VariableV2", "Variable"):
+        if node.op in _VARIABLE_OPS:
             shared = node.attr["shared_name"].s.decode() if "shared_name" in node.attr else ""
             for candidate in (shared, node.name):
                 if candidate in saved:
@@ -119,7 +119,14 @@ def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
 
 
 def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
-    nodes = {n.name: n for n in graph_def.node}
+    nodes, op_types, variables = {}, set(), {}
+    for n in graph_def.node:  # one pass: a graph can have millions of nodes
+        nodes[n.name] = n
+        op = n.op
+        op_types.add(op)
+        if op in _VARIABLE_OPS:
+            variables[n.name] = (n.attr["shared_name"].s.decode()
+                                 if "shared_name" in n.attr else "") or n.name
     functions = {}
     for f in graph_def.library.function:
         sig = f.signature
@@ -132,8 +139,12 @@ def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
                        if a.type_attr})
     bindings = {g.registered_op_type: g.gradient_func
                 for g in graph_def.library.registered_gradients}
-    variables = {n.name: (n.attr["shared_name"].s.decode() if "shared_name" in n.attr else "")
-                 or n.name for n in nodes.values()
-                 if n.op in ("VarHandleOp", "VariableV2", "Variable")}
-    return Model(source=source, format=fmt, nodes=nodes, functions=functions, signatures={},
-                 variables=variables, gradient_bindings=bindings)
+    for function in functions.values():
+        op_types.update(n.op for n in function.nodes.values())
+    model = Model(source=source, format=fmt, nodes=nodes, functions=functions, signatures={},
+                  variables=variables, gradient_bindings=bindings)
+    model.known_op_types = op_types
+    return model
+
+
+_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
