@@ -304,3 +304,27 @@ def test_dot_draws_the_subgraph_with_blocking_ops_highlighted(tmp_path, harveste
     assert round_lines and all('fillcolor="salmon"' in line for line in round_lines)
     assert 'fillcolor="palegreen"' in dot and 'fillcolor="lightblue"' in dot
     assert dot.count("{") == dot.count("}")
+
+
+def test_ops_unknown_to_the_database_are_analysed_and_listed(tmp_path, harvested_db, cli):
+    """A custom op (as from tensorflow-text) on the path: still analysed, named, and
+    reported as where the gradient stops."""
+    from opregistry.readers import _schema
+
+    graph = _schema.message_classes()["GraphDef"]()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = _schema.DT_FLOAT
+    custom = graph.node.add(name="tokenize", op="MyCustomTokenizer", input=["x"])
+    custom.attr["T"].type = _schema.DT_FLOAT
+    relu = graph.node.add(name="relu", op="Relu", input=["x"])
+    relu.attr["T"].type = _schema.DT_FLOAT
+    out = graph.node.add(name="out", op="AddV2", input=["tokenize", "relu"])
+    out.attr["T"].type = _schema.DT_FLOAT
+    path = tmp_path / "custom.pb"
+    path.write_bytes(graph.SerializeToString())
+    result = check(path, db=harvested_db)
+    assert result.unknown_ops == ["MyCustomTokenizer"]
+    (report,) = result.outputs
+    assert report.with_gradient == ["x"]  # through Relu, even though not through the op
+    done = cli("check", str(path), "--db", str(harvested_db))
+    assert done.returncode == 0 and "unknown to the database: MyCustomTokenizer" in done.stderr
