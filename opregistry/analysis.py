@@ -221,28 +221,40 @@ class _Flat:
         local: dict[str, _Inst] = {}
         insts = self.insts
         output_types = self.output_types
+        type_attrs, types_cache = self._type_attrs, self._types
         for name, node in nodes.items():
             key = ctx + name if ctx else name
             inst = _Inst(key, node, function)
-            inst.out_types = output_types(node)
+            op = inst.op
+            used = type_attrs.get(op)
+            if used is not None and len(used) == 1:  # inline the common case (one attr T)
+                attrs = node.attr
+                attr = used[0]
+                cache_key = (op, _attr_key(attrs[attr]) if attr in attrs else None)
+                types = types_cache.get(cache_key)
+                inst.out_types = types if types is not None else output_types(node)
+            else:
+                inst.out_types = output_types(node)
             insts[key] = inst
             local[name] = inst
         resolve = self._resolve
         get_local, get_arg = local.get, args.get
-        consumed = self.consumed if not ctx else None
+        consumed_add = self.consumed.add if not ctx else None
         for inst in local.values():
             refs = []
+            append = refs.append
             for text in inst.node.input:
                 if text[0] == "^":
                     continue
                 if ":" in text:
-                    refs.append(resolve(text, local, args))
+                    ref = resolve(text, local, args)
                 else:
                     producer = get_local(text)
-                    refs.append((producer.key, 0) if producer is not None else get_arg(text))
+                    ref = (producer.key, 0) if producer is not None else get_arg(text)
+                append(ref)
+                if consumed_add is not None and ref:
+                    consumed_add(ref[0])
             inst.inputs = refs
-            if consumed is not None:
-                consumed.update(r[0] for r in refs if r)
         functions = self.model.functions
         for inst in list(local.values()):
             op = inst.op
