@@ -21,8 +21,6 @@ from typing import Any
 from .readers import _schema
 from .readers.model import Model, Node
 
-_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
-_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 _IDENTITY_LIKE = ("Identity", "IdentityN")
 # ops whose function attributes hold bodies the analysis inlines
 _FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
@@ -375,14 +373,6 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         for inst in insts.values():
             _add_consumers(inst, consumers)
 
-    def preds(t: Any) -> list[Any]:
-        inst = insts.get(t[0])
-        if inst is None:
-            return []
-        if inst.transparent is not None:
-            return list(inst.transparent.get(t[1], []))
-        return [r for r in inst.inputs if r is not None]
-
     targets = _targets(model, insts)
     reports, findings, subgraphs = [], [], []
     for signature, output, tensor in _outputs(model, insts, outputs, flat.consumed):
@@ -391,7 +381,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         dep_insts: set[str] = set()
         stack = [tensor]
         pop, push_all, add, add_inst = stack.pop, stack.extend, dep.add, dep_insts.add
-        while stack:  # inlined preds(): this loop runs once per tensor of the model
+        while stack:  # runs once per tensor of the model: kept flat on purpose
             t = pop()
             if t is None or t in dep:
                 continue
@@ -416,7 +406,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                 if not consumers_built:
                     build_consumers()
                     consumers_built = True
-                _, blocking = _forward(flat, insts, consumers, source, tensor, dep, trainable)
+                blocking = _blocking_ops(flat, insts, consumers, source, dep, trainable)
                 findings.append(Finding(signature, output, kind, name, tuple(blocking)))
                 subgraphs.append(_subgraph(insts, consumers, source, tensor, dep_insts))
         reports.append(report)
@@ -512,8 +502,10 @@ def _gradient_reach(flat: _Flat, insts: dict[str, _Inst], output: Any, trainable
     return reached
 
 
-def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, goal: Any,
-             dep: set[Any], trainable: Any) -> tuple[bool, list[BlockingOp]]:
+def _blocking_ops(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any,
+                  dep: set[Any], trainable: Any) -> list[BlockingOp]:
+    """Every op where a gradient path from a blocked ``source`` stops while the output
+    still depends on what the op produces."""
     seen: set[Any] = set()
     queue = deque([source])
     blocking: dict[str, BlockingOp] = {}
@@ -523,8 +515,6 @@ def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, 
         if t in seen:
             continue
         seen.add(t)
-        if t == goal:
-            return True, []
         for key, position in consumers.get(t, []):
             inst = insts[key]
             if position < 0:  # into a call's output through its body
@@ -545,7 +535,7 @@ def _forward(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any, 
                 elif out in dep:
                     blocking[key] = BlockingOp(inst.node.name, inst.node.op, inst.function,
                                                "integer_edge")
-    return False, sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
+    return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
 
 
 def _targets(model: Model, insts: dict[str, _Inst]) -> list[tuple[str, str, Any]]:

@@ -15,7 +15,6 @@ class OutputFormat(str, Enum):
     json = "json"
     csv = "csv"
     markdown = "markdown"
-    dot = "dot"  # graphs only (`check`); tables fall back to the plain table
 
 
 def _cell(value: Any) -> Any:

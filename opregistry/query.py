@@ -233,10 +233,6 @@ class _ReleaseRow:
     version: str
     package: str
 
-    @property
-    def label(self) -> str:
-        return self.version
-
 
 def _all_releases(reader: Reader) -> list[_ReleaseRow]:
     rows = [_ReleaseRow(*r) for r in reader.rows("SELECT id, version, package FROM releases")]

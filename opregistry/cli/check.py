@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from enum import Enum
 from typing import List, Optional
 
 import typer
@@ -7,9 +8,20 @@ import typer
 from ..errors import EXIT_FINDINGS, OpregistryError
 from ..formats import OutputFormat, plural, render
 from .app import app, fail
-from .options import DbOption, OptionalStr, ReleaseOption
+from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
 
 COLUMNS = ["signature", "output", "target_kind", "target", "node", "op", "function", "reason"]
+
+
+class CheckFormat(str, Enum):
+    """The shared formats, plus ``dot``: only a check result is a graph to draw."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+    dot = "dot"
+
 
 
 @app.command("check")
@@ -21,8 +33,8 @@ def check_command(
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
     tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f",
-                                     case_sensitive=False, help="Output format."),
+    fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
+                                    case_sensitive=False, help="Output format."),
     db: OptionalStr = DbOption,
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
@@ -46,10 +58,10 @@ def check_command(
         {"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
          "target": f.target, "node": None, "op": None, "function": None, "reason": "no path"}
         for f in result.findings if not f.blocking_ops]
-    if fmt == OutputFormat.dot:
+    if fmt == CheckFormat.dot:
         typer.echo(result.to_dot())
-    elif rows or fmt != OutputFormat.table:
-        typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
+    elif rows or fmt != CheckFormat.table:
+        typer.echo(render(fmt.value, result.to_dict(), rows, COLUMNS))
     targets = {(f.signature, f.output, f.target) for f in result.findings}
     summary = (f"{plural(len(targets), 'blocked target')} in "
                f"{plural(len(result.outputs), 'output')} against TensorFlow {result.release}")
@@ -66,8 +78,7 @@ def upgrade_check_command(
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
     tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f",
-                                     case_sensitive=False, help="Output format."),
+    fmt: OutputFormat = FormatOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
