@@ -112,7 +112,7 @@ def main() -> None:
     try:
         if not args.skip_resnet:
             resnet(tmp)
-        from opregistry.check import check
+        from opregistry import check
 
         print("synthetic GraphDefs: read + analyse (in process)")
         rows = []

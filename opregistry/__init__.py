@@ -27,11 +27,11 @@ from .query import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Blocker", "DatabaseError", "DiffResult", "DocumentError", "FlaggedOp", "FunctionChange",
+    "BlockingOp", "Blocker", "CheckResult", "DatabaseError", "DiffResult", "DocumentError", "Finding", "FlaggedOp", "FunctionChange",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
-    "OpRelease", "OpregistryError", "ProbeReport", "ReleaseSummary", "Transition",
-    "UnknownOpError", "UnknownReleaseError", "Verification", "diff", "harvest", "lookup", "ops",
-    "probe_report", "releases",
+    "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary", "Transition",
+    "UnknownOpError", "UnknownReleaseError", "Verification", "check", "diff", "harvest",
+    "load_model", "lookup", "ops", "probe_report", "releases", "upgrade_check",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
@@ -40,6 +40,9 @@ _LAZY = {
     "FunctionChange": "changes", "InputChange": "changes",
     "probe_report": "coverage", "ProbeReport": "coverage", "FlaggedOp": "coverage",
     "harvest": "harvest",
+    "check": "model_check", "upgrade_check": "model_check", "load_model": "model_check",
+    "CheckResult": "analysis", "Finding": "analysis", "BlockingOp": "analysis",
+    "OutputReport": "analysis",
 }
 
 

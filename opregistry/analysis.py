@@ -44,6 +44,7 @@ class Finding:
     target_kind: str  # variable | input
     target: str
     blocking_ops: tuple[BlockingOp, ...]
+    meta_graph: str = ""  # the SavedModel MetaGraph's tags ("serve"); "" for other formats
 
 
 @dataclass
@@ -53,6 +54,7 @@ class OutputReport:
     with_gradient: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     unrelated: list[str] = field(default_factory=list)
+    meta_graph: str = ""
 
 
 @dataclass
@@ -76,7 +78,8 @@ class CheckResult:
         for index, (finding, (nodes, edges)) in enumerate(zip(self.findings, self.subgraphs)):
             blocking = {b.node for b in finding.blocking_ops}
             lines.append(f"  subgraph cluster_{index} {{")
-            lines.append(f'    label="{_dot_escape(finding.output)} <- '
+            where = f"[{finding.meta_graph}] " if finding.meta_graph else ""
+            lines.append(f'    label="{_dot_escape(where + finding.output)} <- '
                          f'{_dot_escape(finding.target)} ({finding.target_kind})";')
             for key, op, role in nodes:
                 name = key.rsplit("/", 1)[-1]
@@ -95,10 +98,28 @@ class CheckResult:
         lines.append("}")
         return "\n".join(lines)
 
-
     @property
     def ok(self) -> bool:
         return not self.findings
+
+    @property
+    def meta_graphs(self) -> list[str]:
+        """The MetaGraphs analysed (empty for formats that have none)."""
+        return sorted({o.meta_graph for o in self.outputs if o.meta_graph})
+
+    @classmethod
+    def merge(cls, results: list["CheckResult"]) -> "CheckResult":
+        """One result for several MetaGraphs of the same model."""
+        if len(results) == 1:
+            return results[0]
+        first = results[0]
+        return cls(release=first.release, source=first.source,
+                   findings=[f for r in results for f in r.findings],
+                   outputs=[o for r in results for o in r.outputs],
+                   unknown_ops=sorted({op for r in results for op in r.unknown_ops}),
+                   unsaved_custom_gradients=sorted(
+                       {op for r in results for op in r.unsaved_custom_gradients}),
+                   subgraphs=[s for r in results for s in r.subgraphs])
 
     def to_dict(self) -> dict[str, Any]:
         return {"release": self.release, "source": self.source,
@@ -374,6 +395,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
             _add_consumers(inst, consumers)
 
     targets = _targets(model, insts)
+    meta_graph = ",".join(model.tags)
     reports, findings, subgraphs = [], [], []
     for signature, output, tensor in _outputs(model, insts, outputs, flat.consumed):
         # backwards: everything the output depends on
@@ -395,7 +417,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
             else:
                 push_all(inst.inputs)
         graded = _gradient_reach(flat, insts, tensor, trainable)
-        report = OutputReport(signature, output)
+        report = OutputReport(signature, output, meta_graph=meta_graph)
         for kind, name, source in targets:
             if source[0] not in dep_insts:
                 report.unrelated.append(name)
@@ -407,7 +429,8 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                     build_consumers()
                     consumers_built = True
                 blocking = _blocking_ops(flat, insts, consumers, source, dep, trainable)
-                findings.append(Finding(signature, output, kind, name, tuple(blocking)))
+                findings.append(Finding(signature, output, kind, name, tuple(blocking),
+                                        meta_graph))
                 subgraphs.append(_subgraph(insts, consumers, source, tensor, dep_insts))
         reports.append(report)
     return CheckResult(release=release, source=model.source, findings=findings,

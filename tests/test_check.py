@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from opregistry.check import check
+from opregistry import check
 
 tf = pytest.importorskip("tensorflow")
 
@@ -328,3 +328,71 @@ def test_ops_unknown_to_the_database_are_analysed_and_listed(tmp_path, harvested
     assert report.with_gradient == ["x"]  # through Relu, even though not through the op
     done = cli("check", str(path), "--db", str(harvested_db))
     assert done.returncode == 0 and "unknown to the database: MyCustomTokenizer" in done.stderr
+
+
+def _two_meta_graphs(path):
+    """A TF1-style SavedModel with a serving and a training MetaGraph (Builder), and
+    what tf.gradients says per (tags, target) in the building graph."""
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default(), tf1.Session() as sess:
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf1.get_variable("w", [3, 2], use_resource=True)
+        b = tf1.get_variable("b", [2], use_resource=True)
+        logits = tf.matmul(x, w) + b
+        served = tf.identity(logits, name="served")
+        hard = tf.cast(tf.argmax(logits, axis=1), tf.float32, name="hard")
+        truth = {}
+        for tags, out in (("serve", served), ("train", hard)):
+            for name, grad in zip("xwb", tf.gradients(out, [x, w, b])):
+                truth[(tags, name)] = grad is not None
+        sess.run(tf1.global_variables_initializer())
+        builder = tf1.saved_model.Builder(str(path))
+        sig = lambda out: tf1.saved_model.signature_def_utils.predict_signature_def(  # noqa: E731
+            {"x": x}, {"y": out})
+        builder.add_meta_graph_and_variables(sess, ["serve"],
+                                             signature_def_map={"predict": sig(served)})
+        builder.add_meta_graph(["train"], signature_def_map={"hard": sig(hard)})
+        builder.save()
+    return truth
+
+
+def test_every_meta_graph_is_checked_unless_tags_name_one(tmp_path, harvested_db, cli):
+    path = tmp_path / "two"
+    truth = _two_meta_graphs(path)
+    result = check(path, db=harvested_db)
+    assert result.meta_graphs == ["serve", "train"]
+    static = {}
+    for report in result.outputs:
+        for name in report.with_gradient:
+            static[(report.meta_graph, name)] = True
+        for name in report.blocked:
+            static[(report.meta_graph, name)] = False
+    assert static == truth  # both graphs, every target: as tf.gradients says
+    assert {f.meta_graph for f in result.findings} == {"train"}
+    assert all({b.op for b in f.blocking_ops} == {"ArgMax"} for f in result.findings)
+
+    served_only = check(path, db=harvested_db, tags="serve")
+    assert served_only.ok and served_only.meta_graphs == ["serve"]
+    done = cli("check", str(path), "--db", str(harvested_db))
+    assert done.returncode == 1 and done.stdout.split()[0] == "meta_graph", done.stdout
+    assert "of 2 MetaGraphs" in done.stderr
+    assert cli("check", str(path), "--tags", "serve", "--db", str(harvested_db)).returncode == 0
+    missing = cli("check", str(path), "--tags", "gpu", "--db", str(harvested_db))
+    assert missing.returncode == 2 and "found: serve, train" in missing.stderr
+
+
+def test_h5_files_are_traced_and_lambda_layers_refused(tmp_path, harvested_db, cli):
+    keras = tf.keras
+    inputs = keras.Input(shape=(3,), name="pixels")
+    hidden = keras.layers.Dense(2, activation="relu", name="dense")(inputs)
+    keras.Model(inputs, keras.layers.Dense(1, name="head")(hidden)).save(tmp_path / "m.h5")
+    result = check(tmp_path / "m.h5", db=harvested_db)
+    (report,) = result.outputs
+    assert sorted(report.with_gradient) == ["dense/bias", "dense/kernel", "head/bias",
+                                            "head/kernel", "pixels"]
+    # a Lambda layer is Python code in the file: safe_mode refuses it, one line, exit 2
+    rounded = keras.layers.Lambda(lambda t: tf.round(t), name="rounded")(hidden)
+    keras.Model(inputs, rounded).save(tmp_path / "lambda.h5")
+    done = cli("check", str(tmp_path / "lambda.h5"), "--db", str(harvested_db))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Lambda" in done.stderr

@@ -32,14 +32,14 @@ def check_command(
     release: OptionalStr = ReleaseOption,
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
-    tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
+    tags: OptionalStr = typer.Option(None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every MetaGraph)."),
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
                                     case_sensitive=False, help="Output format."),
     db: OptionalStr = DbOption,
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
-    from ..check import check
+    from ..model_check import check
     from ..readers.model import ModelError
 
     wanted = None
@@ -51,20 +51,26 @@ def check_command(
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = [{"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
-             "target": f.target, "node": b.node, "op": b.op, "function": b.function,
-             "reason": b.reason}
+    rows = [{"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
+             "target_kind": f.target_kind, "target": f.target, "node": b.node, "op": b.op,
+             "function": b.function, "reason": b.reason}
             for f in result.findings for b in (f.blocking_ops or [None]) if b] + [
-        {"signature": f.signature, "output": f.output, "target_kind": f.target_kind,
-         "target": f.target, "node": None, "op": None, "function": None, "reason": "no path"}
+        {"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
+         "target_kind": f.target_kind, "target": f.target, "node": None, "op": None,
+         "function": None, "reason": "no path"}
         for f in result.findings if not f.blocking_ops]
+    # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
+    columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
     if fmt == CheckFormat.dot:
         typer.echo(result.to_dot())
     elif rows or fmt != CheckFormat.table:
-        typer.echo(render(fmt.value, result.to_dict(), rows, COLUMNS))
-    targets = {(f.signature, f.output, f.target) for f in result.findings}
+        typer.echo(render(fmt.value, result.to_dict(), rows, columns))
+    targets = {(f.meta_graph, f.signature, f.output, f.target) for f in result.findings}
     summary = (f"{plural(len(targets), 'blocked target')} in "
-               f"{plural(len(result.outputs), 'output')} against TensorFlow {result.release}")
+               f"{plural(len(result.outputs), 'output')}"
+               + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
+                  if len(result.meta_graphs) > 1 else "")
+               + f" against TensorFlow {result.release}")
     if result.unknown_ops:
         summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
     typer.echo(summary, err=True)
@@ -77,13 +83,13 @@ def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
-    tags: OptionalStr = typer.Option(None, "--tags", help="MetaGraph tags (default: serve)."),
+    tags: OptionalStr = typer.Option(None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every MetaGraph)."),
     fmt: OutputFormat = FormatOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
-    from ..check import upgrade_check
+    from ..model_check import upgrade_check
     from ..readers.model import ModelError
     from .diff import COLUMNS as DIFF_COLUMNS, flat_changes
 

@@ -13,7 +13,14 @@ MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 
 
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
-    """A SavedModel directory, or a GraphDef ``.pb`` / ``.pbtxt`` file."""
+    """A SavedModel directory, or a GraphDef ``.pb`` / ``.pbtxt`` file. For a SavedModel,
+    the MetaGraph tagged ``tags`` (comma-separated; default: serve, else the first)."""
+    return read_all(path, tags=tags or _DEFAULT_TAGS)[0]
+
+
+def read_all(path: str | os.PathLike[str], tags: str | None = None) -> list[Model]:
+    """Like ``read``, but every MetaGraph of a SavedModel (one Model each) unless
+    ``tags`` names one. A GraphDef file is one Model."""
     path = Path(path)
     if path.is_dir():
         pb = path / "saved_model.pb"
@@ -26,7 +33,7 @@ def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
         raise ModelError(f"{path}: no such file or directory")
     data = _read_bytes(path)
     if path.suffix == ".pbtxt":
-        return _from_graph_def(_parse_text(data, path), str(path), "pbtxt")
+        return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
     try:
         graph_def = _schema.parse("GraphDef", data)
     except Exception as exc:  # DecodeError and friends: the bytes are not a GraphDef
@@ -38,7 +45,7 @@ def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
             except ModelError:
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
-    return _from_graph_def(graph_def, str(path), "graphdef")
+    return [_from_graph_def(graph_def, str(path), "graphdef")]
 
 
 def _reason(exc: BaseException) -> str:
@@ -68,20 +75,29 @@ def _parse_text(data: bytes, path: Path) -> Any:
     return message
 
 
-def _from_saved_model(data: bytes, source: str, tags: str | None) -> Model:
+_DEFAULT_TAGS = "serve"
+
+
+def _from_saved_model(data: bytes, source: str, tags: str | None) -> list[Model]:
     try:
         saved = _schema.parse("SavedModel", data)
     except Exception as exc:
         raise ModelError(f"{source}: saved_model.pb is not a SavedModel ({_reason(exc)})") from None
     if not saved.meta_graphs:
         raise ModelError(f"{source}: the SavedModel holds no MetaGraph")
-    wanted = set(tags.split(",")) if tags else {"serve"}
+    if tags is None:
+        return [_from_meta_graph(m, source) for m in saved.meta_graphs]
+    wanted = {t.strip() for t in tags.split(",") if t.strip()}
     chosen = next((m for m in saved.meta_graphs if set(m.meta_info_def.tags) == wanted), None)
-    if chosen is None:
-        chosen = saved.meta_graphs[0] if tags is None else None
+    if chosen is None and tags == _DEFAULT_TAGS:
+        chosen = saved.meta_graphs[0]  # no serve graph: the one read() picks is the first
     if chosen is None:
         found = [",".join(m.meta_info_def.tags) for m in saved.meta_graphs]
         raise ModelError(f"{source}: no MetaGraph tagged {tags!r} (found: {', '.join(found)})")
+    return [_from_meta_graph(chosen, source)]
+
+
+def _from_meta_graph(chosen: Any, source: str) -> Model:
     model = _from_graph_def(chosen.graph_def, source, "savedmodel")
     model.tags = list(chosen.meta_info_def.tags)
     model.tf_version = chosen.meta_info_def.tensorflow_version or None

@@ -25,18 +25,31 @@ def installed_tf_version() -> str | None:
 def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
     """A Model from a path (SavedModel, GraphDef, .pbtxt read statically; .keras/.h5
     traced with TF) or a live object (tf.function, callable, tf.Module, Keras model)
-    traced on ``inputs``."""
+    traced on ``inputs``. For a SavedModel, the MetaGraph tagged ``tags`` (default
+    serve)."""
+    if isinstance(model, (str, os.PathLike)) and not _is_keras_file(model):
+        return savedmodel.read(model, tags=tags)
+    return load_models(model, *inputs, tags=tags)[0]
+
+
+def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model]:
+    """Like ``load_model``, but every MetaGraph of a SavedModel unless ``tags`` names
+    one: a SavedModel with a serving and a training graph is checked as a whole."""
     if isinstance(model, Model):
-        return model
+        return [model]
     if isinstance(model, (str, os.PathLike)):
-        if os.fspath(model).endswith((".keras", ".h5", ".hdf5")):
+        if _is_keras_file(model):
             from .readers.traced import read_keras
 
-            return read_keras(model)
-        return savedmodel.read(model, tags=tags)
+            return [read_keras(model)]
+        return savedmodel.read_all(model, tags=tags)
     from .readers.traced import trace
 
-    return trace(model, *inputs)
+    return [trace(model, *inputs)]
+
+
+def _is_keras_file(path: str | os.PathLike[str]) -> bool:
+    return os.fspath(path).endswith((".keras", ".h5", ".hdf5"))
 
 
 def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
@@ -47,17 +60,19 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
 
     ``model`` is a SavedModel directory or GraphDef file (read statically), a Keras file,
     or a live tf.function / callable / tf.Module / Keras model traced on ``inputs``.
+    Every MetaGraph of a SavedModel is checked unless ``tags`` names one.
     ``release`` defaults to the installed TensorFlow when the database has it, else the
     newest release in the database."""
     with _no_gc():
-        model = load_model(model, *inputs, tags=tags)
+        models = load_models(model, *inputs, tags=tags)
     if release is None:
         installed = installed_tf_version()
         known = list(query.iter_release_versions(db))
         release = installed if installed in known else "latest"
-    version, facts = query.op_facts(release, sorted(model.op_types), db=db)
+    op_types = set().union(*(m.op_types for m in models))
+    version, facts = query.op_facts(release, sorted(op_types), db=db)
     with _no_gc():
-        return analyse(model, facts, version, outputs)
+        return CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
 
 
 class _no_gc:
@@ -78,17 +93,17 @@ class _no_gc:
             gc.enable()
 
 
-def upgrade_check(model: Model | str | os.PathLike[str], before: str, after: str, *,
+def upgrade_check(model: Any, before: str, after: str, *,
                   db: Any = None, tags: str | None = None) -> Any:
-    """What moving ``model`` from release ``before`` to ``after`` changes for its ops:
+    """What moving ``model`` from release ``before`` to ``after`` changes for its ops
+    (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
     target release does not have."""
     from dataclasses import replace
 
     from .changes import diff
 
-    model = load_model(model, tags=tags)
-    ops = model.op_types
+    ops = set().union(*(m.op_types for m in load_models(model, tags=tags)))
     result = diff(before, after, db=db)
     keep = lambda items: tuple(i for i in items if i.op in ops)  # noqa: E731
     return replace(result, added=keep(result.added), removed=keep(result.removed),
