@@ -631,3 +631,82 @@ _DTYPES = {"DT_FLOAT": 1, "DT_DOUBLE": 2, "DT_INT32": 3, "DT_UINT8": 4, "DT_INT1
            "DT_INT8": 6, "DT_STRING": 7, "DT_COMPLEX64": 8, "DT_INT64": 9, "DT_BOOL": 10,
            "DT_BFLOAT16": 14, "DT_COMPLEX128": 18, "DT_HALF": 19, "DT_RESOURCE": 20,
            "DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23}
+
+
+# ops whose derivative jumps: finite differences straddling the point disagree
+NON_SMOOTH_OPS = frozenset({
+    "Relu", "Relu6", "LeakyRelu", "Abs", "Sign", "Round", "Floor", "Ceil", "Rint",
+    "Maximum", "Minimum", "Max", "Min", "MaxPool", "MaxPoolV2", "MaxPool3D",
+    "MaxPoolWithArgmax", "ClipByValue", "FloorDiv", "FloorMod", "Mod", "TruncateDiv",
+    "TruncateMod", "SegmentMax", "SegmentMin", "UnsortedSegmentMax",
+    "UnsortedSegmentMin", "TopKV2", "ArgMax", "ArgMin", "Select", "SelectV2",
+    "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars", "QuantizeAndDequantizeV2",
+    "QuantizeAndDequantizeV4"})
+# ops that run Python: their gradient is whatever the Python side gives (often none)
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+
+def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
+             ) -> dict[tuple[str, str], tuple[bool, list[tuple[str, BlockingOp]]]]:
+    """For each (output, target): whether the output depends on the target at all, and
+    the ops between them that explain a numerical verdict, as (kind, op) with kind
+    ``stops`` (a gradient path stops there), ``python`` (runs Python),
+    ``custom_gradient``, ``flagged`` (the release's numerical probe flagged the op's
+    gradient) or ``non_smooth``."""
+    flat = _Flat(model, facts)
+    flat.add_graph(model.nodes, "", None, {})
+    insts = flat.insts
+    carriers = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
+                         {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
+
+    def trainable(t: Any) -> bool:
+        inst = insts.get(t[0])
+        if inst is None:
+            return False
+        types = inst.out_types
+        return (types[t[1]] if t[1] < len(types) else (types[0] if types else 0)) in carriers
+
+    consumers: dict[Any, list[tuple[str, int]]] = defaultdict(list)
+    for inst in insts.values():
+        _add_consumers(inst, consumers)
+    targets = {name: source for _, name, source in _targets(model, insts)}
+    outputs = {name: tensor for _, name, tensor in _outputs(model, insts, None, flat.consumed)}
+    out: dict[tuple[str, str], tuple[bool, list[tuple[str, BlockingOp]]]] = {}
+    for output, target in pairs:
+        tensor, source = outputs.get(output), targets.get(target)
+        if tensor is None or source is None:
+            continue
+        dep: set[Any] = set()
+        stack = [tensor]
+        while stack:
+            t = stack.pop()
+            if t is None or t in dep:
+                continue
+            dep.add(t)
+            inst = insts.get(t[0])
+            if inst is not None:
+                stack.extend(inst.transparent.get(t[1], ()) if inst.transparent is not None
+                             else inst.inputs)
+        dep_insts = {t[0] for t in dep}
+        if source[0] not in dep_insts:
+            out[(output, target)] = (False, [])
+            continue
+        found = [("stops", b) for b in _blocking_ops(flat, insts, consumers, source, dep,
+                                                      trainable)]
+        stopping = {b.node for _, b in found}
+        nodes, _ = _subgraph(insts, consumers, source, tensor, dep_insts)
+        for key, op, _role in nodes:
+            inst = insts[key]
+            blocking = lambda reason: BlockingOp(  # noqa: E731
+                inst.node.name, op, inst.function, reason)
+            if op in PYTHON_OPS and inst.node.name not in stopping:
+                found.append(("stops", blocking("python_function")))
+            if "_gradient_op_type" in inst.node.attr:
+                found.append(("custom_gradient", blocking("custom_gradient")))
+            fact = facts.get(op)
+            if fact is not None and getattr(fact, "verification", None) == "flagged":
+                found.append(("flagged", blocking("gradient_flagged_by_probe")))
+            if op in NON_SMOOTH_OPS:
+                found.append(("non_smooth", blocking("non_smooth")))
+        out[(output, target)] = (True, found)
+    return out

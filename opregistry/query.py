@@ -483,6 +483,7 @@ class OpFacts:
     effective: str | None
     inputs: tuple[InputGradient, ...]
     definition: dict[str, Any]  # the OpDef as harvested (inputs/outputs/attrs)
+    verification: str | None = None  # verified | flagged | not_verified (numeric probe)
 
 
 def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
@@ -495,11 +496,12 @@ def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
         wanted = set(op_names)
         inputs = _inputs(reader, rel.id)
         out = {}
-        for name, gradient, effective, definition in reader.rows(
-                "SELECT ro.op_name, ro.gradient, ro.effective, od.definition "
+        for name, gradient, effective, definition, verification in reader.rows(
+                "SELECT ro.op_name, ro.gradient, ro.effective, od.definition, "
+                "ro.verification "
                 "FROM release_ops ro JOIN op_defs od ON od.id = ro.op_def_id "
                 "WHERE ro.release_id = :rid", rid=rel.id):
             if name in wanted:
                 out[name] = OpFacts(name, gradient, effective, tuple(inputs.get(name, [])),
-                                    json.loads(definition))
+                                    json.loads(definition), verification)
         return rel.version, out

@@ -1,0 +1,819 @@
+"""Numerical gradient checking of user models: ``gradcheck`` and ``assert_differentiable``.
+
+TensorFlow's gradient of each float output is compared with central finite differences,
+per input and per trainable variable ("target"):
+
+* small targets get the full Jacobian, element by element;
+* large ones a directional check: the output is projected on a fixed random vector
+  ``r`` and the target moved along a random unit direction ``u``; the directional
+  derivative ``(s(x + h u) - s(x - h u)) / 2h`` of ``s = <r, output>`` is compared with
+  ``<grad s, u>``. Many targets (a ResNet's 214 variables) are checked in groups, each
+  target with its own direction, and a group that fails is split until the failing
+  targets are found, so a large model costs a few dozen forward passes, not millions.
+
+Every check also evaluates steps ``h/2`` and the one-sided differences, to tell a kink
+or a jump at the point (relu at 0, round at .5: ``non-smooth``) from a wrong gradient.
+Verdicts: ``ok``, ``mismatch`` (gradient wrong), ``none`` (no gradient although the
+output depends on the target), ``zero`` (gradient identically zero, finite differences
+not), ``non-smooth``, and ``unrelated`` (the output does not depend on the target; not a
+problem). When a verdict is not ok the static analysis of ``opregistry check`` names
+the ops on the path responsible.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from .errors import OpregistryError
+
+VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
+PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
+
+# (absolute, relative) tolerance per working precision. float64: PyTorch gradcheck's
+# rtol; the absolute part is scaled by the output's magnitude, as finite-difference
+# rounding noise (eps * |f| / h) is. float32 finite differences carry ~1e-5 * |f| of
+# noise at the best step, and deep models more: 1e-2 keeps false alarms away while a
+# wrong gradient (errors of order 1) still stands out by orders of magnitude.
+_TOLERANCES = {"float64": (1e-6, 1e-4), "float32": (1e-2, 1e-2)}
+_EPS = {"float64": 2.220446049250313e-16, "float32": 1.1920929e-07}
+
+
+class GradcheckError(OpregistryError):
+    """The callable or its inputs cannot be checked (bad target, not differentiable
+    types, no float inputs or variables, TensorFlow missing)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    dtype: str  # working precision of the check: float64 or float32
+    step: float  # finite-difference step h (h/2 is evaluated too)
+    atol: float  # absolute tolerance, before scaling by max(1, |output|)
+    rtol: float
+    why: str
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """The check of one (output, target) pair at one derivative order."""
+
+    order: int
+    output: str
+    target_kind: str  # input | variable
+    target: str
+    verdict: str  # ok | mismatch | none | zero | non-smooth | unrelated
+    method: str  # jacobian | directional | directional (jointly with N targets)
+    max_abs_error: float | None
+    max_rel_error: float | None
+    tolerance: float | None  # the absolute tolerance applied (scaled)
+    analytic: float | None  # gradient entry with the largest error, or the
+    #                        directional derivative
+    numeric: float | None  # the same from finite differences
+    gradient: str = "value"  # what TensorFlow returned: none | zero | value
+    note: str = ""
+    blocking_ops: tuple[Any, ...] = ()  # BlockingOp: ops the static analysis names
+
+
+@dataclass
+class GradcheckResult:
+    source: str
+    dtype: str
+    cast_note: str  # why the check is not in float64, when it is not
+    tolerance: Tolerance
+    order: int
+    seed: int
+    checks: list[TargetCheck]
+    release: str | None = None  # release the static analysis used
+    analysis_note: str = ""  # why there is no static analysis, when there is none
+    forward_passes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def problems(self) -> list[TargetCheck]:
+        return [c for c in self.checks if c.verdict in PROBLEMS]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+    def message(self) -> str:
+        """A few readable lines, one per problem: what an AssertionError shows."""
+        lines = [f"gradient check of {self.source} ({self.dtype}"
+                 f"{'; ' + self.cast_note if self.cast_note else ''}): "
+                 f"{len(self.problems)} problem(s) in {len(self.checks)} check(s)"]
+        for c in self.problems:
+            where = f"{c.output} <- {c.target_kind} {c.target}"
+            if c.order > 1:
+                where = f"order {c.order}: " + where
+            text = f"  {c.verdict}: {where}"
+            if c.max_abs_error is not None and c.verdict in ("mismatch", "zero", "non-smooth"):
+                text += (f" (gradient {_num(c.analytic)}, finite differences "
+                         f"{_num(c.numeric)}, error {_num(c.max_abs_error)} > "
+                         f"{_num(c.tolerance)})")
+            if c.blocking_ops:
+                text += "; ops: " + ", ".join(
+                    f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops[:6])
+                if len(c.blocking_ops) > 6:
+                    text += f", ... {len(c.blocking_ops) - 6} more"
+            if c.note:
+                text += f"; {c.note}"
+            lines.append(text)
+        return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+# ------------------------------------------------------------------------ public API
+
+def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
+              order: int = 1, dtype: str = "float64", mode: str = "auto",
+              atol: float | None = None, rtol: float | None = None,
+              step: float | None = None, directions: int = 1,
+              group_size: int | None = None, full_limit: int = 64, seed: int = 0,
+              analyse: bool = True, release: str | None = None, db: Any = None,
+              source: str | None = None) -> GradcheckResult:
+    """Compare TensorFlow's gradients of ``fn(*inputs)`` with finite differences.
+
+    ``fn`` is a callable, ``tf.function``, ``tf.Module`` or Keras model; its float
+    inputs and trainable variables (``variables``, else the object's
+    ``trainable_variables``, else those the call reads) are the targets. ``dtype``
+    float64 casts the inputs (and clones a Keras model in float64); when the model does
+    not run in float64 the check falls back to its own precision and says why.
+    ``mode``: ``auto`` (full Jacobian for targets of at most ``full_limit`` elements,
+    directional otherwise), ``full`` or ``directional``. ``order=2`` also checks the
+    gradient of the gradient (the input-gradient projected on a random vector, as a
+    gradient penalty uses it). ``analyse`` runs the static analysis against ``release``
+    of the database ``db`` to tell blocked from unrelated and to name the ops behind a
+    problem."""
+    if order not in (1, 2):
+        raise GradcheckError(f"order must be 1 or 2, not {order}")
+    if mode not in ("auto", "full", "directional"):
+        raise GradcheckError(f"mode must be auto, full or directional, not {mode!r}")
+    if dtype not in ("float64", "float32"):
+        raise GradcheckError(f"dtype must be float64 or float32, not {dtype!r}")
+    from .readers.traced import import_tensorflow
+
+    try:
+        tf = import_tensorflow()
+    except Exception as exc:  # ModelError: TF missing
+        raise GradcheckError(str(exc)) from None
+    subject = _Subject.build(tf, fn, inputs, variables, dtype, source)
+    tol = _tolerance(subject.precision, atol, rtol, step)
+    checker = _Checker(tf, subject, tol, order, mode, directions, group_size, full_limit,
+                       seed)
+    checks = checker.run()
+    result = GradcheckResult(source=subject.source, dtype=subject.precision,
+                             cast_note=subject.cast_note, tolerance=tol, order=order,
+                             seed=seed, checks=checks, forward_passes=checker.passes)
+    if analyse:
+        _explain(result, checker, release, db)
+    return result
+
+
+def assert_differentiable(fn: Any, *inputs: Any, **options: Any) -> GradcheckResult:
+    """``gradcheck`` for test suites: raises AssertionError listing every problem (one
+    line each, with the ops responsible) unless every target is ok or unrelated."""
+    result = gradcheck(fn, *inputs, **options)
+    if not result.ok:
+        raise AssertionError(result.message())
+    return result
+
+
+# ------------------------------------------------------------------- the checked call
+
+@dataclass
+class _Target:
+    kind: str  # input | variable
+    name: str
+    index: int  # position among the call's inputs, or among the variables
+    size: int
+    shape: tuple[int, ...]
+
+
+@dataclass
+class _Subject:
+    """The call made checkable: float inputs and variables in the working precision,
+    a traced forward function, named float outputs and targets."""
+
+    source: str
+    precision: str
+    cast_note: str
+    forward: Callable[..., Any]  # (*inputs) -> flat list of float output tensors
+    gradient_forward: Callable[..., Any]  # the same, eager when possible (for tapes)
+    inputs: list[Any]
+    variables: list[Any]
+    outputs: list[str]
+    targets: list[_Target]
+    concrete: Any
+    keep_alive: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
+              dtype: str, source: str | None) -> "_Subject":
+        source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
+            or type(fn).__name__
+        values = [_as_tensor(tf, x) for x in inputs]
+        note = ""
+        if dtype == "float64":
+            try:
+                fn64, vars64 = _in_float64(tf, fn, variables)
+                subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
+                                    vars64, source)
+            except _NotFloat64 as exc:
+                note = f"not run in float64: {exc}"
+            except Exception as exc:  # noqa: BLE001 - any failure of the cast model
+                note = f"not run in float64: {_first_line(exc)}"
+            else:
+                lowered = subject.lower_precision()
+                if not lowered:
+                    return subject
+                note = f"not run in float64: {lowered}"
+        try:
+            subject = cls._make(tf, fn, values, variables, source)
+        except GradcheckError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's call failed
+            raise GradcheckError(f"calling {source} failed: {_first_line(exc)}") from None
+        subject.cast_note = note
+        if subject.lower_precision():
+            subject.precision = "float32"
+        return subject
+
+    @classmethod
+    def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
+              source: str) -> "_Subject":
+        call = _callable(fn)
+        traced = tf.function(call, autograph=False) \
+            if not hasattr(call, "get_concrete_function") else call
+        specs = [tf.TensorSpec(v.shape, v.dtype) for v in values]
+        concrete = traced.get_concrete_function(*specs)
+        structure = concrete.structured_outputs
+        from .readers.traced import _output_names, _variable_name
+
+        flat = tf.nest.flatten(structure, expand_composites=True)
+        names = _output_names(tf, structure)
+        keep = [i for i, t in enumerate(flat) if getattr(t, "dtype", None) is not None
+                and t.dtype.is_floating]
+        if not keep:
+            raise GradcheckError(f"{source} has no floating-point output to differentiate")
+
+        def forward(*args: Any) -> list[Any]:
+            out = tf.nest.flatten(traced(*args), expand_composites=True)
+            return [out[i] for i in keep]
+
+        # gradients are taken eagerly when the call is plain Python: through a
+        # tf.function call TF turns a missing gradient into zeros
+        eager = call
+
+        def gradient_forward(*args: Any) -> list[Any]:
+            out = tf.nest.flatten(eager(*args), expand_composites=True)
+            return [out[i] for i in keep]
+
+        if variables is None:
+            variables = getattr(fn, "trainable_variables", None)
+        if variables is None:  # a closure: the variables the call reads
+            with tf.GradientTape() as tape:
+                forward(*values)
+            variables = [v for v in tape.watched_variables() if v.trainable]
+        variables = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
+        captures = {id(t) for _, t in concrete.graph.captures}
+        placeholders = [t for t in concrete.inputs if id(t) not in captures]
+        targets = []
+        for index, value in enumerate(values):
+            if value.dtype.is_floating:
+                name = placeholders[index].op.name if index < len(placeholders) else ""
+                targets.append(_Target("input", name or f"input_{index}", index,
+                                       int(tf.size(value)), tuple(value.shape)))
+        for index, var in enumerate(variables):
+            targets.append(_Target("variable", _variable_name(var), index,
+                                   int(tf.size(var)), tuple(var.shape)))
+        if not targets:
+            raise GradcheckError(f"{source} has no floating-point input or trainable "
+                                 "variable to check")
+        precision = "float64"
+        return cls(source, precision, "", forward, gradient_forward, list(values),
+                   list(variables), [names[i] for i in keep], targets, concrete,
+                   keep_alive=[traced, fn])
+
+    def lower_precision(self) -> str:
+        """Why the computation is not all float64 ('' when it is): a float32 output or
+        variable, or a float32/16-bit tensor anywhere in the traced graph (a cast
+        inside the model makes float64 inputs no more precise than float32)."""
+        import tensorflow as tf
+
+        low = {tf.float32, tf.float16, tf.bfloat16}
+        for var in self.variables:
+            if tf.as_dtype(var.dtype) in low:
+                return f"variable {var.name} is {tf.as_dtype(var.dtype).name}"
+        for op in self.concrete.graph.get_operations():
+            for t in op.outputs:
+                if t.dtype in low:
+                    return f"{op.type} {op.name!r} computes in {t.dtype.name}"
+        return ""
+
+
+class _NotFloat64(Exception):
+    pass
+
+
+def _in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, Any]:
+    """A float64 version of ``fn``: a Keras model is cloned layer by layer with dtype
+    float64 and given its weights; other callables are used as they are (the check
+    then finds out whether they run on float64 inputs)."""
+    if _is_keras_model(fn):
+        if variables is not None:
+            raise _NotFloat64("explicit variables of a Keras model cannot be cloned")
+        import numpy as np
+
+        try:
+            import keras
+        except ImportError:  # pragma: no cover - TF without standalone Keras
+            keras = tf.keras
+
+        def to64(layer: Any) -> Any:
+            config = layer.get_config()
+            config["dtype"] = "float64"
+            return layer.__class__.from_config(config)
+
+        # float64 inputs too: a float32 InputLayer would cast them back down
+        inputs = [keras.Input(batch_shape=t.shape, dtype="float64",
+                              name=getattr(t, "name", "input").split(":")[0])
+                  for t in fn.inputs]
+        try:
+            clone = keras.models.clone_model(
+                fn, clone_function=to64, input_tensors=inputs[0] if len(inputs) == 1
+                else inputs)
+            clone.set_weights([np.asarray(w, dtype=np.float64)
+                               if np.issubdtype(np.asarray(w).dtype, np.floating) else w
+                               for w in fn.get_weights()])
+        except Exception as exc:  # noqa: BLE001 - custom layers without from_config etc.
+            raise _NotFloat64(f"the Keras model could not be cloned in float64 "
+                              f"({_first_line(exc)})") from None
+        return clone, None
+    return fn, variables
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return hasattr(obj, "trainable_variables") and hasattr(obj, "layers") and \
+        hasattr(obj, "get_weights")
+
+
+def _callable(fn: Any) -> Any:
+    if _is_keras_model(fn):
+        def call(*args: Any) -> Any:  # inference mode: dropout off, batch norm frozen
+            return fn(args[0] if len(args) == 1 else list(args), training=False)
+        return call
+    if not callable(fn):
+        raise GradcheckError(f"{fn!r} is not callable")
+    return fn
+
+
+def _as_tensor(tf: Any, value: Any) -> Any:
+    try:
+        return tf.convert_to_tensor(value)
+    except Exception as exc:  # noqa: BLE001
+        raise GradcheckError(f"input {value!r:.60} is not a tensor ({_first_line(exc)})"
+                             ) from None
+
+
+def _cast(tf: Any, value: Any, dtype: Any) -> Any:
+    return tf.cast(value, dtype) if value.dtype.is_floating else value
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+def _tolerance(precision: str, atol: float | None, rtol: float | None,
+               step: float | None) -> Tolerance:
+    eps = _EPS[precision]
+    default_atol, default_rtol = _TOLERANCES[precision]
+    h = step or eps ** (1 / 3)  # balances truncation (h^2) against rounding (eps / h)
+    why = (f"{precision}: eps {eps:.3g}, step h = {'given' if step else 'eps^(1/3)'} "
+           f"= {h:.3g} (h/2 and one-sided differences test smoothness); error allowed = "
+           f"atol * max(1, |output|) + rtol * |finite difference|")
+    if atol is None and rtol is None:
+        why += f", atol {default_atol:g}, rtol {default_rtol:g} (defaults for {precision})"
+    return Tolerance(precision, h, default_atol if atol is None else atol,
+                     default_rtol if rtol is None else rtol, why)
+
+
+# ------------------------------------------------------------------------- the checks
+
+class _Checker:
+    def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, order: int, mode: str,
+                 directions: int, group_size: int | None, full_limit: int, seed: int):
+        import numpy as np
+
+        self.tf, self.np = tf, np
+        self.subject, self.tol, self.order, self.mode = subject, tol, order, mode
+        self.directions = max(1, directions)
+        self.group_size = group_size
+        self.full_limit = full_limit
+        self.rng = np.random.default_rng(seed)
+        self.passes = 0
+        # inner targets of the second-order value: the float inputs, else the variables
+        inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
+        self.inner = inner
+
+    # -- evaluation ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _moved(self, deltas: dict[int, Any]) -> Iterator[list[Any]]:
+        """The call's inputs with ``deltas`` (target number -> array) added; variables
+        are moved in place and restored exactly afterwards."""
+        tf = self.tf
+        inputs = list(self.subject.inputs)
+        restore = []
+        try:
+            for number, delta in deltas.items():
+                target = self.subject.targets[number]
+                if target.kind == "input":
+                    x = inputs[target.index]
+                    inputs[target.index] = x + tf.constant(delta, dtype=x.dtype)
+                else:
+                    var = self.subject.variables[target.index]
+                    restore.append((var, tf.identity(tf.convert_to_tensor(var))))
+                    var.assign_add(tf.constant(delta, dtype=var.dtype))
+            yield inputs
+        finally:
+            for var, value in restore:
+                var.assign(value)
+
+    def _outputs(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+        self.passes += 1
+        if eager:
+            return self.subject.gradient_forward(*inputs)
+        return self.subject.forward(*inputs)
+
+    def _second_order_values(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+        """Per output, q = sum over inner targets of <d s / d target, v>: the value whose
+        gradient is the second derivative."""
+        tf = self.tf
+        watched = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
+                   for t in self.inner]
+        values = []
+        for j in range(len(self.subject.outputs)):
+            with tf.GradientTape() as inner:
+                for w in watched:
+                    inner.watch(w)
+                s = self._project(self._outputs(inputs, eager)[j], j)
+            grads = inner.gradient(s, watched)
+            q = tf.constant(0.0, dtype=s.dtype)
+            for grad, v in zip(grads, self.inner_directions):
+                if grad is not None:
+                    q = q + tf.reduce_sum(tf.cast(tf.convert_to_tensor(grad), s.dtype) * v)
+            values.append(q)
+        return values
+
+    def second_order_concrete(self) -> Any:
+        """The traced function of the second-order values (for the static analysis)."""
+        tf = self.tf
+        names = {t.index: t.name for t in self.subject.targets if t.kind == "input"}
+        specs = [tf.TensorSpec(x.shape, x.dtype, name=names.get(i, f"input_{i}"))
+                 for i, x in enumerate(self.subject.inputs)]
+        fn = tf.function(lambda *args: self._second_order_values(list(args)),
+                         autograph=False)
+        return fn.get_concrete_function(*specs)
+
+    def _project(self, output: Any, j: int) -> Any:
+        r = self.projections[j].reshape(output.shape)
+        return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
+
+    def values(self, deltas: dict[int, Any]) -> list[Any]:
+        """Per output, a flat float64 numpy vector: the outputs (order 1) or [q]."""
+        with self._moved(deltas) as inputs:
+            if self.order == 1:
+                outs = self._outputs(inputs)
+            else:
+                outs = self._second_order_values(inputs)
+        return [self.np.asarray(o.numpy(), dtype=self.np.float64).reshape(-1) for o in outs]
+
+    def gradients(self, j: int, weights: Any = None) -> list[Any]:
+        """Gradient per target (numpy, or None) of output j projected on ``weights``
+        (default: the random projection; for order 2, of q)."""
+        tf, np = self.tf, self.np
+        inputs = list(self.subject.inputs)
+        sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
+                   for t in self.subject.targets]
+        with tf.GradientTape() as tape:
+            for x in inputs:
+                tape.watch(x)
+            if self.order == 1:
+                out = self._outputs(inputs, eager=True)[j]
+                w = self.projections[j] if weights is None else weights
+                s = tf.reduce_sum(out * tf.cast(w.reshape(out.shape), out.dtype))
+            else:
+                s = self._second_order_values(inputs, eager=True)[j]
+        grads = tape.gradient(s, sources)
+        return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy(),
+                                                  dtype=np.float64).reshape(-1)
+                for g in grads]
+
+    # -- driver ------------------------------------------------------------------------
+
+    def run(self) -> list[TargetCheck]:
+        np = self.np
+        # fixed random projections of the outputs, and second-order inner directions
+        self.projections = [self.rng.standard_normal(int(np.size(t)))
+                            for t in self._outputs(self.subject.inputs)]
+        self.inner_directions = [
+            self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
+            for t in self.inner]
+        base = self.values({})
+        again = self.values({})
+        # nondeterministic kernels: the spread of two identical evaluations is noise
+        self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
+                       for a, b in zip(base, again)]
+        self.base = base
+        checks: list[TargetCheck] = []
+        if self.order == 2:
+            checks.extend(self._run_order(1))
+        checks.extend(self._run_order(self.order))
+        return checks
+
+    def _dtype_of(self, target: _Target) -> Any:
+        if target.kind == "input":
+            return self.subject.inputs[target.index].dtype
+        return self.tf.as_dtype(self.subject.variables[target.index].dtype)
+
+    def _run_order(self, order: int) -> list[TargetCheck]:
+        saved = self.order, self.base
+        self.order = order
+        if order != saved[0]:
+            self.base = self.values({})
+        try:
+            return self._checks()
+        finally:
+            self.order, self.base = saved
+
+    def _checks(self) -> list[TargetCheck]:
+        np = self.np
+        subject = self.subject
+        n_out = len(subject.outputs)
+        grads = [self.gradients(j) for j in range(n_out)]  # [output][target]
+        results: dict[tuple[int, int], TargetCheck] = {}
+        grouped = []
+        for number, target in enumerate(subject.targets):
+            per_output = [grads[j][number] for j in range(n_out)]
+            full = self.mode == "full" or (
+                self.mode == "auto" and target.size <= self.full_limit and
+                all(b.size <= self.full_limit for b in self.base))
+            if full:
+                for j, check in enumerate(self._full(number, per_output)):
+                    results[(j, number)] = check
+            elif any(g is None or not np.any(g) for g in per_output):
+                for j, check in enumerate(self._directional([number], grads, "directional")):
+                    results[(j, number)] = check
+            else:
+                grouped.append(number)
+        size = self.group_size or (1 if len(grouped) <= 16 else math.ceil(len(grouped) / 8))
+        pending = [grouped[i:i + size] for i in range(0, len(grouped), size)]
+        while pending:
+            group = pending.pop(0)
+            method = "directional" if len(group) == 1 else \
+                f"directional (jointly with {len(group) - 1} other targets)"
+            checks = self._directional(group, grads, method)
+            if len(group) > 1 and any(c.verdict != "ok" for c in checks):
+                half = len(group) // 2
+                pending[:0] = [group[:half], group[half:]]  # find the culprits
+                continue
+            for number in group:
+                for j, check in enumerate(checks):
+                    results[(j, number)] = _for_target(check, subject.targets[number])
+        return [results[(j, n)] for n in range(len(subject.targets)) for j in range(n_out)
+                if (j, n) in results]
+
+    # -- one check ---------------------------------------------------------------------
+
+    def _differences(self, deltas: dict[int, Any], projection: list[Any] | None
+                     ) -> list[tuple[Any, Any, Any, Any]]:
+        """Per output: central differences at h and h/2, and the one-sided slope
+        differences (forward minus backward) at h and h/2, projected if asked."""
+        h = self.tol.step
+        scaled = lambda f: {k: v * f for k, v in deltas.items()}  # noqa: E731
+        plus, minus = self.values(scaled(h)), self.values(scaled(-h))
+        plus2, minus2 = self.values(scaled(h / 2)), self.values(scaled(-h / 2))
+        out = []
+        for j, base in enumerate(self.base):
+            p, m, p2, m2, b = plus[j], minus[j], plus2[j], minus2[j], base
+            if projection is not None:
+                r = projection[j]
+                p, m, p2, m2, b = (float(r @ v) for v in (p, m, p2, m2, b))
+            c1, c2 = (p - m) / (2 * h), (p2 - m2) / h
+            d1 = (p - b) / h - (b - m) / h
+            d2 = (p2 - b) / (h / 2) - (b - m2) / (h / 2)
+            out.append((c1, c2, d1, d2))
+        return out
+
+    def _allowed(self, j: int, numeric: Any) -> Any:
+        np = self.np
+        scale = max(1.0, float(np.max(np.abs(self.base[j]))) if self.base[j].size else 1.0)
+        noise = 10 * self.jitter[j] / self.tol.step
+        return self.tol.atol * scale + noise + self.tol.rtol * np.abs(numeric)
+
+    def _verdict(self, j: int, analytic: Any, c1: Any, c2: Any, d1: Any, d2: Any
+                 ) -> tuple[str, Any, str]:
+        np = self.np
+        allowed = self._allowed(j, c1)
+        kink = (np.abs(d1) > allowed) & (np.abs(d2) > 0.75 * np.abs(d1))
+        jump = np.abs(c1 - c2) > allowed
+        if analytic is None:
+            return "none", allowed, ""
+        error = np.abs(analytic - c1)
+        if np.any(kink | jump):
+            return "non-smooth", allowed, ("finite differences change with the step: a "
+                                           "kink or jump at this point")
+        if not np.any(analytic) and np.any(np.abs(c1) > allowed):
+            return "zero", allowed, ""
+        if np.any(error > allowed):
+            note = ""
+            if not np.any(np.abs(c1) > allowed):
+                note = ("finite differences are ~0 but the gradient is not: a surrogate "
+                        "gradient (straight-through estimator?)")
+            return "mismatch", allowed, note
+        return "ok", allowed, ""
+
+    def _full(self, number: int, per_output: list[Any]) -> list[TargetCheck]:
+        """Full Jacobian of every output with respect to one target, element by element."""
+        np = self.np
+        target = self.subject.targets[number]
+        dtype = np.float64
+        columns = []
+        for k in range(target.size):
+            e = np.zeros(target.shape, dtype=dtype)
+            e.reshape(-1)[k] = 1.0
+            columns.append(self._differences({number: e}, None))
+        checks = []
+        for j, out_name in enumerate(self.subject.outputs):
+            c1, c2, d1, d2 = (np.stack([col[j][i] for col in columns], axis=1)
+                              for i in range(4))  # (output elements, target elements)
+            if per_output[j] is None:
+                analytic = None
+            else:
+                rows = [self.gradients(j, weights=np.eye(1, c1.shape[0], m).reshape(-1))[number]
+                        for m in range(c1.shape[0])]
+                analytic = np.stack([np.zeros(target.size) if r is None else r for r in rows])
+            checks.append(self._make(j, number, "jacobian", analytic, c1, c2, d1, d2))
+        return checks
+
+    def _directional(self, group: list[int], grads: list[list[Any]], method: str
+                     ) -> list[TargetCheck]:
+        """One directional check of ``group`` (each target its own random unit
+        direction), repeated ``directions`` times; the worst repetition is kept."""
+        np = self.np
+        worst: list[TargetCheck | None] = [None] * len(self.subject.outputs)
+        rank = {v: i for i, v in enumerate(VERDICTS)}
+        for _ in range(self.directions):
+            deltas = {}
+            for number in group:
+                target = self.subject.targets[number]
+                u = self.rng.standard_normal(target.shape if target.shape else ())
+                u = np.asarray(u, dtype=np.float64)
+                deltas[number] = u / max(float(np.linalg.norm(u)), 1e-300)
+            projection = self.projections if self.order == 1 else [np.ones(1)] * len(self.base)
+            diffs = self._differences(deltas, projection)
+            for j, (c1, c2, d1, d2) in enumerate(diffs):
+                parts = [grads[j][n] for n in group]
+                analytic = None if all(p is None for p in parts) else float(sum(
+                    float(p @ deltas[n].reshape(-1)) for p, n in zip(parts, group)
+                    if p is not None))
+                check = self._make(j, group[0], method, analytic, c1, c2, d1, d2)
+                previous = worst[j]
+                if previous is None or (check.verdict != "ok" and
+                                        rank[check.verdict] > rank[previous.verdict]) or (
+                        check.verdict == previous.verdict and
+                        (check.max_abs_error or 0) > (previous.max_abs_error or 0)):
+                    worst[j] = check
+        return [c for c in worst if c is not None]
+
+    def _make(self, j: int, number: int, method: str, analytic: Any, c1: Any, c2: Any,
+              d1: Any, d2: Any) -> TargetCheck:
+        np = self.np
+        target = self.subject.targets[number]
+        verdict, allowed, note = self._verdict(j, analytic, c1, c2, d1, d2)
+        numeric = float(np.max(np.abs(c1))) if np.ndim(c1) else float(c1)
+        if analytic is None:
+            abs_err = rel_err = None
+            shown = None
+        else:
+            error = np.abs(np.asarray(analytic) - c1)
+            abs_err = float(np.max(error))
+            rel_err = float(np.max(error / np.maximum(np.abs(c1), 1e-300)))
+            shown = float(np.max(np.abs(analytic))) if np.ndim(analytic) else float(analytic)
+        if np.ndim(c1):  # the Jacobian entry with the largest error, for the message
+            flat = np.abs(c1).reshape(-1)
+            if analytic is not None:
+                at = int(np.argmax(np.abs(np.asarray(analytic) - c1)))
+                shown = float(np.asarray(analytic).reshape(-1)[at])
+                numeric = float(np.asarray(c1).reshape(-1)[at])
+            else:
+                numeric = float(flat[np.argmax(flat)]) if flat.size else 0.0
+        tolerance = float(np.max(allowed)) if np.ndim(allowed) else float(allowed)
+        gradient = "none" if analytic is None else "value" if np.any(analytic) else "zero"
+        return TargetCheck(gradient=gradient, order=self.order, output=self.subject.outputs[j],
+                           target_kind=target.kind, target=target.name, verdict=verdict,
+                           method=method, max_abs_error=abs_err,
+                           max_rel_error=None if rel_err is None else min(rel_err, 1e300),
+                           tolerance=tolerance, analytic=shown, numeric=numeric, note=note)
+
+
+def _for_target(check: TargetCheck, target: _Target) -> TargetCheck:
+    from dataclasses import replace
+
+    return replace(check, target_kind=target.kind, target=target.name)
+
+
+# --------------------------------------------------------------------- static analysis
+
+def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, db: Any
+             ) -> None:
+    """Static analysis of the traced call (and, for order 2, of the traced first
+    gradient): a missing gradient is ``none`` only when the output depends on the target
+    (else ``unrelated``), a zero gradient with no gradient path is ``none`` too (TF
+    returns zeros through a tf.function call), and problems get the ops responsible."""
+    from dataclasses import replace
+
+    from . import query
+    from .analysis import analyse as analyse_model, path_ops
+    from .model_check import installed_tf_version
+    from .readers.traced import from_concrete
+
+    subject = checker.subject
+    models = {1: from_concrete(subject.concrete, subject.source)}
+    if result.order == 2:
+        try:
+            models[2] = from_concrete(checker.second_order_concrete(), subject.source)
+        except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
+            result.analysis_note = f"order 2 not analysed: {_first_line(exc)}"
+    for model in models.values():
+        model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
+    try:
+        if release is None:
+            installed = installed_tf_version()
+            release = installed if installed in set(query.iter_release_versions(db)) \
+                else "latest"
+        op_types = sorted(set().union(*(m.op_types for m in models.values())))
+        version, facts = query.op_facts(release, op_types, db=db)
+    except OpregistryError as exc:
+        result.analysis_note = f"no static analysis: {exc}"
+        return
+    result.release = version
+    checks = []
+    for order, model in models.items():
+        names = _output_names_of(model, subject.outputs)
+        verdicts = {}
+        for report in analyse_model(model, facts, version).outputs:
+            name = names.get(report.output, report.output)
+            for kind, targets in (("with_gradient", report.with_gradient),
+                                  ("blocked", report.blocked),
+                                  ("unrelated", report.unrelated)):
+                for target in targets:
+                    verdicts[(name, target)] = kind
+        mine = [c for c in result.checks if c.order == order]
+        static_none = [c for c in mine if c.gradient == "zero" and
+                       verdicts.get((c.output, c.target)) == "blocked"]
+        mine = [replace(c, verdict="none", note="no gradient path (TensorFlow returned "
+                        "zeros)") if c in static_none else c for c in mine]
+        wanted = [(c.output, c.target) for c in mine if c.verdict != "ok"]
+        back = {v: k for k, v in names.items()}
+        explained = path_ops(model, facts, [(back.get(o, o), t) for o, t in wanted]) \
+            if wanted else {}
+        for c in mine:
+            info = explained.get((back.get(c.output, c.output), c.target))
+            if info is not None:
+                related, ops = info
+                if c.verdict == "none" and not related:
+                    c = replace(c, verdict="unrelated", note="the output does not depend on it")
+                elif c.verdict in PROBLEMS:
+                    c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
+            checks.append(c)
+    checks.extend(c for c in result.checks if c.order not in models)
+    result.checks = checks
+
+
+def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
+    """The traced model's output names -> the check's output names (the same for the
+    call itself; for the traced second-order values, by position)."""
+    names = [name for sig in model.signatures.values() for name in sig.outputs]
+    if set(outputs) <= set(names):
+        return {n: n for n in names}
+    return dict(zip(names, outputs))
+
+
+def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
+    """The ops behind a verdict: where gradients stop (none, zero), plus custom
+    gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
+    (non-smooth)."""
+    wanted = {"none": {"stops"}, "zero": {"stops", "custom_gradient", "flagged"},
+              "mismatch": {"stops", "custom_gradient", "flagged"},
+              "non-smooth": {"non_smooth", "stops"}}[verdict]
+    return [op for kind, op in ops if kind in wanted]
