@@ -32,6 +32,7 @@ __all__ = [
     "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary", "Transition",
     "UnknownOpError", "UnknownReleaseError", "Verification", "check", "diff", "harvest",
     "load_model", "lookup", "ops", "probe_report", "releases", "upgrade_check",
+    "GradcheckError", "GradcheckResult", "TargetCheck", "assert_differentiable", "gradcheck",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
@@ -43,6 +44,8 @@ _LAZY = {
     "check": "model_check", "upgrade_check": "model_check", "load_model": "model_check",
     "CheckResult": "analysis", "Finding": "analysis", "BlockingOp": "analysis",
     "OutputReport": "analysis",
+    "gradcheck": "numerical", "assert_differentiable": "numerical",
+    "GradcheckResult": "numerical", "TargetCheck": "numerical", "GradcheckError": "numerical",
 }
 
 
