@@ -39,6 +39,6 @@ def fail(error: OpregistryError) -> typer.Exit:
 
 
 def load_commands() -> typer.Typer:
-    from . import check, db, diff, harvest, lookup, ops, releases, report  # noqa: F401
+    from . import check, db, diff, gradcheck, harvest, lookup, ops, releases, report  # noqa: F401,E501
 
     return app

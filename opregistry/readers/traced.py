@@ -135,6 +135,12 @@ def _keras_input_specs(model: Any) -> list[Any]:
 
 def read_keras(path: str | os.PathLike[str]) -> Model:
     """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs."""
+    return trace(read_keras_model(path), source=os.fspath(path))
+
+
+def read_keras_model(path: str | os.PathLike[str]) -> Any:
+    """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
+    Lambda layer's Python code is refused, not run."""
     import_tensorflow()
     try:
         import keras
@@ -148,4 +154,4 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
     except Exception as exc:  # noqa: BLE001 - corrupt or hostile files raise anything
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise ModelError(f"{path}: not a loadable Keras model ({text})") from None
-    return trace(model, source=os.fspath(path))
+    return model

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from ..errors import EXIT_FINDINGS, OpregistryError
+from ..formats import OutputFormat, render
+from .app import app, fail
+from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+
+COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
+           "max_rel_error", "tolerance", "ops", "note"]
+
+
+class Mode(str, Enum):
+    auto = "auto"
+    full = "full"
+    directional = "directional"
+
+
+class Precision(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+
+
+@app.command("gradcheck")
+def gradcheck_command(
+    target: str = typer.Argument(
+        ..., help="SavedModel directory, .keras / .h5 file, or file.py:function / "
+                  "module:function returning (callable, inputs)."),
+    signature: OptionalStr = typer.Option(
+        None, "--signature", help="SavedModel signature (default: serving_default)."),
+    tags: OptionalStr = typer.Option(
+        None, "--tags", help="SavedModel MetaGraph tags (default: the only one, or serve)."),
+    loss: OptionalStr = typer.Option(
+        None, "--loss", help="Keras file: check this built-in Keras loss (e.g. mse) "
+                             "against random targets instead of the raw outputs."),
+    order: int = typer.Option(1, "--order", min=1, max=2,
+                              help="2: also check the gradient of the gradient."),
+    precision: Precision = typer.Option(Precision.float64, "--dtype",
+                                        help="Working precision to try first."),
+    mode: Mode = typer.Option(Mode.auto, "--mode", help="auto: full Jacobian for small "
+                              "targets, random directions for large ones."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance."),
+    step: Optional[float] = typer.Option(None, "--step", help="Finite-difference step."),
+    directions: int = typer.Option(1, "--directions", min=1,
+                                   help="Random directions per directional check."),
+    seed: int = typer.Option(0, "--seed", help="Seed of inputs, projections, directions."),
+    analysis: bool = typer.Option(True, "--analysis/--no-analysis",
+                                  help="Name the ops behind a problem (static analysis)."),
+    release: OptionalStr = ReleaseOption,
+    fmt: OutputFormat = FormatOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """Compare TensorFlow's gradients with finite differences, per input and variable:
+    ok, mismatch, none, zero or non-smooth, and the ops responsible."""
+    from ..numerical import gradcheck, load_target
+
+    try:
+        fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,
+                                        seed=seed)
+        result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
+                           atol=atol, rtol=rtol, step=step, directions=directions,
+                           seed=seed, analyse=analysis, release=release, db=db, source=name)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    rows = [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
+             "target": c.target, "verdict": c.verdict, "method": c.method,
+             "max_abs_error": _g(c.max_abs_error), "max_rel_error": _g(c.max_rel_error),
+             "tolerance": _g(c.tolerance),
+             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops),
+             "note": c.note} for c in result.checks]
+    typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
+    summary = (f"{len(result.problems)} problem(s) in {len(result.checks)} check(s), "
+               f"{result.dtype}, {result.forward_passes} forward passes")
+    if result.cast_note:
+        summary += f"; {result.cast_note}"
+    if result.analysis_note:
+        summary += f"; {result.analysis_note}"
+    typer.echo(summary, err=True)
+    if not result.ok:
+        raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _g(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3g}"

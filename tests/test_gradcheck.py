@@ -1,0 +1,255 @@
+"""Numerical gradient checks on real models built here, against real TensorFlow and a
+database harvested from it (the ops behind a problem come from the static analysis)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from opregistry import GradcheckError, assert_differentiable, gradcheck
+
+tf = pytest.importorskip("tensorflow")
+
+
+def _by_target(result, order=1):
+    return {c.target: c for c in result.checks if c.order == order}
+
+
+def _ops(check):
+    return {b.op for b in check.blocking_ops}
+
+
+@pytest.mark.parametrize("wrap", ["numpy_function", "py_function"])
+def test_the_sinh_example_is_a_mismatch_matching_tensorflows_checker(wrap, harvested_db):
+    def f(x):
+        if wrap == "numpy_function":
+            return x + tf.numpy_function(np.sinh, [x], tf.float32)
+        return x + tf.py_function(np.sinh, [x], tf.float32)
+
+    x = tf.constant(3.0)
+    result = gradcheck(f, x, db=harvested_db)
+    (check,) = result.checks
+    assert check.verdict == "mismatch" and check.target == "x"
+    theoretical, numerical = tf.test.compute_gradient(f, [x])
+    tf_error = abs(float(theoretical[0][0, 0]) - float(numerical[0][0, 0]))
+    assert tf_error == pytest.approx(10.07, abs=0.01)
+    assert check.max_abs_error == pytest.approx(tf_error, rel=1e-3)
+    assert check.analytic == pytest.approx(1.0)
+    assert check.numeric == pytest.approx(np.cosh(3.0) + 1, rel=1e-3)
+    assert _ops(check) == {"PyFunc" if wrap == "numpy_function" else "EagerPyFunc"}
+    # Tout=float32 does not run on float64 inputs: checked in float32, and said so
+    assert result.dtype == "float32" and "float64" in result.cast_note
+
+
+def _mlp():
+    keras = tf.keras
+    return keras.Sequential([keras.Input((4,), name="features"),
+                             keras.layers.Dense(6, activation="tanh", name="hidden"),
+                             keras.layers.Dense(2, name="out")])
+
+
+def _cnn():
+    keras = tf.keras
+    return keras.Sequential([
+        keras.Input((8, 8, 2), name="image"),
+        keras.layers.Conv2D(3, 3, activation="softplus", name="conv"),
+        keras.layers.AveragePooling2D(2, name="pool"),
+        keras.layers.Flatten(name="flat"),
+        keras.layers.Dense(2, name="logits")])
+
+
+@pytest.mark.parametrize("make", [_mlp, _cnn])
+def test_correct_keras_models_are_ok_in_float64(make, harvested_db):
+    model = make()
+    shape = [2] + list(model.inputs[0].shape[1:])
+    result = gradcheck(model, np.random.default_rng(0).standard_normal(shape),
+                       db=harvested_db)
+    assert result.dtype == "float64" and not result.cast_note  # cloned in float64
+    assert result.ok, result.message()
+    names = {c.target for c in result.checks}
+    assert {v.path for v in model.trainable_variables} | {model.inputs[0].name} == names
+    # float64 differences are far more precise than the tolerance
+    assert max(c.max_abs_error for c in result.checks) < 1e-6
+
+
+class ArgmaxLoss(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable([[0.5, -0.3, 0.9], [0.2, 0.8, -0.1]], dtype=tf.float64, name="w")
+        self.head = tf.Variable(1.5, dtype=tf.float64, name="head")
+        self.other = tf.Variable(0.7, dtype=tf.float64, name="other")
+
+    def __call__(self, x):
+        logits = tf.matmul(x, self.w)
+        return {"loss": tf.reduce_sum(tf.cast(tf.argmax(logits, axis=1), tf.float64)) *
+                self.head,
+                "other": self.other * 2.0}
+
+
+def test_argmax_loss_is_none_and_unrelated_is_not_a_problem(harvested_db):
+    module = ArgmaxLoss()
+    x = np.random.default_rng(3).standard_normal((4, 2))
+    result = gradcheck(module, x, db=harvested_db)
+    loss = {c.target: c for c in result.checks if c.output == "loss"}
+    assert loss["w"].verdict == "none" and loss["x"].verdict == "none"
+    assert _ops(loss["w"]) == {"ArgMax"}
+    assert loss["head"].verdict == "ok"  # it multiplies the (constant) index sum
+    other = {c.target: c.verdict for c in result.checks if c.output == "other"}
+    assert other == {"x": "unrelated", "w": "unrelated", "head": "unrelated", "other": "ok"}
+    assert {c.verdict for c in result.problems} == {"none"}
+
+
+def test_wrong_custom_gradient_is_a_mismatch_naming_the_custom_gradient(harvested_db):
+    @tf.custom_gradient
+    def scaled_sin(t):
+        return tf.sin(t), lambda dy: 2.0 * dy * tf.cos(t)
+
+    v = tf.Variable([0.4, -1.2], dtype=tf.float64, name="v")
+    result = gradcheck(lambda x: tf.reduce_sum(scaled_sin(x * v)), np.array([0.3, 0.8]),
+                       db=harvested_db)
+    checks = _by_target(result)
+    for target in ("x", "v"):
+        assert checks[target].verdict == "mismatch"
+        assert checks[target].max_rel_error == pytest.approx(1.0, rel=1e-4)  # 2x: +100%
+        assert _ops(checks[target]) == {"IdentityN"}
+        assert {b.reason for b in checks[target].blocking_ops} == {"custom_gradient"}
+
+
+def test_round_is_reported_honestly(harvested_db):
+    x = np.array([0.3, 1.4, -2.2])
+    # round is flat between jumps: its missing gradient is the right one inside a product
+    assert gradcheck(lambda t: tf.reduce_sum(tf.round(t) * t), x, db=harvested_db).ok
+    only = gradcheck(lambda t: tf.reduce_sum(tf.round(t)), x, db=harvested_db)
+    assert only.checks[0].verdict == "none" and _ops(only.checks[0]) == {"Round"}
+    # straight-through estimator: the gradient is 1 where the function is flat
+    ste = gradcheck(lambda t: t + tf.stop_gradient(tf.round(t) - t), x, db=harvested_db)
+    (check,) = ste.checks
+    assert check.verdict == "mismatch" and "straight-through" in check.note
+    assert {"Round", "StopGradient"} <= _ops(check)
+    # at a rounding jump the finite differences themselves are unstable
+    jump = gradcheck(lambda t: t + tf.stop_gradient(tf.round(t) - t), np.array([0.5]),
+                     db=harvested_db)
+    assert jump.checks[0].verdict == "non-smooth"
+
+
+def test_zero_gradient_and_kinks(harvested_db):
+    @tf.custom_gradient
+    def silent(t):
+        return tf.exp(t), lambda dy: dy * 0.0
+
+    zero = gradcheck(lambda t: tf.reduce_sum(silent(t)), np.array([0.1, 0.2]),
+                     db=harvested_db)
+    assert zero.checks[0].verdict == "zero" and zero.checks[0].gradient == "zero"
+    assert "IdentityN" in _ops(zero.checks[0])
+    kink = gradcheck(lambda t: tf.reduce_sum(tf.nn.relu(t)), np.array([0.0, 1.5]),
+                     db=harvested_db)
+    assert kink.checks[0].verdict == "non-smooth" and _ops(kink.checks[0]) == {"Relu"}
+    smooth = gradcheck(lambda t: tf.reduce_sum(tf.nn.relu(t)), np.array([-0.7, 1.5]),
+                       db=harvested_db)
+    assert smooth.ok
+
+
+def test_order_2_catches_a_blocked_second_derivative(harvested_db):
+    @tf.custom_gradient
+    def sin_flat_grad(t):  # first derivative right, its own derivative stopped
+        return tf.sin(t), lambda dy: dy * tf.stop_gradient(tf.cos(t))
+
+    def f(t):
+        return tf.reduce_sum(sin_flat_grad(t))
+
+    x = np.array([0.3, 1.4])
+    first = gradcheck(f, x, db=harvested_db)
+    assert first.ok
+    second = gradcheck(f, x, order=2, db=harvested_db)
+    by_order = {c.order: c for c in second.checks}
+    assert by_order[1].verdict == "ok"
+    assert by_order[2].verdict in ("none", "zero")
+    assert "StopGradient" in _ops(by_order[2])
+    assert gradcheck(lambda t: tf.reduce_sum(tf.sin(t)), x, order=2, db=harvested_db).ok
+
+
+def _many_variables(wrong_index):
+    """A tf.Module of 20 vector variables (directional checks, grouped), one of which
+    goes through a custom gradient scaled by 3."""
+    @tf.custom_gradient
+    def tripled(t):
+        return tf.tanh(t), lambda dy: 3.0 * dy * (1 - tf.tanh(t) ** 2)
+
+    module = tf.Module()
+    rng = np.random.default_rng(4)
+    module.vs = [tf.Variable(rng.standard_normal(100), name=f"v{i}") for i in range(20)]
+
+    def f(x):
+        total = tf.constant(0.0, tf.float64)
+        for i, v in enumerate(module.vs):
+            term = tf.reduce_sum(tf.tanh(v * x))
+            if i == wrong_index:
+                term = tf.reduce_sum(tripled(v * x))
+            total += term
+        return total
+
+    f.trainable_variables = module.vs
+    return f, module
+
+
+def test_grouped_directional_checks_find_the_one_wrong_variable(harvested_db):
+    f, _ = _many_variables(wrong_index=13)
+    result = gradcheck(f, np.array(0.7), db=harvested_db)
+    verdicts = {c.target: c.verdict for c in result.checks}
+    assert {t for t, v in verdicts.items() if v != "ok"} == {"v13", "x"}
+    assert any("jointly" in c.method for c in result.checks)  # grouped, then split
+    full = gradcheck(f, np.array(0.7), mode="full", full_limit=100, analyse=False)
+    assert {c.target: c.verdict for c in full.checks} == verdicts
+    assert result.forward_passes < full.forward_passes / 10
+
+
+def test_assert_differentiable(harvested_db):
+    model = _mlp()
+    x = np.random.default_rng(5).standard_normal((2, 4))
+    assert assert_differentiable(model, x, db=harvested_db).ok
+    module = ArgmaxLoss()
+    with pytest.raises(AssertionError) as info:
+        assert_differentiable(module, np.ones((2, 2)), db=harvested_db)
+    text = str(info.value)
+    assert "none: loss <- variable w" in text and "ArgMax" in text
+    assert len(text.splitlines()) == 1 + 2  # a header, then one line per problem
+    with pytest.raises(GradcheckError):
+        gradcheck(lambda t: tf.cast(t, tf.int32), np.array([1.0]))
+
+
+def test_cli_gradcheck_python_target_savedmodel_and_keras(tmp_path, harvested_db, cli):
+    script = tmp_path / "sinh_model.py"
+    script.write_text(
+        "import numpy as np\nimport tensorflow as tf\n\n"
+        "def example():\n"
+        "    f = lambda x: x + tf.numpy_function(np.sinh, [x], tf.float32)\n"
+        "    return f, (tf.constant(3.0),)\n\n"
+        "def broken():\n    raise ValueError('boom')\n")
+    done = cli("gradcheck", f"{script}:example", "--format", "json",
+               "--db", str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    (check,) = data["checks"]
+    assert check["verdict"] == "mismatch" and check["blocking_ops"][0]["op"] == "PyFunc"
+    assert data["tolerance"]["why"] and data["dtype"] == "float32"
+    bad = cli("gradcheck", f"{script}:broken", "--db", str(harvested_db))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "boom" in bad.stderr
+
+    module = ArgmaxLoss()
+    serve = tf.function(lambda x: module(x), input_signature=[tf.TensorSpec([2, 2],
+                                                                             tf.float64)])
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures=serve)
+    done = cli("gradcheck", str(tmp_path / "sm"), "--format", "csv", "--db",
+               str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    assert "loss,variable,w,none" in done.stdout and "ArgMax" in done.stdout
+
+    model = _mlp()
+    model.save(tmp_path / "mlp.h5")
+    done = cli("gradcheck", str(tmp_path / "mlp.h5"), "--loss", "mse", "--db",
+               str(harvested_db))
+    assert done.returncode == 0, done.stderr
+    assert "hidden/kernel" in done.stdout and "float64" in done.stderr
+    missing = cli("gradcheck", str(tmp_path / "nothing_here"), "--db", str(harvested_db))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
