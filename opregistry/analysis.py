@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from typing import Any
 
 from .readers import _schema
@@ -135,23 +136,16 @@ def _dot_escape(text: str) -> str:
 
 # ------------------------------------------------------------------------ flattening
 
-Tensor = tuple  # (instance key, output index)
+# Instances (nodes of the flattened graph) are numbered, and their fields live in
+# parallel lists of _Flat: a million-node graph then costs no per-node object. A
+# tensor is one int, ``output index << _OUT | instance``: output 0 of an instance is
+# the instance number itself, and ints hash and compare faster than tuples.
+_OUT = 32
+_INST = (1 << _OUT) - 1  # tensor & _INST: its instance
 
 
-class _Inst:
-    """One node instance of the flattened graph (slotted: there can be millions)."""
-
-    __slots__ = ("key", "node", "op", "function", "inputs", "out_types", "transparent")
-
-    def __init__(self, key: str, node: Node, function: str | None):
-        self.key = key
-        self.node = node
-        self.op = node.op  # read once: attribute access on a NodeDef message is not free
-        self.function = function
-        self.inputs: list[Any] = []  # Tensor per data input (None: unresolved)
-        self.out_types: list[int] = []
-        # calls, If/Case/While: output index -> tensors inside the bodies it forwards
-        self.transparent: dict[int, list[Any]] | None = None
+def _tensor(inst: int, index: int) -> int:
+    return index << _OUT | inst
 
 
 class _Flat:
@@ -160,15 +154,28 @@ class _Flat:
     def __init__(self, model: Model, facts: dict[str, Any]):
         self.model = model
         self.facts = facts
-        self.insts: dict[str, _Inst] = {}
+        # per instance: key ("call/function/node" inside inlined bodies), NodeDef, op,
+        # function it comes from, input tensors (None: unresolved), output types
+        self.keys: list[str] = []
+        self.nodes: list[Node] = []
+        self.ops: list[str] = []
+        self.functions: list[str | None] = []
+        self.inputs: list[list[int | None]] = []
+        self.out_types: list[list[int]] = []
+        # calls, If/Case/While: instance -> output index -> tensors inside the bodies
+        # it forwards
+        self.transparent: dict[int, dict[int, list[int]]] = {}
+        self.top: dict[str, int] = {}  # top-level node name -> instance
         self.unknown: set[str] = set()
         self.unsaved_custom_gradients: set[str] = set()
         self.depth = 0
         # op -> names of the attrs its output types depend on; (op, values) -> types
         self._type_attrs: dict[str, tuple[str, ...]] = {}
         self._types: dict[tuple[Any, ...], list[int]] = {}
-        self.passes_cache: dict[tuple[str, int], str | None] = {}
-        self.consumed: set[str] = set()  # top-level nodes something reads from
+        # the same for ops whose types depend on one attr holding a type (T, dtype...):
+        # op -> (attr name, type -> output types), one lookup without building a key
+        self._by_type: dict[str, tuple[str, dict[int, list[int]]]] = {}
+        self.passes_cache: dict[str, dict[int, str | None]] = {}  # op -> position -> why
 
     def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
         out: list[int] = []
@@ -201,14 +208,12 @@ class _Flat:
         if used == ("?",):
             return self._compute_types(node)
         attrs = node.attr
-        if len(used) == 1:  # the common case: one type attr such as T
-            name = used[0]
-            key = (op, _attr_key(attrs[name]) if name in attrs else None)
-        else:
-            key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
+        key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
         types = self._types.get(key)
         if types is None:
             types = self._types[key] = self._compute_types(node)
+        if len(used) == 1 and type(key[1]) is int:  # a type attr such as T: fast next time
+            self._by_type.setdefault(op, (used[0], {}))[1][key[1]] = types
         return types
 
     def _compute_types(self, node: Node) -> list[int]:
@@ -235,62 +240,55 @@ class _Flat:
         return index
 
     def add_graph(self, nodes: dict[str, Any], ctx: str, function: str | None,
-                  args: dict[str, Any]) -> dict[str, _Inst]:
-        # the hot loop of a million-node scan: locals and fast paths on purpose
-        local: dict[str, _Inst] = {}
-        insts = self.insts
-        output_types = self.output_types
-        type_attrs, types_cache = self._type_attrs, self._types
-        for name, node in nodes.items():
-            key = ctx + name if ctx else name
-            inst = _Inst(key, node, function)
-            op = inst.op
-            used = type_attrs.get(op)
-            if used is not None and len(used) == 1:  # inline the common case (one attr T)
-                attrs = node.attr
-                attr = used[0]
-                cache_key = (op, _attr_key(attrs[attr]) if attr in attrs else None)
-                types = types_cache.get(cache_key)
-                inst.out_types = types if types is not None else output_types(node)
+                  args: dict[str, Any]) -> dict[str, int]:
+        """Add the instances of ``nodes`` (keys prefixed with ``ctx``) and inline the
+        calls among them; returns node name -> instance."""
+        # the hot loop of a million-node scan: C-level bulk operations where possible
+        first = len(self.keys)
+        local = dict(zip(nodes, range(first, first + len(nodes))))
+        if not ctx:
+            self.top = local
+        self.keys.extend(nodes if not ctx else [ctx + name for name in nodes])
+        self.nodes.extend(nodes.values())
+        self.functions.extend([function] * len(nodes))
+        ops, out_types = self.ops, self.out_types
+        output_types, by_type = self.output_types, self._by_type
+        for node in nodes.values():
+            op = node.op
+            ops.append(op)
+            fast = by_type.get(op)
+            if fast is not None:  # the common case: outputs typed by one attr (T)
+                attr = node.attr.get(fast[0])
+                types = fast[1].get(attr.type) if attr is not None else None
+                out_types.append(types if types is not None else output_types(node))
             else:
-                inst.out_types = output_types(node)
-            insts[key] = inst
-            local[name] = inst
-        resolve = self._resolve
-        get_local, get_arg = local.get, args.get
-        consumed_add = self.consumed.add if not ctx else None
-        for inst in local.values():
-            refs = []
-            append = refs.append
-            for text in inst.node.input:
-                if text[0] == "^":
-                    continue
-                if ":" in text:
-                    ref = resolve(text, local, args)
-                else:
-                    producer = get_local(text)
-                    ref = (producer.key, 0) if producer is not None else get_arg(text)
-                append(ref)
-                if consumed_add is not None and ref:
-                    consumed_add(ref[0])
-            inst.inputs = refs
-        functions = self.model.functions
-        for inst in list(local.values()):
-            op = inst.op
-            if op in _FUNCTIONAL_OPS or op in functions:
-                self._inline(inst)
+                out_types.append(output_types(node))
+        # inputs: a plain "name" of this graph is its instance's output 0, looked up
+        # in C by map(); anything else (":1", "^control", function arguments) is rare
+        get_local, append = local.get, self.inputs.append
+        for node in nodes.values():
+            refs = list(map(get_local, node.input))
+            if None in refs:
+                refs = [self._resolve(text, local, args) for text in node.input
+                        if text[0] != "^"]
+            append(refs)
+        calls = set(ops[first:]) & (_FUNCTIONAL_OPS | self.model.functions.keys())
+        if calls:
+            for inst in range(first, first + len(nodes)):
+                if ops[inst] in calls:
+                    self._inline(inst)
         return local
 
-    def _resolve(self, text: str, local: dict[str, _Inst], args: dict[str, Any]) -> Any:
+    def _resolve(self, text: str, local: dict[str, int], args: dict[str, Any]) -> Any:
         parts = text.split(":")
         inst = local.get(parts[0])
         if inst is None:
             return args.get(parts[0])
         if len(parts) == 1:
-            return (inst.key, 0)
+            return inst
         if len(parts) == 2:
-            return (inst.key, int(parts[1]))
-        return (inst.key, self.output_index(inst.node, parts[1], int(parts[2])))
+            return _tensor(inst, int(parts[1]))
+        return _tensor(inst, self.output_index(self.nodes[inst], parts[1], int(parts[2])))
 
     def _bodies(self, node: Node) -> list[str]:
         if node.op in self.model.functions:  # a library function called as an op
@@ -305,37 +303,49 @@ class _Flat:
             names.extend(f.name for f in node.attr["branches"].list.func)
         return [n for n in names if n in self.model.functions]
 
-    def _inline(self, inst: _Inst) -> None:
-        bodies = self._bodies(inst.node)
+    def _inline(self, inst: int) -> None:
+        node = self.nodes[inst]
+        bodies = self._bodies(node)
         if not bodies or self.depth > 32:
             return
-        skip = 1 if inst.node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
-        call_inputs = inst.inputs[skip:]
-        inst.transparent = defaultdict(list)
+        skip = 1 if node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
+        call_inputs = self.inputs[inst][skip:]
+        transparent = self.transparent[inst] = defaultdict(list)
         self.depth += 1
         for body_name in bodies:
             body = self.model.functions[body_name]
-            ctx = f"{inst.key}/{body_name}/"
+            ctx = f"{self.keys[inst]}/{body_name}/"
             args = {arg: ref for (arg, _), ref in zip(body.input_args, call_inputs)}
             local = self.add_graph(body.nodes, ctx, body_name, args)
             for index, (out_arg, _) in enumerate(body.output_args):
                 ref = self._resolve(body.ret.get(out_arg, ""), local, args)
                 if ref is not None:
-                    inst.transparent[index].append(ref)
+                    transparent[index].append(ref)
         self.depth -= 1
 
+    def trainable(self, t: int) -> bool:
+        """Whether tensor ``t`` can carry a gradient (by its type)."""
+        types = self.out_types[t & _INST]
+        index = t >> _OUT
+        return (types[index] if index < len(types) else (types[0] if types else 0)) \
+            in _CARRIERS
+
+
+# gradients flow along these types (and their _REF forms; 0: not known)
+_CARRIERS = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
+                      {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
 
 # --------------------------------------------------------------------------- analysis
 
-def _passes(flat: _Flat, inst: _Inst, position: int) -> str | None:
+def _passes(flat: _Flat, inst: int, position: int) -> str | None:
     """None if ``inst`` passes a gradient from input ``position``, else the reason."""
-    node = inst.node
+    node = flat.nodes[inst]
     op = node.op
     if op not in _IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
-        key = (op, position)
-        cached = flat.passes_cache.get(key, _MISSING)
+        by_position = flat.passes_cache.setdefault(op, {})
+        cached = by_position.get(position, _MISSING)
         if cached is _MISSING:
-            cached = flat.passes_cache[key] = _op_passes(flat, node, position)
+            cached = by_position[position] = _op_passes(flat, node, position)
         return cached
     if "_gradient_op_type" in node.attr:  # tf.custom_gradient
         op_type = node.attr["_gradient_op_type"].s.decode()
@@ -346,6 +356,7 @@ def _passes(flat: _Flat, inst: _Inst, position: int) -> str | None:
 
 
 _MISSING = object()
+_NO_REASONS: dict[int, str | None] = {}  # never filled: look the reason up with _passes
 
 
 def _op_passes(flat: _Flat, node: Node, position: int) -> str | None:
@@ -371,67 +382,35 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
             outputs: list[tuple[str, str]] | None = None) -> CheckResult:
     flat = _Flat(model, facts)
     flat.add_graph(model.nodes, "", None, {})
-    insts = flat.insts
 
-    carriers = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
-                         {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
-    get_inst = insts.get
-
-    def trainable(t: Any) -> bool:
-        inst = get_inst(t[0])
-        if inst is None:
-            return False
-        types = inst.out_types
-        index = t[1]
-        return (types[index] if index < len(types) else (types[0] if types else 0)) in carriers
-
-    # consumers: tensor -> [(instance key, input position or -1 - output index)], built
+    # consumers: tensor -> [(instance, input position or -1 - output index)], built
     # only when a finding needs the forward walk
-    consumers: dict[Any, list[tuple[str, int]]] = defaultdict(list)
+    consumers: dict[int, list[tuple[int, int]]] = defaultdict(list)
     consumers_built = False
 
-    def build_consumers() -> None:
-        for inst in insts.values():
-            _add_consumers(inst, consumers)
-
-    targets = _targets(model, insts)
+    targets = _targets(model, flat)
     meta_graph = ",".join(model.tags)
     reports, findings, subgraphs = [], [], []
-    for signature, output, tensor in _outputs(model, insts, outputs, flat.consumed):
-        # backwards: everything the output depends on
-        dep: set[Any] = set()
-        dep_insts: set[str] = set()
-        stack = [tensor]
-        pop, push_all, add, add_inst = stack.pop, stack.extend, dep.add, dep_insts.add
-        while stack:  # runs once per tensor of the model: kept flat on purpose
-            t = pop()
-            if t is None or t in dep:
-                continue
-            add(t)
-            inst = get_inst(t[0])
-            if inst is None:
-                continue
-            add_inst(t[0])
-            if inst.transparent is not None:
-                push_all(inst.transparent.get(t[1], ()))
-            else:
-                push_all(inst.inputs)
-        graded = _gradient_reach(flat, insts, tensor, trainable)
+    for signature, output, tensor in _outputs(model, flat, outputs):
+        dep = _depends_on(flat, tensor)
+        dep_insts = {t & _INST for t in dep}
+        graded = _gradient_reach(flat, tensor)
         report = OutputReport(signature, output, meta_graph=meta_graph)
         for kind, name, source in targets:
-            if source[0] not in dep_insts:
+            if source & _INST not in dep_insts:
                 report.unrelated.append(name)
             elif source in graded:
                 report.with_gradient.append(name)
             else:
                 report.blocked.append(name)
                 if not consumers_built:
-                    build_consumers()
+                    for inst in range(len(flat.keys)):
+                        _add_consumers(flat, inst, consumers)
                     consumers_built = True
-                blocking = _blocking_ops(flat, insts, consumers, source, dep, trainable)
+                blocking = _blocking_ops(flat, consumers, source, dep, dep_insts)
                 findings.append(Finding(signature, output, kind, name, tuple(blocking),
                                         meta_graph))
-                subgraphs.append(_subgraph(insts, consumers, source, tensor, dep_insts))
+                subgraphs.append(_subgraph(flat, consumers, source, tensor, dep_insts))
         reports.append(report)
     return CheckResult(release=release, source=model.source, findings=findings,
                        outputs=reports, unknown_ops=sorted(flat.unknown),
@@ -439,155 +418,164 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                        subgraphs=subgraphs)
 
 
-def _subgraph(insts: dict[str, _Inst], consumers: Any, source: Any, output: Any,
-              dep_insts: set[str]) -> tuple[list[tuple[str, str, str | None]],
-                                            list[tuple[str, str]]]:
+def _depends_on(flat: _Flat, output: int) -> set[int]:
+    """Every tensor ``output`` reaches backwards along data edges."""
+    dep: set[int] = set()
+    inputs, transparent = flat.inputs, flat.transparent
+    stack = [output]
+    pop, push_all, add = stack.pop, stack.extend, dep.add
+    while stack:  # runs once per tensor of the model: kept flat on purpose
+        t = pop()
+        if t is None or t in dep:
+            continue
+        add(t)
+        inst = t & _INST
+        if inst in transparent:
+            push_all(transparent[inst].get(t >> _OUT, ()))
+        else:
+            push_all(inputs[inst])
+    return dep
+
+
+def _subgraph(flat: _Flat, consumers: Any, source: int, output: int, dep_insts: set[int]
+              ) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
     """Nodes downstream of ``source`` (any data edge) that ``output`` depends on."""
-    seen = {source[0]}
-    queue = deque([source[0]])
+    keys = flat.keys
+    start = source & _INST
+    seen = {start}
+    queue = deque([start])
     while queue:
-        key = queue.popleft()
-        inst = insts[key]
-        for index in range(max(1, len(inst.out_types))):
-            for consumer, _ in consumers.get((key, index), []):
+        inst = queue.popleft()
+        for index in range(max(1, len(flat.out_types[inst]))):
+            for consumer, _ in consumers.get(_tensor(inst, index), []):
                 if consumer in dep_insts and consumer not in seen:
                     seen.add(consumer)
                     queue.append(consumer)
-    nodes = [(k, insts[k].node.op, "target" if k == source[0] else
-              "output" if k == output[0] else None) for k in sorted(seen)]
-    edges = sorted({(r[0], k) for k in seen for r in (insts[k].inputs or [])
-                    if r is not None and r[0] in seen} |
-                   {(r[0], k) for k in seen if insts[k].transparent
-                    for refs in insts[k].transparent.values() for r in refs if r[0] in seen})
+    nodes = [(keys[i], flat.ops[i], "target" if i == start else
+              "output" if i == output & _INST else None)
+             for i in sorted(seen, key=keys.__getitem__)]
+    transparent = flat.transparent
+    edges = sorted({(keys[r & _INST], keys[i]) for i in seen for r in flat.inputs[i]
+                    if r is not None and r & _INST in seen} |
+                   {(keys[r & _INST], keys[i]) for i in seen if transparent.get(i)
+                    for refs in transparent[i].values() for r in refs if r & _INST in seen})
     return nodes, edges
 
 
-def _add_consumers(inst: _Inst, consumers: Any) -> None:
-    if inst.transparent is not None:
-        for out_index, refs in inst.transparent.items():
+def _add_consumers(flat: _Flat, inst: int, consumers: Any) -> None:
+    transparent = flat.transparent.get(inst)
+    if transparent is not None:
+        for out_index, refs in transparent.items():
             for ref in refs:
-                consumers[ref].append((inst.key, -1 - out_index))
+                consumers[ref].append((inst, -1 - out_index))
     else:
-        for position, ref in enumerate(inst.inputs):
+        for position, ref in enumerate(flat.inputs[inst]):
             if ref is not None:
-                consumers[ref].append((inst.key, position))
+                consumers[ref].append((inst, position))
 
 
-def _gradient_reach(flat: _Flat, insts: dict[str, _Inst], output: Any, trainable: Any
-                    ) -> set[Any]:
+def _gradient_reach(flat: _Flat, output: int) -> set[int]:
     """Every tensor a gradient of ``output`` reaches: one backward pass along edges
     that carry gradients, through inputs their consumer passes a gradient to."""
-    reached: set[Any] = set()
-    if not trainable(output):
+    reached: set[int] = set()
+    if not flat.trainable(output):
         return reached
+    inputs, out_types, ops, transparent = flat.inputs, flat.out_types, flat.ops, \
+        flat.transparent
+    trainable, cache, carriers = flat.trainable, flat.passes_cache, _CARRIERS
     stack = [output]
     pop, push, add = stack.pop, stack.append, reached.add
-    get_inst = insts.get
-    cache = flat.passes_cache
     while stack:  # depth-first: the order does not matter, the set does
         t = pop()
         if t in reached:
             continue
         add(t)
-        inst = get_inst(t[0])
-        if inst is None:
+        inst = t & _INST
+        if inst in transparent:
+            stack.extend(r for r in transparent[inst].get(t >> _OUT, []) if trainable(r))
             continue
-        if inst.transparent is not None:
-            stack.extend(r for r in inst.transparent.get(t[1], []) if trainable(r))
-            continue
-        op = inst.op
-        for position, ref in enumerate(inst.inputs):
-            if ref is None or ref in reached or not trainable(ref):
+        op = ops[inst]
+        reasons = cache.get(op, _NO_REASONS) if op not in _IDENTITY_LIKE else _NO_REASONS
+        position = -1
+        for ref in inputs[inst]:
+            position += 1
+            if ref is None or ref in reached:
                 continue
-            reason = cache.get((op, position), _MISSING) if op not in _IDENTITY_LIKE \
-                else _MISSING
+            # trainable(ref), inlined: this runs once per edge of the model
+            types = out_types[ref & _INST]
+            index = ref >> _OUT
+            if (types[index] if index < len(types) else (types[0] if types else 0)) \
+                    not in carriers:
+                continue
+            reason = reasons.get(position, _MISSING)
             if reason is _MISSING:
                 reason = _passes(flat, inst, position)
             if reason is None:
                 push(ref)
     return reached
-    queue = deque([output])
-    while queue:
-        t = queue.popleft()
-        if t in reached:
-            continue
-        reached.add(t)
-        inst = insts.get(t[0])
-        if inst is None:
-            continue
-        if inst.transparent is not None:
-            queue.extend(r for r in inst.transparent.get(t[1], []) if trainable(r))
-            continue
-        for position, ref in enumerate(inst.inputs):
-            if ref is not None and ref not in reached and trainable(ref) and \
-                    _passes(flat, inst, position) is None:
-                queue.append(ref)
-    return reached
 
 
-def _blocking_ops(flat: _Flat, insts: dict[str, _Inst], consumers: Any, source: Any,
-                  dep: set[Any], trainable: Any) -> list[BlockingOp]:
+def _blocking_ops(flat: _Flat, consumers: Any, source: int, dep: set[int],
+                  dep_insts: set[int]) -> list[BlockingOp]:
     """Every op where a gradient path from a blocked ``source`` stops while the output
     still depends on what the op produces."""
-    seen: set[Any] = set()
+    seen: set[int] = set()
     queue = deque([source])
-    blocking: dict[str, BlockingOp] = {}
-    dep_insts = {t[0] for t in dep}
+    blocking: dict[int, BlockingOp] = {}
+    nodes, functions, trainable = flat.nodes, flat.functions, flat.trainable
     while queue:
         t = queue.popleft()
         if t in seen:
             continue
         seen.add(t)
-        for key, position in consumers.get(t, []):
-            inst = insts[key]
+        for inst, position in consumers.get(t, []):
+            node = nodes[inst]
             if position < 0:  # into a call's output through its body
-                queue.append((key, -1 - position))
+                queue.append(_tensor(inst, -1 - position))
                 continue
             reason = _passes(flat, inst, position)
             if reason is not None:
-                if key in dep_insts:
-                    blocking[key] = BlockingOp(inst.node.name, inst.node.op, inst.function,
-                                               reason)
+                if inst in dep_insts:
+                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst], reason)
                 continue
-            if inst.transparent is not None:
+            if inst in flat.transparent:
                 continue  # the body consumes the input through its arguments
-            for out_index in range(len(inst.out_types)):
-                out = (key, out_index)
+            for out_index in range(len(flat.out_types[inst])):
+                out = _tensor(inst, out_index)
                 if trainable(out):
                     queue.append(out)
                 elif out in dep:
-                    blocking[key] = BlockingOp(inst.node.name, inst.node.op, inst.function,
-                                               "integer_edge")
+                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
+                                                "integer_edge")
     return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
 
 
-def _targets(model: Model, insts: dict[str, _Inst]) -> list[tuple[str, str, Any]]:
+def _targets(model: Model, flat: _Flat) -> list[tuple[str, str, int]]:
     """(kind, name, tensor) of every trainable variable and floating signature input."""
     out = []
+    top = flat.top
     for node_name, name in model.variables.items():  # top-level variable handles
-        inst = insts.get(node_name)
-        if inst is not None and inst.function is None and (
-                model.trainable is None or name in model.trainable):
-            out.append(("variable", name, (node_name, 0)))
+        if node_name in top and (model.trainable is None or name in model.trainable):
+            out.append(("variable", name, top[node_name]))
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sig.inputs.items():
             node = tensor.split(":")[0]
-            if node in insts and dtype in _schema.DIFFERENTIABLE_TYPES:
-                out.append(("input", name, (node, 0)))
+            if node in top and dtype in _schema.DIFFERENTIABLE_TYPES:
+                out.append(("input", name, top[node]))
     if not model.signatures:  # a bare GraphDef: its float placeholders
-        for key in model.nodes:
-            inst = insts[key]
-            if inst.op == "Placeholder" and inst.out_types and \
-                    inst.out_types[0] in _schema.DIFFERENTIABLE_TYPES:
-                out.append(("input", key, (key, 0)))
+        ops, out_types = flat.ops, flat.out_types
+        for key, inst in top.items():
+            if ops[inst] == "Placeholder" and out_types[inst] and \
+                    out_types[inst][0] in _schema.DIFFERENTIABLE_TYPES:
+                out.append(("input", key, inst))
     unique = {}
     for kind, name, tensor in out:
         unique.setdefault((kind, name), tensor)
     return [(k, n, t) for (k, n), t in sorted(unique.items())]
 
 
-def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]] | None,
-             consumed: set[str]):
+def _outputs(model: Model, flat: _Flat, wanted: list[tuple[str, str]] | None):
+    top = flat.top
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sorted(sig.outputs.items()):
             if dtype not in _schema.DIFFERENTIABLE_TYPES:
@@ -595,22 +583,26 @@ def _outputs(model: Model, insts: dict[str, _Inst], wanted: list[tuple[str, str]
             if wanted and (sig.key, name) not in wanted and (None, name) not in wanted:
                 continue
             node, _, index = tensor.partition(":")
-            if node in insts:
-                yield sig.key, name, (node, int(index or 0))
+            if node in top:
+                yield sig.key, name, _tensor(top[node], int(index or 0))
     if not model.signatures:
         if wanted:
             for out in wanted:
                 node, _, index = out[1].partition(":")
-                if node in insts:
-                    yield "", out[1], (node, int(index or 0))
+                if node in top:
+                    yield "", out[1], _tensor(top[node], int(index or 0))
             return
         # a bare GraphDef: the floating outputs of top-level nodes nothing consumes
-        for key in model.nodes:
-            inst = insts[key]
-            if key not in consumed and inst.op != "Placeholder":
-                for index, dtype in enumerate(inst.out_types):
+        # (set operations in C: the graph may have millions of nodes)
+        consumed = set(chain.from_iterable(flat.inputs[:len(top)]))
+        consumed.discard(None)
+        consumed.update([t & _INST for t in consumed if t > _INST])
+        keys, ops, out_types = flat.keys, flat.ops, flat.out_types
+        for inst in sorted(set(top.values()) - consumed):
+            if ops[inst] != "Placeholder":
+                for index, dtype in enumerate(out_types[inst]):
                     if dtype in _schema.DIFFERENTIABLE_TYPES:
-                        yield "", f"{key}:{index}", (key, index)
+                        yield "", f"{keys[inst]}:{index}", _tensor(inst, index)
 
 
 def _attr_key(value: Any) -> Any:
@@ -655,53 +647,34 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
     gradient) or ``non_smooth``."""
     flat = _Flat(model, facts)
     flat.add_graph(model.nodes, "", None, {})
-    insts = flat.insts
-    carriers = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
-                         {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
-
-    def trainable(t: Any) -> bool:
-        inst = insts.get(t[0])
-        if inst is None:
-            return False
-        types = inst.out_types
-        return (types[t[1]] if t[1] < len(types) else (types[0] if types else 0)) in carriers
-
-    consumers: dict[Any, list[tuple[str, int]]] = defaultdict(list)
-    for inst in insts.values():
-        _add_consumers(inst, consumers)
-    targets = {name: source for _, name, source in _targets(model, insts)}
-    outputs = {name: tensor for _, name, tensor in _outputs(model, insts, None, flat.consumed)}
+    consumers: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for inst in range(len(flat.keys)):
+        _add_consumers(flat, inst, consumers)
+    by_key = dict(zip(flat.keys, range(len(flat.keys))))  # subgraphs name their nodes
+    targets = {name: source for _, name, source in _targets(model, flat)}
+    outputs = {name: tensor for _, name, tensor in _outputs(model, flat, None)}
     out: dict[tuple[str, str], tuple[bool, list[tuple[str, BlockingOp]]]] = {}
     for output, target in pairs:
         tensor, source = outputs.get(output), targets.get(target)
         if tensor is None or source is None:
             continue
-        dep: set[Any] = set()
-        stack = [tensor]
-        while stack:
-            t = stack.pop()
-            if t is None or t in dep:
-                continue
-            dep.add(t)
-            inst = insts.get(t[0])
-            if inst is not None:
-                stack.extend(inst.transparent.get(t[1], ()) if inst.transparent is not None
-                             else inst.inputs)
-        dep_insts = {t[0] for t in dep}
-        if source[0] not in dep_insts:
+        dep = _depends_on(flat, tensor)
+        dep_insts = {t & _INST for t in dep}
+        if source & _INST not in dep_insts:
             out[(output, target)] = (False, [])
             continue
-        found = [("stops", b) for b in _blocking_ops(flat, insts, consumers, source, dep,
-                                                      trainable)]
+        found = [("stops", b) for b in _blocking_ops(flat, consumers, source, dep,
+                                                      dep_insts)]
         stopping = {b.node for _, b in found}
-        nodes, _ = _subgraph(insts, consumers, source, tensor, dep_insts)
+        nodes, _ = _subgraph(flat, consumers, source, tensor, dep_insts)
         for key, op, _role in nodes:
-            inst = insts[key]
+            inst = by_key[key]
+            node = flat.nodes[inst]
             blocking = lambda reason: BlockingOp(  # noqa: E731
-                inst.node.name, op, inst.function, reason)
-            if op in PYTHON_OPS and inst.node.name not in stopping:
+                node.name, op, flat.functions[inst], reason)
+            if op in PYTHON_OPS and node.name not in stopping:
                 found.append(("stops", blocking("python_function")))
-            if "_gradient_op_type" in inst.node.attr:
+            if "_gradient_op_type" in node.attr:
                 found.append(("custom_gradient", blocking("custom_gradient")))
             fact = facts.get(op)
             if fact is not None and getattr(fact, "verification", None) == "flagged":
