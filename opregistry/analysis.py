@@ -392,15 +392,21 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     meta_graph = ",".join(model.tags)
     reports, findings, subgraphs = [], [], []
     for signature, output, tensor in _outputs(model, flat, outputs):
-        dep = _depends_on(flat, tensor)
-        dep_insts = {t & _INST for t in dep}
         graded = _gradient_reach(flat, tensor)
+        # what the output depends on: needed only for a target the gradient misses
+        # (what the gradient reaches, the output depends on)
+        dep: set[int] | None = None
+        dep_insts: set[int] = set()
         report = OutputReport(signature, output, meta_graph=meta_graph)
         for kind, name, source in targets:
+            if source in graded:
+                report.with_gradient.append(name)
+                continue
+            if dep is None:
+                dep = _depends_on(flat, tensor)
+                dep_insts = {t & _INST for t in dep}
             if source & _INST not in dep_insts:
                 report.unrelated.append(name)
-            elif source in graded:
-                report.with_gradient.append(name)
             else:
                 report.blocked.append(name)
                 if not consumers_built:
