@@ -35,7 +35,7 @@ class BlockingOp:
     op: str
     function: str | None
     reason: str  # no_gradient | missing | none | partial_input | integer_edge | unknown_op |
-    #              custom_gradient_not_saved
+    #              custom_gradient_none (the saved custom gradient gives this input none)
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,7 @@ class _Flat:
         # op -> (attr name, type -> output types), one lookup without building a key
         self._by_type: dict[str, tuple[str, dict[int, list[int]]]] = {}
         self.passes_cache: dict[str, dict[int, str | None]] = {}  # op -> position -> why
+        self._custom_gradients: dict[tuple[str, int], set[int] | None] = {}
 
     def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
         out: list[int] = []
@@ -323,12 +324,55 @@ class _Flat:
                     transparent[index].append(ref)
         self.depth -= 1
 
+    def custom_gradient_inputs(self, function: str, node: Node) -> set[int] | None:
+        """Positions of the custom-gradient IdentityN ``node`` to which its saved
+        gradient ``function`` gives a gradient (None: not known, assume all).
+
+        The function takes the upstream gradients (one per IdentityN output, first)
+        and captured tensors, and returns one gradient per differentiated input: the
+        IdentityN's inputs after the forward results, matched from the end. An output
+        that does not depend on any upstream gradient is constant (zeros, or None at
+        trace time): that input gets no gradient. The forward results get none either:
+        the custom gradient replaces their own gradient."""
+        body = self.model.functions.get(function)
+        n_inputs = sum(1 for text in node.input if not text.startswith("^"))
+        key = (function, n_inputs)
+        if key in self._custom_gradients:
+            return self._custom_gradients[key]
+        given: set[int] | None = None
+        if body is not None and len(body.output_args) <= n_inputs:
+            upstream = {arg for arg, _ in body.input_args[:n_inputs]}
+            first = n_inputs - len(body.output_args)
+            given = set()
+            for k, (out_arg, _) in enumerate(body.output_args):
+                if _reaches_args(body, body.ret.get(out_arg, ""), upstream):
+                    given.add(first + k)
+        self._custom_gradients[key] = given
+        return given
+
     def trainable(self, t: int) -> bool:
         """Whether tensor ``t`` can carry a gradient (by its type)."""
         types = self.out_types[t & _INST]
         index = t >> _OUT
         return (types[index] if index < len(types) else (types[0] if types else 0)) \
             in _CARRIERS
+
+
+def _reaches_args(body: Any, tensor: str, args: set[str]) -> bool:
+    """Whether ``tensor`` of a function body depends on one of its arguments ``args``
+    (any data edge; calls inside the body count as depending on all their inputs)."""
+    seen: set[str] = set()
+    stack = [tensor.split(":")[0]]
+    while stack:
+        name = stack.pop()
+        if name in args:
+            return True
+        if name in seen or name not in body.nodes:
+            continue
+        seen.add(name)
+        stack.extend(text.split(":")[0] for text in body.nodes[name].input
+                     if not text.startswith("^"))
+    return False
 
 
 # gradients flow along these types (and their _REF forms; 0: not known)
@@ -349,9 +393,14 @@ def _passes(flat: _Flat, inst: int, position: int) -> str | None:
         return cached
     if "_gradient_op_type" in node.attr:  # tf.custom_gradient
         op_type = node.attr["_gradient_op_type"].s.decode()
-        if op_type not in flat.model.gradient_bindings:
+        bound = flat.model.gradient_bindings.get(op_type)
+        if bound is None:
             # not saved: a loaded model differentiates IdentityN (the forward values)
             flat.unsaved_custom_gradients.add(node.name)
+        else:
+            given = flat.custom_gradient_inputs(bound, node)
+            if given is not None and position not in given:
+                return "custom_gradient_none"
     return _op_passes(flat, node, position)
 
 

@@ -95,13 +95,36 @@ class Functions(tf.Module):
         return self.compute(x)
 
 
+class PartialCustomGradient(tf.Module):
+    """A saved custom gradient that gives one of its inputs nothing (zeros): the
+    analysis reads the saved gradient function's body to tell."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(1.5, name="w")
+        self.v = tf.Variable(0.5, name="v")
+        self.u = tf.Variable(0.8, name="u")
+
+    def compute(self, x):
+        @tf.custom_gradient
+        def product(a, b):
+            return a * b, lambda dy: (dy * b, tf.zeros_like(b))
+
+        return {"y": product(x * self.w, x + self.v) + self.u * x,
+                "direct": self.v * x}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def serve(self, x):
+        return self.compute(x)
+
+
 def _save(module, path, custom_gradients=True):
     options = tf.saved_model.SaveOptions(experimental_custom_gradients=custom_gradients)
     tf.saved_model.save(module, str(path), signatures=module.serve, options=options)
     return path
 
 
-@pytest.mark.parametrize("make", [Mixed, Functions])
+@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient])
 def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
     module = make()
     path = _save(module, tmp_path / "model")
@@ -132,6 +155,15 @@ def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
                     db=harvested_db)
     assert not with_grad.unsaved_custom_gradients
     assert without.unsaved_custom_gradients
+    partial = check(_save(PartialCustomGradient(), tmp_path / "partial"), db=harvested_db)
+    (finding,) = partial.findings
+    assert (finding.output, finding.target) == ("y", "v")
+    assert [(b.op, b.reason) for b in finding.blocking_ops] == [
+        ("IdentityN", "custom_gradient_none")]
+    # not saved: a loaded model differentiates the forward product, v gets a gradient
+    unsaved = check(_save(PartialCustomGradient(), tmp_path / "unsaved",
+                          custom_gradients=False), db=harvested_db)
+    assert unsaved.ok and unsaved.unsaved_custom_gradients
 
 
 def test_cli_check_exit_codes_and_json(tmp_path, harvested_db, cli):
