@@ -312,6 +312,13 @@ class _Flat:
         skip = 1 if node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
         call_inputs = self.inputs[inst][skip:]
         transparent = self.transparent[inst] = defaultdict(list)
+        loop = node.op in ("While", "StatelessWhile")
+        if loop:
+            # a loop variable holds the loop input on the first iteration and the body's
+            # output after that: one instance per variable, forwarding both (the back
+            # edge makes dependencies over several iterations visible)
+            carried = [self._loop_variable(inst, i) for i in range(len(call_inputs))]
+            call_inputs = carried
         self.depth += 1
         for body_name in bodies:
             body = self.model.functions[body_name]
@@ -322,7 +329,25 @@ class _Flat:
                 ref = self._resolve(body.ret.get(out_arg, ""), local, args)
                 if ref is not None:
                     transparent[index].append(ref)
+                    if loop and index < len(carried):
+                        self.transparent[carried[index]][0].append(ref)
         self.depth -= 1
+
+    def _loop_variable(self, inst: int, index: int) -> int:
+        """A synthetic instance for loop variable ``index`` of While ``inst``,
+        forwarding the loop input (its other source, the body output, is added once
+        the body is flattened)."""
+        number = len(self.keys)
+        self.keys.append(f"{self.keys[inst]}/loop_var_{index}")
+        self.nodes.append(self.nodes[inst])
+        self.ops.append(self.ops[inst])
+        self.functions.append(self.functions[inst])
+        self.inputs.append([])
+        types = self.out_types[inst]
+        self.out_types.append([types[index]] if index < len(types) else [0])
+        source = self.inputs[inst][index] if index < len(self.inputs[inst]) else None
+        self.transparent[number] = {0: [source] if source is not None else []}
+        return number
 
     def custom_gradient_inputs(self, function: str, node: Node) -> set[int] | None:
         """Positions of the custom-gradient IdentityN ``node`` to which its saved

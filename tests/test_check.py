@@ -118,13 +118,43 @@ class PartialCustomGradient(tf.Module):
         return self.compute(x)
 
 
+class LoopCarried(tf.Module):
+    """While loops whose variables feed each other across iterations: c reaches p only
+    through q after two iterations (smoothly in one loop, through round in the other)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = tf.Variable(1.0, name="a")
+        self.b = tf.Variable(0.5, name="b")
+        self.c = tf.Variable(0.3, name="c")
+        self.d = tf.Variable(0.7, name="d")
+
+    def compute(self, x):
+        scale = tf.reduce_sum(x)
+
+        def run(step):
+            def body(i, p, q, r):
+                return i + 1, p + q, step(r) * scale, r
+
+            start = (0, self.a * 1.0, self.b * 1.0, self.c * 1.0)
+            return tf.while_loop(lambda i, *_: i < 3, body, start)[1]
+
+        return {"smooth": tf.reduce_sum(run(lambda r: r * 2.0)),
+                "rounded": tf.reduce_sum(run(tf.round)),
+                "other": tf.reduce_sum(self.d * x)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def serve(self, x):
+        return self.compute(x)
+
+
 def _save(module, path, custom_gradients=True):
     options = tf.saved_model.SaveOptions(experimental_custom_gradients=custom_gradients)
     tf.saved_model.save(module, str(path), signatures=module.serve, options=options)
     return path
 
 
-@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient])
+@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient, LoopCarried])
 def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
     module = make()
     path = _save(module, tmp_path / "model")
@@ -147,6 +177,14 @@ def test_findings_name_every_blocking_op(tmp_path, harvested_db):
     clean = next(o for o in result.outputs if o.output == "clean")
     assert "d" in clean.unrelated and "d" not in clean.blocked  # not blocked: unrelated
     assert not result.unknown_ops
+
+
+def test_loop_carried_dependencies_are_followed(tmp_path, harvested_db):
+    result = check(_save(LoopCarried(), tmp_path / "loop"), db=harvested_db)
+    rounded = next(o for o in result.outputs if o.output == "rounded")
+    assert "c" in rounded.blocked and "d" in rounded.unrelated  # blocked, not unrelated
+    (finding,) = [f for f in result.findings if f.target == "c"]
+    assert {b.op for b in finding.blocking_ops} == {"Round"}
 
 
 def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
