@@ -41,8 +41,8 @@ def gradcheck_command(
                               help="2: also check the gradient of the gradient."),
     precision: Precision = typer.Option(Precision.float64, "--dtype",
                                         help="Working precision to try first."),
-    mode: Mode = typer.Option(Mode.auto, "--mode", help="auto: full Jacobian for small "
-                              "targets, random directions for large ones."),
+    mode: Mode = typer.Option(Mode.auto, "--mode", help="auto: the full Jacobian for a small "
+                              "call, random directions for a large one."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance."),
     step: Optional[float] = typer.Option(None, "--step", help="Finite-difference step."),
