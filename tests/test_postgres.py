@@ -1,0 +1,104 @@
+"""A real PostgreSQL server (started here from the machine's PostgreSQL binaries)
+behind an SQLAlchemy URL: migrations, loading, and every read command must give what
+the SQLite file gives for the same harvest."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pg8000")
+
+
+def _pg_binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    # PostgreSQL refuses to run as root: run it as the postgres user then
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser to start PostgreSQL")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="opregistry-pg-"))
+    base.chmod(0o755)
+    if as_user:
+        shutil.chown(base, "postgres")
+    data, port = base / "data", _free_port()
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True,  # noqa: E731
+                                      capture_output=True, timeout=120)
+    run(initdb, "-D", str(data), "--auth=trust", "-U", "postgres")
+    run(pg_ctl, "-D", str(data), "-w", "-l", str(base / "log"), "-o",
+        f"-p {port} -k {base} -c listen_addresses=127.0.0.1", "start")
+    try:
+        yield f"postgresql+pg8000://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+READS = [
+    ("lookup", "ArgMax", "Round", "MatMul", "--format", "json"),
+    ("releases", "--format", "json"),
+    ("ops", "--tf", "latest", "--status", "no_gradient", "--format", "csv"),
+    ("ops", "--tf", "latest", "--effective", "partial", "--format", "csv"),
+    ("probe-report", "--format", "json"),
+]
+
+
+def test_postgres_gives_what_sqlite_gives(postgres_url, tf_document_path, tmp_path, cli):
+    sqlite = tmp_path / "same.sqlite"
+    for db in (postgres_url, str(sqlite)):
+        done = cli("db", "upgrade", "--db", db)
+        assert done.returncode == 0, done.stderr
+        done = cli("db", "load", str(tf_document_path), "--db", db)
+        assert done.returncode == 0, done.stderr
+    current = cli("db", "current", "--db", postgres_url)
+    assert current.returncode == 0 and "0002_probes" in current.stdout + current.stderr
+    for args in READS:
+        on_pg = cli(*args, "--db", postgres_url)
+        on_sqlite = cli(*args, "--db", str(sqlite))
+        assert on_pg.returncode == on_sqlite.returncode == 0, (args, on_pg.stderr)
+        assert on_pg.stdout == on_sqlite.stdout, args
+    # loading the same release again replaces it: nothing doubles
+    again = cli("db", "load", str(tf_document_path), "--db", postgres_url)
+    assert again.returncode == 0, again.stderr
+    assert cli("releases", "--format", "json", "--db", postgres_url).stdout == \
+        cli("releases", "--format", "json", "--db", str(sqlite)).stdout
+
+
+def test_check_against_postgres(postgres_url, tf_document_path, tmp_path, cli):
+    tf = pytest.importorskip("tensorflow")
+    cli("db", "upgrade", "--db", postgres_url)
+    cli("db", "load", str(tf_document_path), "--db", postgres_url)
+    module = tf.Module()
+    module.w = tf.Variable([[1.0], [2.0]], name="w")
+    module.f = tf.function(
+        lambda x: {"idx": tf.cast(tf.argmax(tf.matmul(x, module.w), axis=0), tf.float32)},
+        input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures=module.f)
+    done = cli("check", str(tmp_path / "sm"), "--format", "json", "--db", postgres_url)
+    assert done.returncode == 1, done.stderr
+    assert "ArgMax" in done.stdout
