@@ -237,6 +237,9 @@ def test_cli_gradcheck_python_target_savedmodel_and_keras(tmp_path, harvested_db
     (check,) = data["checks"]
     assert check["verdict"] == "mismatch" and check["blocking_ops"][0]["op"] == "PyFunc"
     assert data["tolerance"]["why"] and data["dtype"] == "float32"
+    as_module = cli("gradcheck", "sinh_model:example", "--db", str(harvested_db),
+                    cwd=tmp_path)  # module:function, imported from the working directory
+    assert as_module.returncode == 1 and "mismatch" in as_module.stdout, as_module.stderr
     bad = cli("gradcheck", f"{script}:broken", "--db", str(harvested_db))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "boom" in bad.stderr
 
