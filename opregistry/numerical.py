@@ -225,13 +225,13 @@ class _Subject:
         note = ""
         if dtype == "float64":
             try:
-                fn64, vars64 = _in_float64(tf, fn, variables)
+                fn64, vars64 = in_float64(tf, fn, variables)
                 subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
                                     vars64, source)
             except _NotFloat64 as exc:
                 note = f"not run in float64: {exc}"
             except Exception as exc:  # noqa: BLE001 - any failure of the cast model
-                note = f"not run in float64: {_first_line(exc)}"
+                note = f"not run in float64: {first_line(exc)}"
             else:
                 lowered = subject.lower_precision()
                 if not lowered:
@@ -242,7 +242,7 @@ class _Subject:
         except GradcheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's call failed
-            raise GradcheckError(f"calling {source} failed: {_first_line(exc)}") from None
+            raise GradcheckError(f"calling {source} failed: {first_line(exc)}") from None
         subject.cast_note = note
         if subject.lower_precision():
             subject.precision = "float32"
@@ -328,7 +328,7 @@ class _NotFloat64(Exception):
     pass
 
 
-def _in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, Any]:
+def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, Any]:
     """A float64 version of ``fn``: a Keras model is cloned layer by layer with dtype
     float64 and given its weights; other callables are used as they are (the check
     then finds out whether they run on float64 inputs)."""
@@ -362,7 +362,7 @@ def _in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any,
                                for w in fn.get_weights()])
         except Exception as exc:  # noqa: BLE001 - custom layers without from_config etc.
             raise _NotFloat64(f"the Keras model could not be cloned in float64 "
-                              f"({_first_line(exc)})") from None
+                              f"({first_line(exc)})") from None
         return clone, None
     return fn, variables
 
@@ -401,7 +401,7 @@ def _as_tensor(tf: Any, value: Any) -> Any:
     try:
         return tf.convert_to_tensor(value)
     except Exception as exc:  # noqa: BLE001
-        raise GradcheckError(f"input {value!r:.60} is not a tensor ({_first_line(exc)})"
+        raise GradcheckError(f"input {value!r:.60} is not a tensor ({first_line(exc)})"
                              ) from None
 
 
@@ -409,7 +409,7 @@ def _cast(tf: Any, value: Any, dtype: Any) -> Any:
     return tf.cast(value, dtype) if value.dtype.is_floating else value
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:200]
 
@@ -553,16 +553,9 @@ class _Checker:
         self.inner_directions = [
             self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
             for t in self.inner]
-        base = self.values({})
-        again = self.values({})
-        # nondeterministic kernels: the spread of two identical evaluations is noise
-        self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
-                       for a, b in zip(base, again)]
-        self.base = base
         checks: list[TargetCheck] = []
-        if self.order == 2:
-            checks.extend(self._run_order(1))
-        checks.extend(self._run_order(self.order))
+        for order in range(1, self.order + 1):  # order 2 reports order 1 too
+            checks.extend(self._run_order(order))
         return checks
 
     def _dtype_of(self, target: _Target) -> Any:
@@ -571,14 +564,14 @@ class _Checker:
         return self.tf.as_dtype(self.subject.variables[target.index].dtype)
 
     def _run_order(self, order: int) -> list[TargetCheck]:
-        saved = self.order, self.base
+        np = self.np
         self.order = order
-        if order != saved[0]:
-            self.base = self.values({})
-        try:
-            return self._checks()
-        finally:
-            self.order, self.base = saved
+        self.base = self.values({})
+        again = self.values({})
+        # nondeterministic kernels: the spread of two identical evaluations is noise
+        self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
+                       for a, b in zip(self.base, again)]
+        return self._checks()
 
     def _checks(self) -> list[TargetCheck]:
         np = self.np
@@ -820,7 +813,7 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
         try:
             models[2] = from_concrete(checker.second_order_concrete(), subject.source)
         except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
-            result.analysis_note = f"order 2 not analysed: {_first_line(exc)}"
+            result.analysis_note = f"order 2 not analysed: {first_line(exc)}"
     for model in models.values():
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
@@ -885,167 +878,3 @@ def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
               "non-smooth": {"non_smooth", "stops"}}[verdict]
     return [op for kind, op in ops if kind in wanted]
 
-
-# ---------------------------------------------------------------- targets for the CLI
-
-def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
-                tags: str | None = None, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
-    """(callable, sample inputs, name) for ``opregistry gradcheck TARGET``:
-
-    * a SavedModel directory (the MetaGraph ``tags``, default the only one or serve):
-      one signature (default ``serving_default``) on random
-      inputs of its declared shapes (unknown dimensions: 1; integer inputs: zeros);
-    * a ``.keras`` / ``.h5`` file (safe_mode), optionally with a Keras ``loss`` against
-      random targets;
-    * ``file.py:function`` or ``package.module:function``: the function is called with
-      no arguments and returns ``(callable, inputs)``."""
-    import os
-
-    from .readers.model import ModelError
-    from .readers.traced import import_tensorflow
-
-    try:
-        tf = import_tensorflow()
-    except ModelError as exc:
-        raise GradcheckError(str(exc)) from None
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-
-    def sample(shape: Any, dtype: Any) -> Any:
-        dims = [d if d is not None else 1 for d in shape]
-        dtype = tf.as_dtype(dtype)
-        if dtype.is_floating:
-            return tf.constant(rng.standard_normal(dims), dtype=dtype)
-        return tf.zeros(dims, dtype=dtype)
-
-    path = spec
-    if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-            raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
-        try:
-            wanted = [t.strip() for t in tags.split(",")] if tags else None
-            try:
-                loaded = tf.saved_model.load(path, tags=wanted)
-            except ValueError as exc:
-                if wanted or "more than one MetaGraph" not in str(exc):
-                    raise
-                loaded = tf.saved_model.load(path, tags=["serve"])
-        except Exception as exc:  # noqa: BLE001 - corrupt files raise anything
-            raise GradcheckError(f"{path}: not a loadable SavedModel ({_first_line(exc)})"
-                                 ) from None
-        key = signature or "serving_default"
-        if key not in loaded.signatures:
-            raise GradcheckError(f"{path}: no signature {key!r} (found: "
-                                 f"{', '.join(loaded.signatures) or 'none'})")
-        fn = loaded.signatures[key]
-        _, kwargs = fn.structured_input_signature
-        names = sorted(kwargs)
-
-        def call(*args: Any) -> Any:
-            return fn(**dict(zip(names, args)))
-
-        call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
-        call.input_names = names  # type: ignore[attr-defined]
-        call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
-        call._keep = loaded  # type: ignore[attr-defined]  # variables live with the object
-        return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
-            call.__name__
-    if path.endswith((".keras", ".h5", ".hdf5")):
-        from .readers.traced import read_keras_model
-
-        try:
-            model = read_keras_model(path)
-        except ModelError as exc:
-            raise GradcheckError(str(exc)) from None
-        inputs = tuple(sample(t.shape, t.dtype) for t in model.inputs)
-        if loss is None:
-            return model, inputs, os.path.basename(path)
-        return _with_loss(tf, model, loss, inputs, rng), inputs, \
-            f"{os.path.basename(path)} + {loss}"
-    if ":" in spec:
-        return _from_python(spec)
-    raise GradcheckError(f"{spec}: not a SavedModel directory, Keras file or "
-                         "module:function")
-
-
-def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
-    """The model followed by a built-in Keras loss against fixed random targets. The
-    returned object keeps the model's variables, so float64 cloning still applies."""
-    keras = _keras(tf)
-    try:
-        loss = keras.losses.get(name)
-    except Exception as exc:  # noqa: BLE001
-        raise GradcheckError(f"unknown Keras loss {name!r} ({_first_line(exc)})") from None
-    out = model(*inputs, training=False) if len(inputs) == 1 else \
-        model(list(inputs), training=False)
-    if "sparse" in name:
-        truth = tf.zeros(out.shape[:-1], dtype=tf.int32)
-    else:
-        truth = tf.constant(rng.uniform(size=out.shape), dtype=out.dtype)
-    return _LossModel(model, loss, truth)
-
-
-class _LossModel:
-    """Model + loss as one callable that float64 cloning understands."""
-
-    def __init__(self, model: Any, loss: Any, truth: Any):
-        self.model, self.loss, self.truth = model, loss, truth
-        self.name = getattr(model, "name", "model")
-
-    @property
-    def trainable_variables(self) -> list[Any]:
-        return list(self.model.trainable_variables)
-
-    def __call__(self, *args: Any) -> Any:
-        import tensorflow as tf
-
-        out = self.model(args[0] if len(args) == 1 else list(args), training=False)
-        return self.loss(tf.cast(self.truth, out.dtype) if self.truth.dtype.is_floating
-                         else self.truth, out)
-
-    def in_float64(self) -> "_LossModel":
-        import tensorflow as tf
-
-        clone, _ = _in_float64(tf, self.model, None)
-        return _LossModel(clone, self.loss, self.truth)
-
-
-def _keras(tf: Any) -> Any:
-    try:
-        import keras
-    except ImportError:  # pragma: no cover - TF without standalone Keras
-        keras = tf.keras
-    return keras
-
-
-def _from_python(spec: str) -> tuple[Any, tuple[Any, ...], str]:
-    """``file.py:function`` or ``module:function`` -> what the function returns."""
-    import importlib
-    import importlib.util
-    import os
-
-    location, _, name = spec.rpartition(":")
-    try:
-        if location.endswith(".py") or os.path.sep in location:
-            if not os.path.isfile(location):
-                raise GradcheckError(f"{location}: no such file")
-            module_spec = importlib.util.spec_from_file_location(
-                os.path.splitext(os.path.basename(location))[0], location)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)  # the user's own code, run as asked
-        else:
-            module = importlib.import_module(location)
-        factory = getattr(module, name)
-        made = factory()
-    except GradcheckError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - anything the user's code raises
-        raise GradcheckError(f"{spec}: {type(exc).__name__}: {_first_line(exc)}") from None
-    if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
-        raise GradcheckError(f"{spec} must return (callable, inputs), got "
-                             f"{type(made).__name__}")
-    fn, inputs = made
-    if not isinstance(inputs, (list, tuple)):
-        inputs = (inputs,)
-    return fn, tuple(inputs), spec

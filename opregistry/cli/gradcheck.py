@@ -57,7 +57,8 @@ def gradcheck_command(
 ) -> None:
     """Compare TensorFlow's gradients with finite differences, per input and variable:
     ok, mismatch, none, zero or non-smooth, and the ops responsible."""
-    from ..numerical import gradcheck, load_target
+    from ..numerical import gradcheck
+    from ..targets import load_target
 
     try:
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,

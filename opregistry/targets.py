@@ -1,0 +1,172 @@
+"""What ``opregistry gradcheck TARGET`` checks: a SavedModel signature, a Keras file
+(optionally with a loss), or ``file.py:function`` / ``module:function`` returning a
+callable and its inputs. Unlike the static readers, these run the model in TensorFlow.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .numerical import GradcheckError, first_line, in_float64
+
+
+def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
+                tags: str | None = None, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
+    """(callable, sample inputs, name) for ``opregistry gradcheck TARGET``:
+
+    * a SavedModel directory (the MetaGraph ``tags``, default the only one or serve):
+      one signature (default ``serving_default``) on random inputs of its declared
+      shapes (unknown dimensions: 1; integer inputs: zeros);
+    * a ``.keras`` / ``.h5`` file (safe_mode), optionally with a Keras ``loss`` against
+      random targets;
+    * ``file.py:function`` or ``package.module:function``: the function is called with
+      no arguments and returns ``(callable, inputs)``."""
+    import os
+
+    from .readers.model import ModelError
+    from .readers.traced import import_tensorflow
+
+    try:
+        tf = import_tensorflow()
+    except ModelError as exc:
+        raise GradcheckError(str(exc)) from None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def sample(shape: Any, dtype: Any) -> Any:
+        dims = [d if d is not None else 1 for d in shape]
+        dtype = tf.as_dtype(dtype)
+        if dtype.is_floating:
+            return tf.constant(rng.standard_normal(dims), dtype=dtype)
+        return tf.zeros(dims, dtype=dtype)
+
+    path = spec
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+            raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
+        try:
+            wanted = [t.strip() for t in tags.split(",")] if tags else None
+            try:
+                loaded = tf.saved_model.load(path, tags=wanted)
+            except ValueError as exc:
+                if wanted or "more than one MetaGraph" not in str(exc):
+                    raise
+                loaded = tf.saved_model.load(path, tags=["serve"])
+        except Exception as exc:  # noqa: BLE001 - corrupt files raise anything
+            raise GradcheckError(f"{path}: not a loadable SavedModel ({first_line(exc)})"
+                                 ) from None
+        key = signature or "serving_default"
+        if key not in loaded.signatures:
+            raise GradcheckError(f"{path}: no signature {key!r} (found: "
+                                 f"{', '.join(loaded.signatures) or 'none'})")
+        fn = loaded.signatures[key]
+        _, kwargs = fn.structured_input_signature
+        names = sorted(kwargs)
+
+        def call(*args: Any) -> Any:
+            return fn(**dict(zip(names, args)))
+
+        call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
+        call.input_names = names  # type: ignore[attr-defined]
+        call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
+        call._keep = loaded  # type: ignore[attr-defined]  # variables live with the object
+        return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
+            call.__name__
+    if path.endswith((".keras", ".h5", ".hdf5")):
+        from .readers.traced import read_keras_model
+
+        try:
+            model = read_keras_model(path)
+        except ModelError as exc:
+            raise GradcheckError(str(exc)) from None
+        inputs = tuple(sample(t.shape, t.dtype) for t in model.inputs)
+        if loss is None:
+            return model, inputs, os.path.basename(path)
+        return _with_loss(tf, model, loss, inputs, rng), inputs, \
+            f"{os.path.basename(path)} + {loss}"
+    if ":" in spec:
+        return _from_python(spec)
+    raise GradcheckError(f"{spec}: not a SavedModel directory, Keras file or "
+                         "module:function")
+
+
+def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
+    """The model followed by a built-in Keras loss against fixed random targets. The
+    returned object keeps the model's variables, so float64 cloning still applies."""
+    keras = _keras(tf)
+    try:
+        loss = keras.losses.get(name)
+    except Exception as exc:  # noqa: BLE001
+        raise GradcheckError(f"unknown Keras loss {name!r} ({first_line(exc)})") from None
+    out = model(*inputs, training=False) if len(inputs) == 1 else \
+        model(list(inputs), training=False)
+    if "sparse" in name:
+        truth = tf.zeros(out.shape[:-1], dtype=tf.int32)
+    else:
+        truth = tf.constant(rng.uniform(size=out.shape), dtype=out.dtype)
+    return _LossModel(model, loss, truth)
+
+
+class _LossModel:
+    """Model + loss as one callable that float64 cloning understands."""
+
+    def __init__(self, model: Any, loss: Any, truth: Any):
+        self.model, self.loss, self.truth = model, loss, truth
+        self.name = getattr(model, "name", "model")
+
+    @property
+    def trainable_variables(self) -> list[Any]:
+        return list(self.model.trainable_variables)
+
+    def __call__(self, *args: Any) -> Any:
+        import tensorflow as tf
+
+        out = self.model(args[0] if len(args) == 1 else list(args), training=False)
+        return self.loss(tf.cast(self.truth, out.dtype) if self.truth.dtype.is_floating
+                         else self.truth, out)
+
+    def in_float64(self) -> "_LossModel":
+        import tensorflow as tf
+
+        clone, _ = in_float64(tf, self.model, None)
+        return _LossModel(clone, self.loss, self.truth)
+
+
+def _keras(tf: Any) -> Any:
+    try:
+        import keras
+    except ImportError:  # pragma: no cover - TF without standalone Keras
+        keras = tf.keras
+    return keras
+
+
+def _from_python(spec: str) -> tuple[Any, tuple[Any, ...], str]:
+    """``file.py:function`` or ``module:function`` -> what the function returns."""
+    import importlib
+    import importlib.util
+    import os
+
+    location, _, name = spec.rpartition(":")
+    try:
+        if location.endswith(".py") or os.path.sep in location:
+            if not os.path.isfile(location):
+                raise GradcheckError(f"{location}: no such file")
+            module_spec = importlib.util.spec_from_file_location(
+                os.path.splitext(os.path.basename(location))[0], location)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)  # the user's own code, run as asked
+        else:
+            module = importlib.import_module(location)
+        factory = getattr(module, name)
+        made = factory()
+    except GradcheckError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the user's code raises
+        raise GradcheckError(f"{spec}: {type(exc).__name__}: {first_line(exc)}") from None
+    if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])):
+        raise GradcheckError(f"{spec} must return (callable, inputs), got "
+                             f"{type(made).__name__}")
+    fn, inputs = made
+    if not isinstance(inputs, (list, tuple)):
+        inputs = (inputs,)
+    return fn, tuple(inputs), spec
