@@ -824,14 +824,16 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
         op_types = sorted(set().union(*(m.op_types for m in models.values())))
         version, facts = query.op_facts(release, op_types, db=db)
     except OpregistryError as exc:
-        result.analysis_note = f"no static analysis: {exc}"
-        return
+        # the graph alone still tells what each output depends on: blocked from
+        # unrelated; only the ops' gradient facts (and so the ops to name) are missing
+        result.analysis_note = f"ops not named: {exc}"
+        version, facts = None, None
     result.release = version
     checks = []
     for order, model in models.items():
         names = _output_names_of(model, subject.outputs)
         verdicts = {}
-        for report in analyse_model(model, facts, version).outputs:
+        for report in analyse_model(model, facts or {}, version or "").outputs:
             name = names.get(report.output, report.output)
             for kind, targets in (("with_gradient", report.with_gradient),
                                   ("blocked", report.blocked),
@@ -839,21 +841,21 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
                 for target in targets:
                     verdicts[(name, target)] = kind
         mine = [c for c in result.checks if c.order == order]
-        static_none = [c for c in mine if c.gradient == "zero" and
+        static_none = [c for c in mine if facts is not None and c.gradient == "zero" and
                        verdicts.get((c.output, c.target)) == "blocked"]
         mine = [replace(c, verdict="none", note="no gradient path (TensorFlow returned "
                         "zeros)") if c in static_none else c for c in mine]
         wanted = [(c.output, c.target) for c in mine if c.verdict != "ok"]
         back = {v: k for k, v in names.items()}
-        explained = path_ops(model, facts, [(back.get(o, o), t) for o, t in wanted]) \
-            if wanted else {}
+        explained = path_ops(model, facts or {}, [(back.get(o, o), t) for o, t in wanted]
+                             ) if wanted else {}
         for c in mine:
             info = explained.get((back.get(c.output, c.output), c.target))
             if info is not None:
                 related, ops = info
                 if c.verdict == "none" and not related:
                     c = replace(c, verdict="unrelated", note="the output does not depend on it")
-                elif c.verdict in PROBLEMS:
+                elif c.verdict in PROBLEMS and facts is not None:
                     c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)

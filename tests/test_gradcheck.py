@@ -260,3 +260,14 @@ def test_cli_gradcheck_python_target_savedmodel_and_keras(tmp_path, harvested_db
     assert "hidden/kernel" in done.stdout and "float64" in done.stderr
     missing = cli("gradcheck", str(tmp_path / "nothing_here"), "--db", str(harvested_db))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+def test_without_the_release_in_the_database_blocked_and_unrelated_still_differ(
+        harvested_db):
+    module = ArgmaxLoss()
+    result = gradcheck(module, np.ones((2, 2)), release="1.13", db=harvested_db)
+    assert result.release is None and "ops not named" in result.analysis_note
+    verdicts = {(c.output, c.target): c.verdict for c in result.checks}
+    assert verdicts[("loss", "w")] == "none"  # from the gradient itself
+    assert verdicts[("other", "w")] == "unrelated"  # from the graph alone
+    assert all(not c.blocking_ops for c in result.checks)
