@@ -27,12 +27,13 @@ from .query import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "BlockingOp", "Blocker", "CheckResult", "DatabaseError", "DiffResult", "DocumentError", "Finding", "FlaggedOp", "FunctionChange",
+    "Blocker", "BlockingOp", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
+    "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
-    "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary", "Transition",
-    "UnknownOpError", "UnknownReleaseError", "Verification", "check", "diff", "harvest",
-    "load_model", "lookup", "ops", "probe_report", "releases", "upgrade_check",
-    "GradcheckError", "GradcheckResult", "TargetCheck", "assert_differentiable", "gradcheck",
+    "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary",
+    "TargetCheck", "Transition", "UnknownOpError", "UnknownReleaseError", "Verification",
+    "assert_differentiable", "check", "diff", "gradcheck", "harvest", "load_model",
+    "lookup", "ops", "probe_report", "releases", "upgrade_check",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.

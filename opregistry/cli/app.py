@@ -37,8 +37,8 @@ def fail(error: OpregistryError) -> typer.Exit:
     return typer.Exit(code=error.exit_code)
 
 
-
 def load_commands() -> typer.Typer:
-    from . import check, db, diff, gradcheck, harvest, lookup, ops, releases, report  # noqa: F401,E501
+    from . import (  # noqa: F401 - each module registers its commands
+        check, db, diff, gradcheck, harvest, lookup, ops, releases, report)
 
     return app

@@ -10,6 +10,9 @@ from ..formats import OutputFormat, plural, render
 from .app import app, fail
 from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
 
+TagsOption = typer.Option(
+    None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
+                         "MetaGraph).")
 COLUMNS = ["signature", "output", "target_kind", "target", "node", "op", "function", "reason"]
 
 
@@ -32,7 +35,7 @@ def check_command(
     release: OptionalStr = ReleaseOption,
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
-    tags: OptionalStr = typer.Option(None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every MetaGraph)."),
+    tags: OptionalStr = TagsOption,
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
                                     case_sensitive=False, help="Output format."),
     db: OptionalStr = DbOption,
@@ -83,7 +86,7 @@ def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
-    tags: OptionalStr = typer.Option(None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every MetaGraph)."),
+    tags: OptionalStr = TagsOption,
     fmt: OutputFormat = FormatOption,
     db: OptionalStr = DbOption,
 ) -> None:

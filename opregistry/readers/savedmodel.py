@@ -15,17 +15,22 @@ MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
     """A SavedModel directory, or a GraphDef ``.pb`` / ``.pbtxt`` file. For a SavedModel,
     the MetaGraph tagged ``tags`` (comma-separated; default: serve, else the first)."""
-    return read_all(path, tags=tags or _DEFAULT_TAGS)[0]
+    return _read(path, tags or _DEFAULT_TAGS, first_if_no_serve=tags is None)[0]
 
 
 def read_all(path: str | os.PathLike[str], tags: str | None = None) -> list[Model]:
     """Like ``read``, but every MetaGraph of a SavedModel (one Model each) unless
     ``tags`` names one. A GraphDef file is one Model."""
+    return _read(path, tags, first_if_no_serve=False)
+
+
+def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: bool
+          ) -> list[Model]:
     path = Path(path)
     if path.is_dir():
         pb = path / "saved_model.pb"
         if pb.is_file():
-            return _from_saved_model(_read_bytes(pb), str(path), tags)
+            return _from_saved_model(_read_bytes(pb), str(path), tags, first_if_no_serve)
         if (path / "saved_model.pbtxt").is_file():
             raise ModelError(f"{path}: text SavedModels (saved_model.pbtxt) are not supported")
         raise ModelError(f"{path}: not a SavedModel directory (no saved_model.pb)")
@@ -41,7 +46,7 @@ def read_all(path: str | os.PathLike[str], tags: str | None = None) -> list[Mode
     if not graph_def.node:
         if data:
             try:  # a SavedModel file handed over without its directory
-                return _from_saved_model(data, str(path), tags)
+                return _from_saved_model(data, str(path), tags, first_if_no_serve)
             except ModelError:
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
@@ -78,7 +83,8 @@ def _parse_text(data: bytes, path: Path) -> Any:
 _DEFAULT_TAGS = "serve"
 
 
-def _from_saved_model(data: bytes, source: str, tags: str | None) -> list[Model]:
+def _from_saved_model(data: bytes, source: str, tags: str | None,
+                      first_if_no_serve: bool = False) -> list[Model]:
     try:
         saved = _schema.parse("SavedModel", data)
     except Exception as exc:
@@ -89,8 +95,8 @@ def _from_saved_model(data: bytes, source: str, tags: str | None) -> list[Model]
         return [_from_meta_graph(m, source) for m in saved.meta_graphs]
     wanted = {t.strip() for t in tags.split(",") if t.strip()}
     chosen = next((m for m in saved.meta_graphs if set(m.meta_info_def.tags) == wanted), None)
-    if chosen is None and tags == _DEFAULT_TAGS:
-        chosen = saved.meta_graphs[0]  # no serve graph: the one read() picks is the first
+    if chosen is None and first_if_no_serve:
+        chosen = saved.meta_graphs[0]  # read() without tags and no serve graph: the first
     if chosen is None:
         found = [",".join(m.meta_info_def.tags) for m in saved.meta_graphs]
         raise ModelError(f"{source}: no MetaGraph tagged {tags!r} (found: {', '.join(found)})")
