@@ -139,7 +139,8 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
               step: float | None = None, directions: int = 1,
               group_size: int | None = None, full_limit: int = 256, seed: int = 0,
               analyse: bool = True, release: str | None = None, db: Any = None,
-              source: str | None = None) -> GradcheckResult:
+              source: str | None = None, outputs: Sequence[str] | None = None
+              ) -> GradcheckResult:
     """Compare TensorFlow's gradients of ``fn(*inputs)`` with finite differences.
 
     ``fn`` is a callable, ``tf.function``, ``tf.Module`` or Keras model; its float
@@ -153,7 +154,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     gradient of the gradient (the input-gradient projected on a random vector, as a
     gradient penalty uses it). ``analyse`` runs the static analysis against ``release``
     of the database ``db`` to tell blocked from unrelated and to name the ops behind a
-    problem."""
+    problem. ``outputs`` restricts the check to these outputs (names as reported)."""
     if order not in (1, 2):
         raise GradcheckError(f"order must be 1 or 2, not {order}")
     if mode not in ("auto", "full", "directional"):
@@ -166,7 +167,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         tf = import_tensorflow()
     except Exception as exc:  # ModelError: TF missing
         raise GradcheckError(str(exc)) from None
-    subject = _Subject.build(tf, fn, inputs, variables, dtype, source)
+    subject = _Subject.build(tf, fn, inputs, variables, dtype, source, outputs)
     tol = _tolerance(subject.precision, atol, rtol, step)
     checker = _Checker(tf, subject, tol, order, mode, directions, group_size, full_limit,
                        seed)
@@ -218,7 +219,8 @@ class _Subject:
 
     @classmethod
     def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
-              dtype: str, source: str | None) -> "_Subject":
+              dtype: str, source: str | None, outputs: Sequence[str] | None = None
+              ) -> "_Subject":
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
             or type(fn).__name__
         values = [_as_tensor(tf, x) for x in inputs]
@@ -227,7 +229,9 @@ class _Subject:
             try:
                 fn64, vars64 = in_float64(tf, fn, variables)
                 subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
-                                    vars64, source)
+                                    vars64, source, outputs)
+            except GradcheckError:
+                raise  # not about float64: the same call would fail again
             except _NotFloat64 as exc:
                 note = f"not run in float64: {exc}"
             except Exception as exc:  # noqa: BLE001 - any failure of the cast model
@@ -238,7 +242,7 @@ class _Subject:
                     return subject
                 note = f"not run in float64: {lowered}"
         try:
-            subject = cls._make(tf, fn, values, variables, source)
+            subject = cls._make(tf, fn, values, variables, source, outputs)
         except GradcheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's call failed
@@ -250,7 +254,7 @@ class _Subject:
 
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
-              source: str) -> "_Subject":
+              source: str, wanted: Sequence[str] | None = None) -> "_Subject":
         call = _callable(fn)
         traced = tf.function(call, autograph=False) \
             if not hasattr(call, "get_concrete_function") else call
@@ -266,6 +270,13 @@ class _Subject:
                 and t.dtype.is_floating]
         if not keep:
             raise GradcheckError(f"{source} has no floating-point output to differentiate")
+        if wanted:
+            unknown = sorted(set(wanted) - {names[i] for i in keep})
+            if unknown:
+                raise GradcheckError(
+                    f"{source} has no floating-point output {', '.join(unknown)} (it has: "
+                    f"{', '.join(names[i] for i in keep)})")
+            keep = [i for i in keep if names[i] in set(wanted)]
 
         def forward(*args: Any) -> list[Any]:
             out = tf.nest.flatten(traced(*args), expand_composites=True)

@@ -98,6 +98,10 @@ def test_argmax_loss_is_none_and_unrelated_is_not_a_problem(harvested_db):
     other = {c.target: c.verdict for c in result.checks if c.output == "other"}
     assert other == {"x": "unrelated", "w": "unrelated", "head": "unrelated", "other": "ok"}
     assert {c.verdict for c in result.problems} == {"none"}
+    only = gradcheck(module, x, outputs=["other"], db=harvested_db)
+    assert only.ok and {c.output for c in only.checks} == {"other"}
+    with pytest.raises(GradcheckError, match="it has: loss, other"):
+        gradcheck(module, x, outputs=["los"], db=harvested_db)
 
 
 def test_wrong_custom_gradient_is_a_mismatch_naming_the_custom_gradient(harvested_db):

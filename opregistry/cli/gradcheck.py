@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -37,6 +37,8 @@ def gradcheck_command(
     loss: OptionalStr = typer.Option(
         None, "--loss", help="Keras file: check this built-in Keras loss (e.g. mse) "
                              "against random targets instead of the raw outputs."),
+    output: Optional[List[str]] = typer.Option(
+        None, "--output", help="Only this output (name as reported). Repeatable."),
     order: int = typer.Option(1, "--order", min=1, max=2,
                               help="2: also check the gradient of the gradient."),
     precision: Precision = typer.Option(Precision.float64, "--dtype",
@@ -65,7 +67,8 @@ def gradcheck_command(
                                         seed=seed)
         result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
                            atol=atol, rtol=rtol, step=step, directions=directions,
-                           seed=seed, analyse=analysis, release=release, db=db, source=name)
+                           seed=seed, analyse=analysis, release=release, db=db, source=name,
+                           outputs=output or None)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows = [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
