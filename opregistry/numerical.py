@@ -889,5 +889,13 @@ def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
     wanted = {"none": {"stops"}, "zero": {"stops", "custom_gradient", "flagged"},
               "mismatch": {"stops", "custom_gradient", "flagged"},
               "non-smooth": {"non_smooth", "stops"}}[verdict]
-    return [op for kind, op in ops if kind in wanted]
+    # one entry per node, by the kind that explains the verdict best: a custom gradient
+    # is also where its forward computation's gradient "stops" (it replaces it)
+    rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
+    best: dict[str, tuple[int, Any]] = {}
+    for kind, op in ops:
+        if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
+            best[op.node] = (rank[kind], op)
+    seen = list(dict.fromkeys(op.node for kind, op in ops if kind in wanted))
+    return [best[node][1] for node in seen]
 

@@ -149,16 +149,7 @@ def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
         if op in _VARIABLE_OPS:
             variables[n.name] = (n.attr["shared_name"].s.decode()
                                  if "shared_name" in n.attr else "") or n.name
-    functions = {}
-    for f in graph_def.library.function:
-        sig = f.signature
-        functions[sig.name] = Function(
-            name=sig.name,
-            input_args=[(a.name, a.type) for a in sig.input_arg],
-            output_args=[(a.name, a.type) for a in sig.output_arg],
-            ret=dict(f.ret), nodes={n.name: n for n in f.node_def},
-            arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
-                       if a.type_attr})
+    functions = {f.signature.name: function_from_def(f) for f in graph_def.library.function}
     bindings = {g.registered_op_type: g.gradient_func
                 for g in graph_def.library.registered_gradients}
     for function in functions.values():
@@ -167,6 +158,18 @@ def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
                   variables=variables, gradient_bindings=bindings)
     model.known_op_types = op_types
     return model
+
+
+def function_from_def(f: Any) -> Function:
+    """A library Function from a FunctionDef message."""
+    sig = f.signature
+    return Function(
+        name=sig.name,
+        input_args=[(a.name, a.type) for a in sig.input_arg],
+        output_args=[(a.name, a.type) for a in sig.output_arg],
+        ret=dict(f.ret), nodes={n.name: n for n in f.node_def},
+        arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
+                   if a.type_attr})
 
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})

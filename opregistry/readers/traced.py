@@ -59,12 +59,14 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> M
         if internal is not None:
             trainable[internal.op.name] = (_variable_name(var), var.trainable)
     model.variables = {node: name for node, (name, _) in trainable.items()}
-    # tf.custom_gradient functions are live Python objects here: all of them are bound
+    # tf.custom_gradient functions are live Python objects here: all of them are bound;
+    # traced as SavedModel export does, their bodies tell which inputs get a gradient
     for node in list(model.nodes.values()) + [n for f in model.functions.values()
                                                for n in f.nodes.values()]:
         if "_gradient_op_type" in node.attr:
             op_type = node.attr["_gradient_op_type"].s.decode()
             model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
+    _trace_custom_gradients(tf, concrete.graph, model)
     model.trainable = {name for name, is_trainable in trainable.values() if is_trainable}
     captures = {id(t) for _, t in graph.captures}
     inputs = {}
@@ -79,6 +81,40 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> M
             outputs[name] = (t.name, t.dtype.as_datatype_enum)
     model.signatures = {key: Signature(key, inputs, outputs)}
     return model
+
+
+def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
+    """Trace the gradient function of every tf.custom_gradient op of ``graph`` (and of
+    the functions it calls) into the model's library, bound like a saved one: the
+    call ``grad_fn(op, *upstream)`` that ``tf.saved_model.save`` traces. A gradient
+    function that cannot be traced stays bound to an opaque entry (assumed to pass)."""
+    from .savedmodel import function_from_def
+
+    try:
+        from tensorflow.python.framework import ops as tf_ops
+    except ImportError:  # pragma: no cover - a TF without this module path
+        return
+    graphs = [graph] + [f.graph for f in getattr(graph, "_functions", {}).values()
+                        if hasattr(f, "graph")]
+    done: set[str] = set()
+    for g in graphs:
+        for op in g.get_operations():
+            try:
+                op_type = op.get_attr("_gradient_op_type").decode()
+            except (ValueError, AttributeError):
+                continue
+            if op_type in done:
+                continue
+            done.add(op_type)
+            try:
+                grad_fn = tf_ops.gradient_registry.lookup(op_type)
+                traced = tf.function(grad_fn).get_concrete_function(None, *op.inputs)
+                fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+            except Exception:  # noqa: BLE001 - user code: anything can go wrong
+                continue
+            function = function_from_def(fdef)
+            model.functions.setdefault(function.name, function)
+            model.gradient_bindings[op_type] = function.name
 
 
 def _output_names(tf: Any, structure: Any) -> list[str]:
