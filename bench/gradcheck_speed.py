@@ -6,7 +6,10 @@
    alternative, a full Jacobian of the 25.6M parameters by finite differences, needs
    two forward passes per parameter: its time is estimated from the measured forward
    pass, not run.
-2. Agreement: a small model with a correct part and parts with known defects (a
+2. Kinks: an untrained Keras MobileNetV2 (weights=None, 96x96): zero padding, zero
+   batch-norm betas and means put units exactly on ReLU6 kinks, so some betas are
+   honestly non-smooth at that point; with small random betas the same check is clean.
+3. Agreement: a small model with a correct part and parts with known defects (a
    custom gradient scaled by 2, an argmax head, a gradient through tf.round), checked
    with the full Jacobian and with the directional check: the verdicts per target must
    be the same.
@@ -93,6 +96,26 @@ def agreement() -> None:
           f"directional {directional.forward_passes})")
 
 
+def kinks() -> None:
+    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3),
+                                              classes=10)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 96, 96, 3))
+    for label in ("as initialised (betas 0)", "betas ~ N(0, 0.1)"):
+        start = time.perf_counter()
+        result = gradcheck(model, x)
+        took = time.perf_counter() - start
+        verdicts: dict[str, int] = {}
+        for c in result.checks:
+            verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+        ops = sorted({b.op for c in result.problems for b in c.blocking_ops})
+        print(f"MobileNetV2 {label}: {verdicts} in {took:.1f} s"
+              + (f"; ops named: {', '.join(ops)}" if ops else ""))
+        for v in model.trainable_variables:
+            if v.path.endswith("beta"):
+                v.assign(rng.normal(0, 0.1, v.shape))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-resnet", action="store_true")
@@ -100,6 +123,7 @@ def main() -> None:
     agreement()
     if not args.skip_resnet:
         resnet()
+    kinks()
 
 
 if __name__ == "__main__":
