@@ -152,8 +152,8 @@ def test_zero_gradient_and_kinks(harvested_db):
     smooth = gradcheck(lambda t: tf.reduce_sum(tf.nn.relu(t)), np.array([-0.7, 1.5]),
                        db=harvested_db)
     assert smooth.ok
-    # a kink 1e-6 away: inside the step (6e-6), outside the finer one, so it clears
-    near = gradcheck(lambda t: tf.reduce_sum(tf.nn.relu(t - 0.5)), np.array([0.5 + 1e-6]),
+    # a kink 5e-8 away: inside the step (1e-7), outside the finer one, so it clears
+    near = gradcheck(lambda t: tf.reduce_sum(tf.nn.relu(t - 0.5)), np.array([0.5 + 5e-8]),
                      db=harvested_db)
     assert near.ok and "kink within the step" in near.checks[0].note
 
