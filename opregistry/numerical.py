@@ -144,8 +144,8 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
               step: float | None = None, directions: int = 1,
               group_size: int | None = None, full_limit: int = 256, seed: int = 0,
               analyse: bool = True, release: str | None = None, db: Any = None,
-              source: str | None = None, outputs: Sequence[str] | None = None
-              ) -> GradcheckResult:
+              source: str | None = None, outputs: Sequence[str] | None = None,
+              training: bool = False) -> GradcheckResult:
     """Compare TensorFlow's gradients of ``fn(*inputs)`` with finite differences.
 
     ``fn`` is a callable, ``tf.function``, ``tf.Module`` or Keras model; its float
@@ -159,7 +159,10 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     gradient of the gradient (the input-gradient projected on a random vector, as a
     gradient penalty uses it). ``analyse`` runs the static analysis against ``release``
     of the database ``db`` to tell blocked from unrelated and to name the ops behind a
-    problem. ``outputs`` restricts the check to these outputs (names as reported)."""
+    problem. ``outputs`` restricts the check to these outputs (names as reported).
+    ``training`` calls a Keras model in training mode (batch norm on batch statistics;
+    dropout makes the call random, which the noise allowance then shows); the model's
+    variables (moving averages) are restored afterwards."""
     if order not in (1, 2):
         raise GradcheckError(f"order must be 1 or 2, not {order}")
     if mode not in ("auto", "full", "directional"):
@@ -172,11 +175,12 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         tf = import_tensorflow()
     except Exception as exc:  # ModelError: TF missing
         raise GradcheckError(str(exc)) from None
-    subject = _Subject.build(tf, fn, inputs, variables, dtype, source, outputs)
-    tol = _tolerance(subject.precision, atol, rtol, step)
-    checker = _Checker(tf, subject, tol, order, mode, directions, group_size, full_limit,
-                       seed)
-    checks = checker.run()
+    with _state_kept(fn):
+        subject = _Subject.build(tf, fn, inputs, variables, dtype, source, outputs, training)
+        tol = _tolerance(subject.precision, atol, rtol, step)
+        checker = _Checker(tf, subject, tol, order, mode, directions, group_size,
+                           full_limit, seed)
+        checks = checker.run()
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
                              seed=seed, checks=checks, forward_passes=checker.passes)
@@ -224,8 +228,8 @@ class _Subject:
 
     @classmethod
     def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
-              dtype: str, source: str | None, outputs: Sequence[str] | None = None
-              ) -> "_Subject":
+              dtype: str, source: str | None, outputs: Sequence[str] | None = None,
+              training: bool = False) -> "_Subject":
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
             or type(fn).__name__
         values = [_as_tensor(tf, x) for x in inputs]
@@ -234,7 +238,7 @@ class _Subject:
             try:
                 fn64, vars64 = in_float64(tf, fn, variables)
                 subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
-                                    vars64, source, outputs)
+                                    vars64, source, outputs, training)
             except GradcheckError:
                 raise  # not about float64: the same call would fail again
             except _NotFloat64 as exc:
@@ -247,7 +251,7 @@ class _Subject:
                     return subject
                 note = f"not run in float64: {lowered}"
         try:
-            subject = cls._make(tf, fn, values, variables, source, outputs)
+            subject = cls._make(tf, fn, values, variables, source, outputs, training)
         except GradcheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's call failed
@@ -259,8 +263,9 @@ class _Subject:
 
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
-              source: str, wanted: Sequence[str] | None = None) -> "_Subject":
-        call = _callable(fn)
+              source: str, wanted: Sequence[str] | None = None, training: bool = False
+              ) -> "_Subject":
+        call = _callable(fn, training)
         traced = tf.function(call, autograph=False) \
             if not hasattr(call, "get_concrete_function") else call
         names_in = _input_names(fn, len(values))
@@ -398,16 +403,32 @@ def _input_names(fn: Any, count: int) -> list[str | None]:
     return names
 
 
+@contextlib.contextmanager
+def _state_kept(fn: Any) -> Iterator[None]:
+    """Restore every variable of ``fn`` (a Keras model's moving averages, which a call
+    in training mode updates) when the check is done."""
+    owner = getattr(fn, "model", fn)
+    saved = [(v, v.numpy()) for v in getattr(owner, "variables", None) or []
+             if hasattr(v, "assign")]
+    try:
+        yield
+    finally:
+        for var, value in saved:
+            var.assign(value)
+
+
 def _is_keras_model(obj: Any) -> bool:
     return hasattr(obj, "trainable_variables") and hasattr(obj, "layers") and \
         hasattr(obj, "get_weights")
 
 
-def _callable(fn: Any) -> Any:
+def _callable(fn: Any, training: bool = False) -> Any:
     if _is_keras_model(fn):
-        def call(*args: Any) -> Any:  # inference mode: dropout off, batch norm frozen
-            return fn(args[0] if len(args) == 1 else list(args), training=False)
+        def call(*args: Any) -> Any:  # default inference: dropout off, batch norm frozen
+            return fn(args[0] if len(args) == 1 else list(args), training=training)
         return call
+    if getattr(fn, "takes_training", False):  # a model + loss
+        return lambda *args: fn(*args, training=training)
     if not callable(fn):
         raise GradcheckError(f"{fn!r} is not callable")
     return fn

@@ -110,6 +110,8 @@ def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any
 class _LossModel:
     """Model + loss as one callable that float64 cloning understands."""
 
+    takes_training = True  # gradcheck passes its training flag to __call__
+
     def __init__(self, model: Any, loss: Any, truth: Any):
         self.model, self.loss, self.truth = model, loss, truth
         self.name = getattr(model, "name", "model")
@@ -118,10 +120,10 @@ class _LossModel:
     def trainable_variables(self) -> list[Any]:
         return list(self.model.trainable_variables)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, training: bool = False) -> Any:
         import tensorflow as tf
 
-        out = self.model(args[0] if len(args) == 1 else list(args), training=False)
+        out = self.model(args[0] if len(args) == 1 else list(args), training=training)
         return self.loss(tf.cast(self.truth, out.dtype) if self.truth.dtype.is_floating
                          else self.truth, out)
 

@@ -275,3 +275,22 @@ def test_without_the_release_in_the_database_blocked_and_unrelated_still_differ(
     assert verdicts[("loss", "w")] == "none"  # from the gradient itself
     assert verdicts[("other", "w")] == "unrelated"  # from the graph alone
     assert all(not c.blocking_ops for c in result.checks)
+
+
+def test_training_mode_differentiates_through_batch_statistics(harvested_db):
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((3,), name="features"),
+                              keras.layers.Dense(4, name="dense"),
+                              keras.layers.BatchNormalization(name="bn"),
+                              keras.layers.Dense(1, name="head")])
+    x = np.random.default_rng(6).standard_normal((5, 3))
+    before = [v.numpy().copy() for v in model.variables]
+    result = gradcheck(model, x, training=True, db=harvested_db)
+    assert result.dtype == "float64" and result.ok, result.message()
+    # in training mode the batch mean removes dense/bias from the output entirely
+    bias = next(c for c in result.checks if c.target.endswith("/dense/bias"))
+    assert bias.max_abs_error < 1e-8 and abs(bias.numeric) < 1e-8
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
+    inference = gradcheck(model, x, db=harvested_db)
+    bias = next(c for c in inference.checks if c.target.endswith("/dense/bias"))
+    assert inference.ok and abs(bias.analytic) > 1e-3  # frozen statistics: it matters

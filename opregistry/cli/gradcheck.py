@@ -39,6 +39,9 @@ def gradcheck_command(
                              "against random targets instead of the raw outputs."),
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (name as reported). Repeatable."),
+    training: bool = typer.Option(
+        False, "--training", help="Keras: call the model in training mode (batch norm on "
+                                  "batch statistics)."),
     order: int = typer.Option(1, "--order", min=1, max=2,
                               help="2: also check the gradient of the gradient."),
     precision: Precision = typer.Option(Precision.float64, "--dtype",
@@ -68,7 +71,7 @@ def gradcheck_command(
         result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
                            atol=atol, rtol=rtol, step=step, directions=directions,
                            seed=seed, analyse=analysis, release=release, db=db, source=name,
-                           outputs=output or None)
+                           outputs=output or None, training=training)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows = [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
