@@ -93,6 +93,9 @@ class GradcheckResult:
     release: str | None = None  # release the static analysis used
     analysis_note: str = ""  # why there is no static analysis, when there is none
     forward_passes: int = 0
+    # largest difference between two identical forward passes (dropout, nondeterministic
+    # kernels); the tolerance grows by 10x this over the step
+    nondeterminism: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -109,8 +112,9 @@ class GradcheckResult:
 
     def message(self) -> str:
         """A few readable lines, one per problem: what an AssertionError shows."""
-        lines = [f"gradient check of {self.source} ({self.dtype}"
-                 f"{'; ' + self.cast_note if self.cast_note else ''}): "
+        about = [self.dtype] + ([self.cast_note] if self.cast_note else []) + (
+            [f"nondeterministic: {self.nondeterminism:.3g}"] if self.nondeterminism else [])
+        lines = [f"gradient check of {self.source} ({'; '.join(about)}): "
                  f"{len(self.problems)} problem(s) in {len(self.checks)} check(s)"]
         for c in self.problems:
             where = f"{c.output} <- {c.target_kind} {c.target}"
@@ -183,7 +187,8 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         checks = checker.run()
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
-                             seed=seed, checks=checks, forward_passes=checker.passes)
+                             seed=seed, checks=checks, forward_passes=checker.passes,
+                             nondeterminism=checker.max_jitter)
     if analyse:
         _explain(result, checker, release, db)
     return result
@@ -484,6 +489,7 @@ class _Checker:
         self.full_limit = full_limit
         self.rng = np.random.default_rng(seed)
         self.passes = 0
+        self.max_jitter = 0.0
         # inner targets of the second-order value: the float inputs, else the variables
         inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
         self.inner = inner
@@ -610,6 +616,7 @@ class _Checker:
         # nondeterministic kernels: the spread of two identical evaluations is noise
         self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
                        for a, b in zip(self.base, again)]
+        self.max_jitter = max([self.max_jitter, *self.jitter])
         return self._checks()
 
     def _checks(self) -> list[TargetCheck]:

@@ -294,3 +294,16 @@ def test_training_mode_differentiates_through_batch_statistics(harvested_db):
     inference = gradcheck(model, x, db=harvested_db)
     bias = next(c for c in inference.checks if c.target.endswith("/dense/bias"))
     assert inference.ok and abs(bias.analytic) > 1e-3  # frozen statistics: it matters
+
+
+def test_nondeterminism_is_measured_and_reported(harvested_db):
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((6,), name="features"),
+                              keras.layers.Dense(6, name="dense"),
+                              keras.layers.Dropout(0.5, name="drop"),
+                              keras.layers.Dense(1, name="head")])
+    x = np.random.default_rng(7).standard_normal((4, 6))
+    assert gradcheck(model, x, db=harvested_db).nondeterminism == 0.0  # inference
+    random = gradcheck(model, x, training=True, db=harvested_db)
+    assert random.nondeterminism > 0  # dropout masks differ between calls
+    assert "nondeterministic" in random.message().splitlines()[0]

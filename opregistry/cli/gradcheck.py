@@ -85,6 +85,9 @@ def gradcheck_command(
                f"{result.dtype}, {result.forward_passes} forward passes")
     if result.cast_note:
         summary += f"; {result.cast_note}"
+    if result.nondeterminism:
+        summary += (f"; nondeterministic: two identical forward passes differ by "
+                    f"{result.nondeterminism:.3g} (tolerance widened)")
     if result.analysis_note:
         summary += f"; {result.analysis_note}"
     typer.echo(summary, err=True)
