@@ -719,9 +719,10 @@ PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 
 def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
-             ) -> dict[tuple[str, str], tuple[bool, list[tuple[str, BlockingOp]]]]:
-    """For each (output, target): whether the output depends on the target at all, and
-    the ops between them that explain a numerical verdict, as (kind, op) with kind
+             ) -> dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]]:
+    """For each (output, target): whether the output depends on the target at all,
+    whether a gradient path reaches it, and the ops between them that explain a
+    numerical verdict, as (kind, op) with kind
     ``stops`` (a gradient path stops there), ``python`` (runs Python),
     ``custom_gradient``, ``flagged`` (the release's numerical probe flagged the op's
     gradient) or ``non_smooth``."""
@@ -733,15 +734,18 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
     by_key = dict(zip(flat.keys, range(len(flat.keys))))  # subgraphs name their nodes
     targets = {name: source for _, name, source in _targets(model, flat)}
     outputs = {name: tensor for _, name, tensor in _outputs(model, flat, None)}
-    out: dict[tuple[str, str], tuple[bool, list[tuple[str, BlockingOp]]]] = {}
+    out: dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]] = {}
+    reach: dict[int, set[int]] = {}  # output tensor -> what its gradient reaches
     for output, target in pairs:
         tensor, source = outputs.get(output), targets.get(target)
         if tensor is None or source is None:
             continue
+        if tensor not in reach:
+            reach[tensor] = _gradient_reach(flat, tensor)
         dep = _depends_on(flat, tensor)
         dep_insts = {t & _INST for t in dep}
         if source & _INST not in dep_insts:
-            out[(output, target)] = (False, [])
+            out[(output, target)] = (False, False, [])
             continue
         found = [("stops", b) for b in _blocking_ops(flat, consumers, source, dep,
                                                       dep_insts)]
@@ -757,9 +761,9 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
             if "_gradient_op_type" in node.attr:
                 found.append(("custom_gradient", blocking("custom_gradient")))
             fact = facts.get(op)
-            if fact is not None and getattr(fact, "verification", None) == "flagged":
+            if fact is not None and fact.verification == "flagged":
                 found.append(("flagged", blocking("gradient_flagged_by_probe")))
             if op in NON_SMOOTH_OPS:
                 found.append(("non_smooth", blocking("non_smooth")))
-        out[(output, target)] = (True, found)
+        out[(output, target)] = (True, source in reach[tensor], found)
     return out

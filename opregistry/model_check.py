@@ -22,6 +22,13 @@ def installed_tf_version() -> str | None:
     return None
 
 
+def default_release(db: Any = None) -> str:
+    """The release a model is analysed against by default: the installed TensorFlow
+    when the database has it, else the newest one there."""
+    installed = installed_tf_version()
+    return installed if installed in set(query.iter_release_versions(db)) else "latest"
+
+
 def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
     """A Model from a path (SavedModel, GraphDef, .pbtxt read statically; .keras/.h5
     traced with TF) or a live object (tf.function, callable, tf.Module, Keras model)
@@ -65,12 +72,8 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
     newest release in the database."""
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
-    if release is None:
-        installed = installed_tf_version()
-        known = list(query.iter_release_versions(db))
-        release = installed if installed in known else "latest"
     op_types = set().union(*(m.op_types for m in models))
-    version, facts = query.op_facts(release, sorted(op_types), db=db)
+    version, facts = query.op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
         return CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
 

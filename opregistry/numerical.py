@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from .errors import OpregistryError
+from .readers.traced import import_keras, is_keras_model
 
 VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
 PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
@@ -360,15 +361,12 @@ def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, 
     then finds out whether they run on float64 inputs)."""
     if hasattr(fn, "in_float64") and variables is None:  # a model + loss
         return fn.in_float64(), None
-    if _is_keras_model(fn):
+    if is_keras_model(fn):
         if variables is not None:
             raise _NotFloat64("explicit variables of a Keras model cannot be cloned")
         import numpy as np
 
-        try:
-            import keras
-        except ImportError:  # pragma: no cover - TF without standalone Keras
-            keras = tf.keras
+        keras = import_keras()
 
         def to64(layer: Any) -> Any:
             config = layer.get_config()
@@ -400,7 +398,7 @@ def _input_names(fn: Any, count: int) -> list[str | None]:
         return list(given)
     model = getattr(fn, "model", fn)
     names: list[str | None] = [None] * count
-    if _is_keras_model(model):
+    if is_keras_model(model):
         for i, t in enumerate(getattr(model, "inputs", None) or []):
             name = getattr(t, "name", None)
             if i < count and name:
@@ -422,13 +420,8 @@ def _state_kept(fn: Any) -> Iterator[None]:
             var.assign(value)
 
 
-def _is_keras_model(obj: Any) -> bool:
-    return hasattr(obj, "trainable_variables") and hasattr(obj, "layers") and \
-        hasattr(obj, "get_weights")
-
-
 def _callable(fn: Any, training: bool = False) -> Any:
-    if _is_keras_model(fn):
+    if is_keras_model(fn):
         def call(*args: Any) -> Any:  # default inference: dropout off, batch norm frozen
             return fn(args[0] if len(args) == 1 else list(args), training=training)
         return call
@@ -862,8 +855,8 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
     from dataclasses import replace
 
     from . import query
-    from .analysis import analyse as analyse_model, path_ops
-    from .model_check import installed_tf_version
+    from .analysis import path_ops
+    from .model_check import default_release
     from .readers.traced import from_concrete
 
     subject = checker.subject
@@ -876,12 +869,8 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
     for model in models.values():
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
-        if release is None:
-            installed = installed_tf_version()
-            release = installed if installed in set(query.iter_release_versions(db)) \
-                else "latest"
         op_types = sorted(set().union(*(m.op_types for m in models.values())))
-        version, facts = query.op_facts(release, op_types, db=db)
+        version, facts = query.op_facts(release or default_release(db), op_types, db=db)
     except OpregistryError as exc:
         # the graph alone still tells what each output depends on: blocked from
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing
@@ -890,28 +879,18 @@ def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, 
     result.release = version
     checks = []
     for order, model in models.items():
-        names = _output_names_of(model, subject.outputs)
-        verdicts = {}
-        for report in analyse_model(model, facts or {}, version or "").outputs:
-            name = names.get(report.output, report.output)
-            for kind, targets in (("with_gradient", report.with_gradient),
-                                  ("blocked", report.blocked),
-                                  ("unrelated", report.unrelated)):
-                for target in targets:
-                    verdicts[(name, target)] = kind
+        back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
         mine = [c for c in result.checks if c.order == order]
-        static_none = [c for c in mine if facts is not None and c.gradient == "zero" and
-                       verdicts.get((c.output, c.target)) == "blocked"]
-        mine = [replace(c, verdict="none", note="no gradient path (TensorFlow returned "
-                        "zeros)") if c in static_none else c for c in mine]
-        wanted = [(c.output, c.target) for c in mine if c.verdict != "ok"]
-        back = {v: k for k, v in names.items()}
-        explained = path_ops(model, facts or {}, [(back.get(o, o), t) for o, t in wanted]
-                             ) if wanted else {}
+        wanted = [(back.get(c.output, c.output), c.target) for c in mine
+                  if c.verdict != "ok" or c.gradient == "zero"]
+        explained = path_ops(model, facts or {}, wanted) if wanted else {}
         for c in mine:
             info = explained.get((back.get(c.output, c.output), c.target))
             if info is not None:
-                related, ops = info
+                related, graded, ops = info
+                if c.gradient == "zero" and related and not graded and facts is not None:
+                    c = replace(c, verdict="none",
+                                note="no gradient path (TensorFlow returned zeros)")
                 if c.verdict == "none" and not related:
                     c = replace(c, verdict="unrelated", note="the output does not depend on it")
                 elif c.verdict in PROBLEMS and facts is not None:

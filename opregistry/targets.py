@@ -93,7 +93,9 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
     """The model followed by a built-in Keras loss against fixed random targets. The
     returned object keeps the model's variables, so float64 cloning still applies."""
-    keras = _keras(tf)
+    from .readers.traced import import_keras
+
+    keras = import_keras()
     try:
         loss = keras.losses.get(name)
     except Exception as exc:  # noqa: BLE001
@@ -132,14 +134,6 @@ class _LossModel:
 
         clone, _ = in_float64(tf, self.model, None)
         return _LossModel(clone, self.loss, self.truth)
-
-
-def _keras(tf: Any) -> Any:
-    try:
-        import keras
-    except ImportError:  # pragma: no cover - TF without standalone Keras
-        keras = tf.keras
-    return keras
 
 
 def _from_python(spec: str) -> tuple[Any, tuple[Any, ...], str]:

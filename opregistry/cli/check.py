@@ -26,7 +26,6 @@ class CheckFormat(str, Enum):
     dot = "dot"
 
 
-
 @app.command("check")
 def check_command(
     model: str = typer.Argument(

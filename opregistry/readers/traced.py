@@ -135,11 +135,11 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     on ``inputs`` (tensors or tf.TensorSpec) and return its Model."""
     tf = import_tensorflow()
 
-    if _is_keras_model(obj) and not inputs:
+    if is_keras_model(obj) and not inputs:
         inputs = tuple(_keras_input_specs(obj))
     if not inputs:
         raise ModelError("tracing needs example inputs or tf.TensorSpec for the call")
-    if _is_keras_model(obj):
+    if is_keras_model(obj):
         def fn(*args):  # inference: what a user differentiates through for a loss
             return obj(*args, training=False)
     else:
@@ -148,14 +148,24 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
         fn = tf.function(fn)
     concrete = fn.get_concrete_function(*inputs)
     model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj))
-    if _is_keras_model(obj) or isinstance(obj, tf.Module):
+    if is_keras_model(obj) or isinstance(obj, tf.Module):
         model.trainable = {_variable_name(v) for v in obj.trainable_variables}
     return model
 
 
-def _is_keras_model(obj: Any) -> bool:
+def is_keras_model(obj: Any) -> bool:
     return hasattr(obj, "trainable_variables") and hasattr(obj, "inputs") and \
         hasattr(obj, "layers")
+
+
+def import_keras() -> Any:
+    """Keras as TensorFlow uses it: standalone Keras 3, else tf.keras (Keras 2)."""
+    tf = import_tensorflow()
+    try:
+        import keras
+    except ImportError:  # pragma: no cover - TF without standalone Keras
+        keras = tf.keras
+    return keras
 
 
 def _keras_input_specs(model: Any) -> list[Any]:
@@ -177,11 +187,7 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
 def read_keras_model(path: str | os.PathLike[str]) -> Any:
     """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
     Lambda layer's Python code is refused, not run."""
-    import_tensorflow()
-    try:
-        import keras
-    except ImportError:
-        from tensorflow import keras  # type: ignore[no-redef]
+    keras = import_keras()
     try:
         try:
             model = keras.models.load_model(os.fspath(path), safe_mode=True, compile=False)
