@@ -7,7 +7,7 @@ from typing import Any
 from . import query
 from .analysis import CheckResult, analyse
 from .readers import savedmodel
-from .readers.model import Model
+from .readers.model import Model, ModelError
 
 
 def installed_tf_version() -> str | None:
@@ -72,10 +72,30 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
     newest release in the database."""
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
+    if outputs:
+        _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
     version, facts = query.op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
         return CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
+
+
+def _check_wanted_outputs(models: list[Model], wanted: list[tuple[str | None, str]]) -> None:
+    """Every requested output names one: a typo is a usage error, not a clean check."""
+    from .analysis import output_keys
+
+    known = [key for m in models for key in output_keys(m)]
+    for signature, name in wanted:
+        if any(m.signatures for m in models):
+            if any(k == name and signature in (None, s) for s, k in known):
+                continue
+        elif name.partition(":")[0] in set().union(*(m.nodes for m in models)):
+            continue  # a bare GraphDef: any node's tensor
+        shown = ", ".join(f"{s}:{k}" for s, k in known[:20]) or "none"
+        more = f" (and {len(known) - 20} more)" if len(known) > 20 else ""
+        asked = f"{signature}:{name}" if signature else name
+        raise ModelError(f"no output {asked!r} in {models[0].source} "
+                         f"(outputs: {shown}{more})")
 
 
 class _no_gc:

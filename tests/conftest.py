@@ -64,3 +64,17 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """The differential corpus (tests/corpus.py): real Keras applications, a keras-hub
+    backbone, multi-head and multi-signature models, TF1, built once per test run."""
+    import corpus as corpus_module
+
+    return corpus_module.build(tmp_path_factory.mktemp("corpus") / "models")
+
+
+@pytest.fixture(scope="session")
+def corpus_by_name(corpus: list) -> dict:
+    return {entry.name: entry for entry in corpus}

@@ -154,11 +154,23 @@ def _save(module, path, custom_gradients=True):
     return path
 
 
-@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient, LoopCarried])
+@pytest.mark.parametrize("make", [Mixed, PartialCustomGradient, LoopCarried])
 def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
+    """Saved models without Python in them: the loaded model differentiates as the live
+    one does (models with py_functions: tests/test_check_corpus.py, loaded)."""
     module = make()
     path = _save(module, tmp_path / "model")
     result = check(path, db=harvested_db)
+    x = tf.constant([[1.3]])
+    assert _static_verdicts(result, module) == _tape_verdicts(module, x)
+
+
+@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient, LoopCarried])
+def test_live_verdict_matches_gradient_tape(make, harvested_db):
+    """A live object keeps its Python: numpy_function has no gradient, py_function is
+    differentiated through Python, custom gradients are the Python functions."""
+    module = make()
+    result = check(module.serve, tf.TensorSpec([None, 1], tf.float32), db=harvested_db)
     x = tf.constant([[1.3]])
     assert _static_verdicts(result, module) == _tape_verdicts(module, x)
 
@@ -198,10 +210,15 @@ def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
     assert (finding.output, finding.target) == ("y", "v")
     assert [(b.op, b.reason) for b in finding.blocking_ops] == [
         ("IdentityN", "custom_gradient_none")]
-    # not saved: a loaded model differentiates the forward product, v gets a gradient
+    # not saved: a loaded model looks the gradient up by its op type and raises, for
+    # every output of the signature (tests/test_check_corpus.py asks TF itself)
     unsaved = check(_save(PartialCustomGradient(), tmp_path / "unsaved",
                           custom_gradients=False), db=harvested_db)
-    assert unsaved.ok and unsaved.unsaved_custom_gradients
+    assert unsaved.unsaved_custom_gradients and not unsaved.ok
+    assert {b.reason for f in unsaved.findings for b in f.blocking_ops} == {
+        "custom_gradient_not_saved"}
+    assert {(f.output, f.target) for f in unsaved.findings} == {
+        ("y", "u"), ("y", "v"), ("y", "w"), ("y", "x"), ("direct", "v"), ("direct", "x")}
 
 
 def test_cli_check_exit_codes_and_json(tmp_path, harvested_db, cli):

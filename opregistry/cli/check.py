@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -13,7 +13,8 @@ from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
                          "MetaGraph).")
-COLUMNS = ["signature", "output", "target_kind", "target", "node", "op", "function", "reason"]
+COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
+           "reason"]
 
 
 class CheckFormat(str, Enum):
@@ -35,6 +36,9 @@ def check_command(
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
     tags: OptionalStr = TagsOption,
+    strict: bool = typer.Option(
+        False, "--strict", help="Also exit 1 for partial paths: an op of concern on a "
+                                "gradient path where the gradient still arrives by another."),
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
                                     case_sensitive=False, help="Output format."),
     db: OptionalStr = DbOption,
@@ -53,14 +57,7 @@ def check_command(
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = [{"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
-             "target_kind": f.target_kind, "target": f.target, "node": b.node, "op": b.op,
-             "function": b.function, "reason": b.reason}
-            for f in result.findings for b in (f.blocking_ops or [None]) if b] + [
-        {"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
-         "target_kind": f.target_kind, "target": f.target, "node": None, "op": None,
-         "function": None, "reason": "no path"}
-        for f in result.findings if not f.blocking_ops]
+    rows = finding_rows(result)
     # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
     columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
     if fmt == CheckFormat.dot:
@@ -68,7 +65,9 @@ def check_command(
     elif rows or fmt != CheckFormat.table:
         typer.echo(render(fmt.value, result.to_dict(), rows, columns))
     targets = {(f.meta_graph, f.signature, f.output, f.target) for f in result.findings}
-    summary = (f"{plural(len(targets), 'blocked target')} in "
+    summary = (f"{plural(len(targets), 'blocked target')}"
+               + (f", {plural(len(result.partial_paths), 'partial path')}"
+                  if result.partial_paths else "") + " in "
                f"{plural(len(result.outputs), 'output')}"
                + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
                   if len(result.meta_graphs) > 1 else "")
@@ -76,8 +75,25 @@ def check_command(
     if result.unknown_ops:
         summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
     typer.echo(summary, err=True)
-    if result.findings:
+    if result.findings or (strict and result.partial_paths):
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def finding_rows(result: Any) -> list[dict[str, Any]]:
+    """One row per (finding or partial path, op): blocked pairs first, each pair's ops
+    in order; a blocked pair with no op to name gets one row saying so."""
+    rows = []
+    for status, items in (("blocked", result.findings), ("partial_path", result.partial_paths)):
+        for item in items:
+            ops = item.blocking_ops if status == "blocked" else item.ops
+            base = {"meta_graph": item.meta_graph, "signature": item.signature,
+                    "output": item.output, "target_kind": item.target_kind,
+                    "target": item.target, "status": status}
+            for b in ops or [None]:
+                rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
+                                 function=b.function if b else None,
+                                 reason=b.reason if b else "no path"))
+    return rows
 
 
 @app.command("upgrade-check")

@@ -61,6 +61,10 @@ class Model:
     tf_version: str | None = None
     # names of trainable variables; None when the format does not say (GraphDef)
     trainable: set[str] | None = None
+    # target name -> the variable's object path in a SavedModel ("" where none)
+    variable_paths: dict[str, str] = field(default_factory=dict)
+    # object paths of trainable variables that no function of the model uses
+    unused_variables: list[str] = field(default_factory=list)
 
     known_op_types: set[str] | None = field(default=None, repr=False)  # set by readers
 

@@ -107,37 +107,104 @@ def _from_meta_graph(chosen: Any, source: str) -> Model:
     model = _from_graph_def(chosen.graph_def, source, "savedmodel")
     model.tags = list(chosen.meta_info_def.tags)
     model.tf_version = chosen.meta_info_def.tensorflow_version or None
+    # sorted: protobuf map order is not part of the file's meaning
     model.signatures = {
-        key: Signature(key, {k: (v.name, v.dtype) for k, v in sig.inputs.items()},
-                       {k: (v.name, v.dtype) for k, v in sig.outputs.items()})
-        for key, sig in chosen.signature_def.items() if not key.startswith("__")}
-    model.variables.update(_saved_variable_names(chosen, model))
-    model.trainable = {n.variable.name for n in chosen.object_graph_def.nodes
-                       if n.variable.name and n.variable.trainable}
-    if not model.trainable and not any(n.variable.name for n in
-                                       chosen.object_graph_def.nodes):
-        model.trainable = None  # TF1 SavedModel: no object graph to tell
+        key: Signature(key, {k: (v.name, v.dtype) for k, v in sorted(sig.inputs.items())},
+                       {k: (v.name, v.dtype) for k, v in sorted(sig.outputs.items())})
+        for key, sig in sorted(chosen.signature_def.items()) if not key.startswith("__")}
+    if any(n.HasField("variable") for n in chosen.object_graph_def.nodes):
+        _identify_saved_variables(chosen, model)
+    else:
+        _identify_tf1_variables(chosen, model)
     return model
 
 
-def _saved_variable_names(meta_graph: Any, model: Model) -> dict[str, str]:
-    """VarHandleOp node -> the variable's saved name (object graph), matched by the
-    handle's shared_name or node name."""
-    saved = {}
-    for node in meta_graph.object_graph_def.nodes:
-        if node.variable.name:
-            saved[node.variable.name] = node.variable.name
-    out = {}
+def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
+    """TF2 SavedModels: a variable is an object of the object graph; the handles the
+    graph uses for it are the inputs that each top-level function call binds to it
+    (``bound_inputs`` of the called concrete function, in capture order). Handles
+    bound to no object (Keras 3 export writes an unused copy of each variable) are
+    not variables of the model; objects no function uses are listed as unused."""
+    objects = meta_graph.object_graph_def
+    paths = _object_paths(objects)
+    variables = {i: n.variable for i, n in enumerate(objects.nodes) if n.HasField("variable")}
+    handle_object: dict[str, int] = {}
     for node in model.nodes.values():
-        if node.op in _VARIABLE_OPS:
-            shared = node.attr["shared_name"].s.decode() if "shared_name" in node.attr else ""
-            for candidate in (shared, node.name):
-                if candidate in saved:
-                    out[node.name] = saved[candidate]
-                    break
-            else:
-                out[node.name] = shared or node.name
-    return out
+        if node.op not in _CALL_OPS or "f" not in node.attr:
+            continue
+        function = objects.concrete_functions.get(node.attr["f"].func.name)
+        if function is None or not function.bound_inputs:
+            continue
+        data = [text for text in node.input if not text.startswith("^")]
+        bound = list(function.bound_inputs)
+        for text, object_id in zip(data[len(data) - len(bound):], bound):
+            handle = text.split(":")[0]
+            if object_id in variables and handle in model.nodes and \
+                    model.nodes[handle].op in _VARIABLE_OPS:
+                handle_object[handle] = object_id
+    used = sorted(set(handle_object.values()))
+    # a target is named by its saved name, or by its object path where that is shared
+    counts: dict[str, int] = {}
+    for object_id in used:
+        counts[variables[object_id].name] = counts.get(variables[object_id].name, 0) + 1
+    names = {}
+    for object_id in used:
+        saved = variables[object_id].name or paths.get(object_id, f"object {object_id}")
+        names[object_id] = saved if counts.get(saved, 0) <= 1 else \
+            paths.get(object_id, f"object {object_id}")
+    model.variables = {handle: names[object_id] for handle, object_id in
+                       sorted(handle_object.items())
+                       if variables[object_id].dtype in _schema.DIFFERENTIABLE_TYPES}
+    model.variable_paths = {names[i]: paths.get(i, "") for i in used}
+    model.trainable = {names[i] for i in used if variables[i].trainable}
+    model.unused_variables = sorted(
+        paths.get(i, variables[i].name) for i, v in variables.items()
+        if i not in handle_object.values() and v.trainable and
+        v.dtype in _schema.DIFFERENTIABLE_TYPES)
+
+
+def _object_paths(objects: Any) -> dict[int, str]:
+    """Object id -> its shortest path from the root (``layer_with_weights-0/kernel``),
+    the first found breadth-first with children in their saved order."""
+    paths = {0: ""}
+    queue = [0]
+    for object_id in queue:
+        prefix = paths[object_id]
+        if object_id >= len(objects.nodes):
+            continue
+        for child in objects.nodes[object_id].children:
+            if child.node_id not in paths:
+                paths[child.node_id] = f"{prefix}/{child.local_name}" if prefix else \
+                    child.local_name
+                queue.append(child.node_id)
+    return paths
+
+
+def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:
+    """TF1 SavedModels: no object graph; the variable ops are the variables, named by
+    node, and the ``trainable_variables`` collection says which are trainable (every
+    one when the collection is absent)."""
+    model.variables = {name: name for name, node in model.nodes.items()
+                       if node.op in _VARIABLE_OPS and _variable_dtype(node) in
+                       _schema.DIFFERENTIABLE_TYPES}
+    collection = meta_graph.collection_def.get("trainable_variables") \
+        if "trainable_variables" in meta_graph.collection_def else None
+    if collection is None or not collection.bytes_list.value:
+        model.trainable = None
+        return
+    trainable = set()
+    for blob in collection.bytes_list.value:
+        try:
+            definition = _schema.parse("VariableDef", blob)
+        except Exception:  # a malformed entry: the variable is not known trainable
+            continue
+        trainable.add(definition.variable_name.split(":")[0])  # listed: trainable
+    model.trainable = trainable
+
+
+def _variable_dtype(node: Any) -> int:
+    """A variable op's value type (VariableV2 holds it in ``dtype`` as well)."""
+    return node.attr["dtype"].type if "dtype" in node.attr else 0
 
 
 def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
@@ -173,3 +240,4 @@ def function_from_def(f: Any) -> Function:
 
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+_CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})

@@ -45,19 +45,62 @@ def _variable_name(var: Any) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
-def from_concrete(concrete: Any, source: str, key: str = "serving_default") -> Model:
-    """A Model from a ConcreteFunction: its graph, library, inputs, outputs, captures."""
+def variable_names(tf: Any, variables: list[Any], root: Any = None) -> dict[int, str]:
+    """id(variable) -> the name a target is shown by: the variable's name (Keras 3:
+    its path), or, where distinct variables share one (``tf.Variable(1.0)`` is always
+    ``Variable``), its attribute path from ``root`` as a SavedModel would record it."""
+    names = {id(v): _variable_name(v) for v in variables}
+    counts: dict[str, int] = {}
+    for name in names.values():
+        counts[name] = counts.get(name, 0) + 1
+    shared = {i for i, name in names.items() if counts[name] > 1}
+    if shared:
+        paths = _object_paths(tf, root) if root is not None else {}
+        for number, var in enumerate(variables):
+            if id(var) in shared:
+                names[id(var)] = paths.get(id(var)) or f"{names[id(var)]} ({number})"
+    return names
+
+
+def _object_paths(tf: Any, root: Any) -> dict[int, str]:
+    """id(object) -> its shortest attribute path from ``root``, breadth-first as
+    ``tf.saved_model.save`` numbers the object graph."""
+    try:
+        view = tf.train.TrackableView(root)
+    except Exception:  # noqa: BLE001 - not trackable
+        return {}
+    paths: dict[int, str] = {id(root): ""}
+    queue = [root]
+    for obj in queue:
+        try:
+            children = view.children(obj)
+        except Exception:  # noqa: BLE001 - a trackable that cannot list its children
+            continue
+        for local, child in children.items():
+            if id(child) not in paths:
+                prefix = paths[id(obj)]
+                paths[id(child)] = f"{prefix}/{local}" if prefix else local
+                queue.append(child)
+    return paths
+
+
+def from_concrete(concrete: Any, source: str, key: str = "serving_default",
+                  root: Any = None, names: dict[int, str] | None = None) -> Model:
+    """A Model from a ConcreteFunction: its graph, library, inputs, outputs, captures.
+    ``root`` (the traced object) names variables that share a name by their path;
+    ``names`` (id(variable) -> name) names them as the caller already does."""
     tf = import_tensorflow()
 
     graph = concrete.graph
     data = graph.as_graph_def().SerializeToString()
     model = _from_graph_def(_schema.parse("GraphDef", data), source, "traced")
     captured = {id(external): internal for external, internal in graph.captures}
+    names = {**variable_names(tf, list(graph.variables), root), **(names or {})}
     trainable = {}
     for var in graph.variables:
         internal = captured.get(id(var.handle))
         if internal is not None:
-            trainable[internal.op.name] = (_variable_name(var), var.trainable)
+            trainable[internal.op.name] = (names[id(var)], var.trainable)
     model.variables = {node: name for node, (name, _) in trainable.items()}
     # tf.custom_gradient functions are live Python objects here: all of them are bound;
     # traced as SavedModel export does, their bodies tell which inputs get a gradient
@@ -139,6 +182,10 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
         inputs = tuple(_keras_input_specs(obj))
     if not inputs:
         raise ModelError("tracing needs example inputs or tf.TensorSpec for the call")
+    root = obj if is_keras_model(obj) or isinstance(obj, tf.Module) else None
+    owner = _method_owner(obj)  # before tracing, which rewraps the Python function
+    if root is None and isinstance(owner, tf.Module):  # a method of a module
+        root = owner
     if is_keras_model(obj):
         def fn(*args):  # inference: what a user differentiates through for a loss
             return obj(*args, training=False)
@@ -147,10 +194,33 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
     concrete = fn.get_concrete_function(*inputs)
-    model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj))
-    if is_keras_model(obj) or isinstance(obj, tf.Module):
-        model.trainable = {_variable_name(v) for v in obj.trainable_variables}
+    model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj),
+                          root=root)
+    if root is not None:
+        names = variable_names(tf, list(concrete.graph.variables), root)
+        model.trainable = set()
+        for var in root.trainable_variables:
+            # a Keras 3 variable wraps the tf.Variable the graph captures
+            for candidate in (var, getattr(var, "_value", None)):
+                if id(candidate) in names:
+                    model.trainable.add(names[id(candidate)])
     return model
+
+
+def _method_owner(obj: Any) -> Any:
+    """The object a bound method or a tf.function method belongs to (None: not one).
+    TF wraps the method of a tf.function in a TfMethodTarget holding the instance."""
+    owner = getattr(obj, "__self__", None)
+    if owner is not None:
+        return owner
+    wrapped = getattr(getattr(obj, "python_function", None), "__wrapped__", None)
+    target = getattr(wrapped, "__self__", None)
+    try:
+        owner = getattr(target, "target", None)
+        # a weakref.proxy: the bound method-wrapper of the real object knows it
+        return getattr(getattr(owner, "__getattribute__", None), "__self__", owner)
+    except Exception:  # noqa: BLE001 - the instance is gone (a weak reference)
+        return None
 
 
 def is_keras_model(obj: Any) -> bool:

@@ -1,0 +1,154 @@
+"""What ``check`` returns: findings, partial paths, per-output reports, and DOT."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# reasons a gradient path stops at an op (BlockingOp.reason)
+REASONS = ("no_gradient", "missing", "none", "partial_input", "integer_edge", "unknown_op",
+           "custom_gradient_none", "custom_gradient_not_saved", "python_function_not_saved")
+# reasons that make a loaded model fail for every output of the signature, not one path
+FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_saved"})
+
+
+@dataclass(frozen=True)
+class BlockingOp:
+    node: str
+    op: str
+    function: str | None
+    reason: str  # one of REASONS
+
+
+@dataclass(frozen=True)
+class Target:
+    """A trainable variable or floating input whose gradient is asked about."""
+
+    kind: str  # variable | input
+    name: str  # the saved name; the object path where several variables share one
+    path: str = ""  # a SavedModel variable's object path ("" where there is none)
+    signature: str | None = None  # an input belongs to one signature
+
+
+@dataclass(frozen=True)
+class Finding:
+    """An (output, target) pair that gets no gradient although the output depends on
+    the target, with every op where its gradient paths stop."""
+
+    signature: str
+    output: str
+    target_kind: str  # variable | input
+    target: str
+    blocking_ops: tuple[BlockingOp, ...]
+    meta_graph: str = ""  # the SavedModel MetaGraph's tags ("serve"); "" for other formats
+
+
+@dataclass(frozen=True)
+class PartialPath:
+    """An (output, target) pair that gets a gradient, with ops of concern where one of
+    its gradient paths stops (``mean(cast(argmax(l)) * sum(l))``: through ArgMax none
+    arrives, through the sum it does)."""
+
+    signature: str
+    output: str
+    target_kind: str
+    target: str
+    ops: tuple[BlockingOp, ...]
+    meta_graph: str = ""
+
+
+@dataclass
+class OutputReport:
+    signature: str
+    output: str
+    with_gradient: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    unrelated: list[str] = field(default_factory=list)
+    meta_graph: str = ""
+    # target -> ops where one of its gradient paths stops (it still gets a gradient)
+    partial_path: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class CheckResult:
+    release: str
+    source: str
+    findings: list[Finding]
+    outputs: list[OutputReport]
+    unknown_ops: list[str]
+    # tf.custom_gradient ops whose gradient function was not saved with the model
+    unsaved_custom_gradients: list[str] = field(default_factory=list)
+    partial_paths: list[PartialPath] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    # object paths of trainable variables that no function of the model uses
+    unused_variables: list[str] = field(default_factory=list)
+    # (finding index) -> (node keys, edges) of the subgraph between target and output
+    subgraphs: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(
+        default_factory=list, repr=False)
+
+    def to_dot(self) -> str:
+        """Graphviz: per finding, the subgraph between the blocked target and the output,
+        blocking ops in red, the target in green, the output in blue."""
+        lines = ["digraph gradient_findings {", "  rankdir=LR;",
+                 '  node [shape=box, fontname="Helvetica", fontsize=10];']
+        for index, (finding, (nodes, edges)) in enumerate(zip(self.findings, self.subgraphs)):
+            blocking = {b.node for b in finding.blocking_ops}
+            lines.append(f"  subgraph cluster_{index} {{")
+            where = f"[{finding.meta_graph}] " if finding.meta_graph else ""
+            lines.append(f'    label="{_dot_escape(where + finding.output)} <- '
+                         f'{_dot_escape(finding.target)} ({finding.target_kind})";')
+            for key, op, role in nodes:
+                name = key.rsplit("/", 1)[-1]
+                style = ""
+                if role == "target":
+                    style = ', style=filled, fillcolor="palegreen"'
+                elif role == "output":
+                    style = ', style=filled, fillcolor="lightblue"'
+                elif name in blocking:
+                    style = ', style=filled, fillcolor="salmon", penwidth=2'
+                lines.append(f'    "{index}:{_dot_escape(key)}" '
+                             f'[label="{_dot_escape(name)}\\n{_dot_escape(op)}"{style}];')
+            for a, b in edges:
+                lines.append(f'    "{index}:{_dot_escape(a)}" -> "{index}:{_dot_escape(b)}";')
+            lines.append("  }")
+        lines.append("}")
+        return "\n".join(lines)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def meta_graphs(self) -> list[str]:
+        """The MetaGraphs analysed (empty for formats that have none)."""
+        return sorted({o.meta_graph for o in self.outputs if o.meta_graph})
+
+    @classmethod
+    def merge(cls, results: list["CheckResult"]) -> "CheckResult":
+        """One result for several MetaGraphs of the same model."""
+        if len(results) == 1:
+            return results[0]
+        first = results[0]
+        return cls(release=first.release, source=first.source,
+                   findings=[f for r in results for f in r.findings],
+                   outputs=[o for r in results for o in r.outputs],
+                   unknown_ops=sorted({op for r in results for op in r.unknown_ops}),
+                   unsaved_custom_gradients=sorted(
+                       {op for r in results for op in r.unsaved_custom_gradients}),
+                   partial_paths=[p for r in results for p in r.partial_paths],
+                   targets=list(dict.fromkeys(t for r in results for t in r.targets)),
+                   unused_variables=sorted({v for r in results for v in r.unused_variables}),
+                   subgraphs=[s for r in results for s in r.subgraphs])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "source": self.source,
+                "findings": [asdict(f) for f in self.findings],
+                "partial_paths": [asdict(p) for p in self.partial_paths],
+                "outputs": [asdict(o) for o in self.outputs],
+                "targets": [asdict(t) for t in self.targets],
+                "unused_variables": self.unused_variables,
+                "unknown_ops": self.unknown_ops,
+                "unsaved_custom_gradients": self.unsaved_custom_gradients}
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')

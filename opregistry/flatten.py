@@ -1,0 +1,361 @@
+"""The flattened graph: a model with every function call inlined.
+
+Calls into library functions (PartitionedCall, StatefulPartitionedCall and other ops
+with a function attribute, If/Case branches, While bodies) are inlined, so a path is
+followed wherever it goes. Instances (nodes of the flattened graph) are numbered and
+their fields kept in parallel lists; a tensor is one int (see ``tensor``).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .readers import _schema
+from .readers.model import Model, Node
+
+_IDENTITY_LIKE = ("Identity", "IdentityN")
+# ops whose function attributes hold bodies the analysis inlines
+_FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
+                             "Case", "StatelessCase", "While", "StatelessWhile",
+                             "TPUPartitionedCall", "RemoteCall"})
+
+
+# ------------------------------------------------------------------------ flattening
+
+# Instances (nodes of the flattened graph) are numbered, and their fields live in
+# parallel lists of Flat: a million-node graph then costs no per-node object. A
+# tensor is one int, ``output index << _OUT | instance``: output 0 of an instance is
+# the instance number itself, and ints hash and compare faster than tuples.
+_OUT = 32
+_INST = (1 << _OUT) - 1  # tensor & _INST: its instance
+
+
+def _tensor(inst: int, index: int) -> int:
+    return index << _OUT | inst
+
+
+class Flat:
+    """The model with every function call inlined."""
+
+    def __init__(self, model: Model, facts: dict[str, Any]):
+        self.model = model
+        self.facts = facts
+        # per instance: key ("call/function/node" inside inlined bodies), NodeDef, op,
+        # function it comes from, input tensors (None: unresolved), output types
+        self.keys: list[str] = []
+        self.nodes: list[Node] = []
+        self.ops: list[str] = []
+        self.functions: list[str | None] = []
+        self.inputs: list[list[int | None]] = []
+        self.out_types: list[list[int]] = []
+        # calls, If/Case/While: instance -> output index -> tensors inside the bodies
+        # it forwards
+        self.transparent: dict[int, dict[int, list[int]]] = {}
+        self.top: dict[str, int] = {}  # top-level node name -> instance
+        self.unknown: set[str] = set()
+        self.unsaved_custom_gradients: set[str] = set()
+        self.depth = 0
+        # op -> names of the attrs its output types depend on; (op, values) -> types
+        self._type_attrs: dict[str, tuple[str, ...]] = {}
+        self._types: dict[tuple[Any, ...], list[int]] = {}
+        # the same for ops whose types depend on one attr holding a type (T, dtype...):
+        # op -> (attr name, type -> output types), one lookup without building a key
+        self._by_type: dict[str, tuple[str, dict[int, list[int]]]] = {}
+        # passes_key(node) -> position -> why no gradient passes (None: it passes)
+        self.passes_cache: dict[Any, dict[int, str | None]] = {}
+        self._variadic: dict[str, tuple[str, ...]] = {}  # op -> its variadic attrs
+        self._defaults: dict[str, dict[str, int]] = {}  # op -> type attr -> default
+        self._custom_gradients: dict[tuple[str, int], tuple[set[int] | None, int]] = {}
+
+    def _arg_types(self, node: Node, args: list[dict[str, Any]]) -> list[int]:
+        out: list[int] = []
+        defaults = None
+        for arg in args:
+            if arg.get("type_list_attr"):
+                name = arg["type_list_attr"]
+                out.extend(node.attr[name].list.type if name in node.attr else [])
+                continue
+            if arg.get("type"):
+                dtype = _dtype_number(arg["type"])
+            elif arg.get("type_attr") and arg["type_attr"] in node.attr:
+                dtype = node.attr[arg["type_attr"]].type
+            elif arg.get("type_attr"):
+                # SavedModels strip attrs left at their default (ArgMax's output_type)
+                defaults = defaults if defaults is not None else self._attr_defaults(node.op)
+                dtype = defaults.get(arg["type_attr"], 0)
+            else:
+                dtype = 0
+            count = node.attr[arg["number_attr"]].i if arg.get("number_attr") and \
+                arg["number_attr"] in node.attr else 1
+            out.extend([dtype] * count)
+        return out
+
+    def _attr_defaults(self, op: str) -> dict[str, int]:
+        """Type attrs of ``op`` with a default in its OpDef: name -> DataType number."""
+        if op not in self._defaults:
+            facts = self.facts.get(op)
+            attrs = facts.definition.get("attrs", []) if facts else []
+            self._defaults[op] = {
+                a["name"]: _dtype_number(a["default"]["type"]) for a in attrs
+                if a.get("type") == "type" and isinstance(a.get("default"), dict) and
+                isinstance(a["default"].get("type"), str)}
+        return self._defaults[op]
+
+    def output_types(self, node: Node) -> list[int]:
+        op = node.op
+        used = self._type_attrs.get(op)
+        if used is None:
+            facts = self.facts.get(op)
+            args = facts.definition.get("outputs", []) if facts else []
+            used = tuple(sorted({a[k] for a in args for k in (
+                "type_attr", "number_attr", "type_list_attr") if a.get(k)}))
+            self._type_attrs[op] = used if facts else ("?",)
+            used = self._type_attrs[op]
+        if used == ("?",):
+            return self._compute_types(node)
+        attrs = node.attr
+        key = (op,) + tuple(_attr_key(attrs[a]) if a in attrs else None for a in used)
+        types = self._types.get(key)
+        if types is None:
+            types = self._types[key] = self._compute_types(node)
+        if len(used) == 1 and type(key[1]) is int:  # a type attr such as T: fast next time
+            self._by_type.setdefault(op, (used[0], {}))[1][key[1]] = types
+        return types
+
+    def _compute_types(self, node: Node) -> list[int]:
+        facts = self.facts.get(node.op)
+        if facts is None:
+            self.unknown.add(node.op)
+            for key in ("Tout", "T", "dtype"):
+                if key in node.attr:
+                    a = node.attr[key]
+                    return list(a.list.type) if len(a.list.type) else [a.type]
+            return [0]
+        return self._arg_types(node, facts.definition.get("outputs", []))
+
+    def output_index(self, node: Node, out_arg: str, index: int) -> int:
+        """Flat output index of ``node:out_arg:index`` (function-body tensor strings)."""
+        facts = self.facts.get(node.op)
+        if facts is None:
+            return index
+        flat = 0
+        for arg in facts.definition.get("outputs", []):
+            if arg["name"] == out_arg:
+                return flat + index
+            flat += len(self._arg_types(node, [arg]))
+        return index
+
+    def add_graph(self, nodes: dict[str, Any], ctx: str, function: str | None,
+                  args: dict[str, Any]) -> dict[str, int]:
+        """Add the instances of ``nodes`` (keys prefixed with ``ctx``) and inline the
+        calls among them; returns node name -> instance."""
+        # the hot loop of a million-node scan: C-level bulk operations where possible
+        first = len(self.keys)
+        local = dict(zip(nodes, range(first, first + len(nodes))))
+        if not ctx:
+            self.top = local
+        self.keys.extend(nodes if not ctx else [ctx + name for name in nodes])
+        self.nodes.extend(nodes.values())
+        self.functions.extend([function] * len(nodes))
+        ops, out_types = self.ops, self.out_types
+        output_types, by_type = self.output_types, self._by_type
+        for node in nodes.values():
+            op = node.op
+            ops.append(op)
+            fast = by_type.get(op)
+            if fast is not None:  # the common case: outputs typed by one attr (T)
+                attr = node.attr.get(fast[0])
+                types = fast[1].get(attr.type) if attr is not None else None
+                out_types.append(types if types is not None else output_types(node))
+            else:
+                out_types.append(output_types(node))
+        # inputs: a plain "name" of this graph is its instance's output 0, looked up
+        # in C by map(); anything else (":1", "^control", function arguments) is rare
+        get_local, append = local.get, self.inputs.append
+        for node in nodes.values():
+            refs = list(map(get_local, node.input))
+            if None in refs:
+                refs = [self._resolve(text, local, args) for text in node.input
+                        if text[0] != "^"]
+            append(refs)
+        calls = set(ops[first:]) & (_FUNCTIONAL_OPS | self.model.functions.keys())
+        if calls:
+            for inst in range(first, first + len(nodes)):
+                if ops[inst] in calls:
+                    self._inline(inst)
+        return local
+
+    def _resolve(self, text: str, local: dict[str, int], args: dict[str, Any]) -> Any:
+        parts = text.split(":")
+        inst = local.get(parts[0])
+        if inst is None:
+            return args.get(parts[0])
+        if len(parts) == 1:
+            return inst
+        if len(parts) == 2:
+            return _tensor(inst, int(parts[1]))
+        return _tensor(inst, self.output_index(self.nodes[inst], parts[1], int(parts[2])))
+
+    def _bodies(self, node: Node) -> list[str]:
+        if node.op in self.model.functions:  # a library function called as an op
+            return [node.op]
+        if node.op not in _FUNCTIONAL_OPS:
+            return []
+        names = []
+        for key in ("f", "then_branch", "else_branch", "body"):
+            if key in node.attr and node.attr[key].func.name:
+                names.append(node.attr[key].func.name)
+        if "branches" in node.attr:
+            names.extend(f.name for f in node.attr["branches"].list.func)
+        return [n for n in names if n in self.model.functions]
+
+    def _inline(self, inst: int) -> None:
+        node = self.nodes[inst]
+        bodies = self._bodies(node)
+        if not bodies or self.depth > 32:
+            return
+        skip = 1 if node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
+        call_inputs = self.inputs[inst][skip:]
+        transparent = self.transparent[inst] = defaultdict(list)
+        loop = node.op in ("While", "StatelessWhile")
+        if loop:
+            # a loop variable holds the loop input on the first iteration and the body's
+            # output after that: one instance per variable, forwarding both (the back
+            # edge makes dependencies over several iterations visible)
+            carried = [self._loop_variable(inst, i) for i in range(len(call_inputs))]
+            call_inputs = carried
+        self.depth += 1
+        for body_name in bodies:
+            body = self.model.functions[body_name]
+            ctx = f"{self.keys[inst]}/{body_name}/"
+            args = {arg: ref for (arg, _), ref in zip(body.input_args, call_inputs)}
+            local = self.add_graph(body.nodes, ctx, body_name, args)
+            for index, (out_arg, _) in enumerate(body.output_args):
+                ref = self._resolve(body.ret.get(out_arg, ""), local, args)
+                if ref is not None:
+                    transparent[index].append(ref)
+                    if loop and index < len(carried):
+                        self.transparent[carried[index]][0].append(ref)
+        self.depth -= 1
+
+    def _loop_variable(self, inst: int, index: int) -> int:
+        """A synthetic instance for loop variable ``index`` of While ``inst``,
+        forwarding the loop input (its other source, the body output, is added once
+        the body is flattened)."""
+        number = len(self.keys)
+        self.keys.append(f"{self.keys[inst]}/loop_var_{index}")
+        self.nodes.append(self.nodes[inst])
+        self.ops.append(self.ops[inst])
+        self.functions.append(self.functions[inst])
+        self.inputs.append([])
+        types = self.out_types[inst]
+        self.out_types.append([types[index]] if index < len(types) else [0])
+        source = self.inputs[inst][index] if index < len(self.inputs[inst]) else None
+        self.transparent[number] = {0: [source] if source is not None else []}
+        return number
+
+    def custom_gradient_inputs(self, function: str, node: Node
+                               ) -> tuple[set[int] | None, int]:
+        """Positions of the custom-gradient IdentityN ``node`` to which its saved
+        gradient ``function`` gives a gradient (None: not known, assume all), and the
+        number of leading positions that hold the forward results.
+
+        The function takes the upstream gradients (one per IdentityN output, first)
+        and captured tensors, and returns one gradient per differentiated input: the
+        IdentityN's inputs after the forward results, matched from the end. An output
+        that does not depend on any upstream gradient is constant (zeros, or None at
+        trace time): that input gets no gradient. The forward results get none either:
+        the custom gradient replaces their own gradient."""
+        body = self.model.functions.get(function)
+        n_inputs = sum(1 for text in node.input if not text.startswith("^"))
+        key = (function, n_inputs)
+        if key in self._custom_gradients:
+            return self._custom_gradients[key]
+        given: set[int] | None = None
+        first = 0
+        if body is not None and len(body.output_args) <= n_inputs:
+            upstream = {arg for arg, _ in body.input_args[:n_inputs]}
+            first = n_inputs - len(body.output_args)
+            given = set()
+            for k, (out_arg, _) in enumerate(body.output_args):
+                if _reaches_args(body, body.ret.get(out_arg, ""), upstream):
+                    given.add(first + k)
+        self._custom_gradients[key] = given, first
+        return given, first
+
+    def passes_key(self, node: Node) -> Any:
+        """The key under which whether ``node`` passes a gradient per input position
+        is cached: the op, plus the lengths of its variadic inputs (ConcatV2's N)."""
+        op = node.op
+        attrs = self._variadic.get(op)
+        if attrs is None:
+            facts = self.facts.get(op)
+            args = facts.definition.get("inputs", []) if facts else []
+            attrs = self._variadic[op] = tuple(
+                a.get("number_attr") or a.get("type_list_attr") for a in args
+                if a.get("number_attr") or a.get("type_list_attr"))
+        if not attrs:
+            return op
+        return (op,) + tuple(_attr_key(node.attr[a]) if a in node.attr else None
+                             for a in attrs)
+
+    def input_arg_names(self, node: Node) -> list[str] | None:
+        """The OpDef argument name of each input position (None: op not known)."""
+        facts = self.facts.get(node.op)
+        if facts is None:
+            return None
+        names: list[str] = []
+        for arg in facts.definition.get("inputs", []):
+            if arg.get("number_attr") or arg.get("type_list_attr"):
+                names.extend([arg["name"]] * len(self._arg_types(node, [arg])))
+            else:
+                names.append(arg["name"])
+        return names
+
+    def trainable(self, t: int) -> bool:
+        """Whether tensor ``t`` can carry a gradient (by its type)."""
+        types = self.out_types[t & _INST]
+        index = t >> _OUT
+        return (types[index] if index < len(types) else (types[0] if types else 0)) \
+            in _CARRIERS
+
+
+def _reaches_args(body: Any, tensor: str, args: set[str]) -> bool:
+    """Whether ``tensor`` of a function body depends on one of its arguments ``args``
+    (any data edge; calls inside the body count as depending on all their inputs)."""
+    seen: set[str] = set()
+    stack = [tensor.split(":")[0]]
+    while stack:
+        name = stack.pop()
+        if name in args:
+            return True
+        if name in seen or name not in body.nodes:
+            continue
+        seen.add(name)
+        stack.extend(text.split(":")[0] for text in body.nodes[name].input
+                     if not text.startswith("^"))
+    return False
+
+
+# gradients flow along these types (and their _REF forms; 0: not known)
+_CARRIERS = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
+                      {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
+
+def _attr_key(value: Any) -> Any:
+    """A hashable summary of a type, number or type-list attr."""
+    dtype = value.type
+    if dtype:
+        return dtype
+    if len(value.list.type):
+        return tuple(value.list.type)
+    return (0, value.i)
+
+
+def _dtype_number(name: str) -> int:
+    return _DTYPES.get(name, 0)
+
+
+_DTYPES = {"DT_FLOAT": 1, "DT_DOUBLE": 2, "DT_INT32": 3, "DT_UINT8": 4, "DT_INT16": 5,
+           "DT_INT8": 6, "DT_STRING": 7, "DT_COMPLEX64": 8, "DT_INT64": 9, "DT_BOOL": 10,
+           "DT_BFLOAT16": 14, "DT_COMPLEX128": 18, "DT_HALF": 19, "DT_RESOURCE": 20,
+           "DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23}

@@ -1,0 +1,404 @@
+"""Differential harness: ``opregistry check``'s static verdicts against TensorFlow's own
+gradients of the loaded SavedModel, for every (MetaGraph, signature, output, target).
+
+TensorFlow is asked twice: ``tf.GradientTape`` around the loaded signature, and
+``tf.gradients`` on the signature's graph (inside a ``tf.function``; for a TF1
+SavedModel, in the session graph the loader builds). A loaded function's gradient is
+computed for the whole call, so TF returns zeros, not None, for a target that only
+another output of the same signature reaches: a gradient counts as given when it is
+not None and not all zero at one of two random points. A call or gradient that raises
+counts as none, and the output must then be one that ``check`` flags as impossible
+to differentiate.
+
+Run:  python tests/differential.py [--out DIR] [--only ResNet50 functions ...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+GRADIENT, NONE, FAILS = "gradient", "none", "fails"
+
+
+@dataclass
+class TFOutput:
+    """TensorFlow's answer for one output: per target key, gradient / none / fails."""
+
+    meta_graph: str
+    signature: str
+    output: str
+    variables: dict[tuple[str, ...], str] = field(default_factory=dict)  # paths -> verdict
+    inputs: dict[str, str] = field(default_factory=dict)
+    how: str = ""  # tape | graph | tf1-graph
+
+
+@dataclass
+class Comparison:
+    model: str
+    pairs: int = 0
+    outputs: int = 0
+    failing_outputs: int = 0
+    with_gradient: int = 0
+    without: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- TF's answers
+
+def _classify(tf: Any, grad: Any) -> bool:
+    """Whether a returned gradient is a gradient (not None, not all zero)."""
+    import numpy as np
+
+    if grad is None:
+        return False
+    if isinstance(grad, tf.IndexedSlices):
+        grad = grad.values
+    return bool(np.any(np.asarray(grad) != 0))
+
+
+def _random_inputs(tf: Any, specs: dict[str, Any], seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for key, spec in sorted(specs.items()):
+        shape = [d if d is not None else 2 for d in spec.shape.as_list()] \
+            if spec.shape.rank is not None else [2]
+        if spec.dtype.is_floating:
+            out[key] = tf.constant(rng.uniform(-1.0, 1.0, shape), spec.dtype)
+        elif spec.dtype.is_bool:
+            out[key] = tf.ones(shape, tf.bool)
+        elif spec.dtype.is_integer:
+            out[key] = tf.constant(rng.integers(0, 2, shape), spec.dtype)
+        else:
+            out[key] = tf.zeros(shape, spec.dtype)
+    return out
+
+
+def _variable_paths(tf: Any, root: Any) -> list[tuple[Any, tuple[str, ...]]]:
+    """Every trainable floating variable reachable from the loaded object, with all
+    the attribute paths that lead to it (TensorFlow's own object view)."""
+    view = tf.train.TrackableView(root)
+    paths: dict[int, list[str]] = {id(root): [""]}
+    objects = {id(root): root}
+    queue = [root]
+    for obj in queue:
+        try:
+            children = view.children(obj)
+        except Exception:  # noqa: BLE001 - objects that do not list children
+            continue
+        for local, child in children.items():
+            if id(child) not in objects:
+                objects[id(child)] = child
+                queue.append(child)
+            here = [f"{p}/{local}" if p else local for p in paths[id(obj)]]
+            paths.setdefault(id(child), []).extend(here[:8])
+    out = []
+    for key, obj in objects.items():
+        if isinstance(obj, tf.Variable) and obj.trainable and \
+                (obj.dtype.is_floating or obj.dtype.is_complex):
+            out.append((obj, tuple(sorted(set(paths[key])))))
+    return out
+
+
+def tf2_answers(path: Path) -> list[TFOutput]:
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(path))
+    variables = _variable_paths(tf, loaded)
+    answers = []
+    for key in sorted(loaded.signatures):
+        fn = loaded.signatures[key]
+        specs = fn.structured_input_signature[1]
+        float_inputs = sorted(k for k, s in specs.items() if s.dtype.is_floating)
+        per_point = [_tape_point(tf, fn, specs, variables, float_inputs, seed)
+                     for seed in (1, 2)]
+        per_graph = [_graph_point(tf, fn, specs, variables, float_inputs, seed)
+                     for seed in (1, 2)]
+        for how, points in (("tape", per_point), ("graph", per_graph)):
+            outputs = sorted({o for p in points for o in p})
+            for output in outputs:
+                answer = TFOutput("serve", key, output, how=how)
+                for index, (_, paths) in enumerate(variables):
+                    answer.variables[paths] = _merge([p[output][index] for p in points])
+                for index, name in enumerate(float_inputs):
+                    answer.inputs[name] = _merge(
+                        [p[output][len(variables) + index] for p in points])
+                answers.append(answer)
+    return answers
+
+
+def _merge(verdicts: list[str]) -> str:
+    if FAILS in verdicts:
+        return FAILS
+    return GRADIENT if GRADIENT in verdicts else NONE
+
+
+def _float_outputs(fn: Any) -> list[str]:
+    return sorted(k for k, s in fn.structured_outputs.items()
+                  if getattr(s, "dtype", None) is not None and s.dtype.is_floating)
+
+
+def _upstream(tf: Any, value: Any, seed: int) -> Any:
+    """A random upstream gradient: the implicit ones would sum the output, and the sum
+    of a softmax is constant (its gradient is zero everywhere)."""
+    return tf.random.stateless_normal(tf.shape(value), seed=[seed, 7], dtype=value.dtype)
+
+
+def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
+                float_inputs: list[str], seed: int) -> dict[str, list[str]]:
+    inputs = _random_inputs(tf, specs, seed)
+    sources = [v for v, _ in variables] + [inputs[k] for k in float_inputs]
+    outputs = _float_outputs(fn)
+    try:
+        with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
+            for source in sources:
+                tape.watch(source)
+            results = fn(**inputs)
+    except Exception:  # noqa: BLE001 - the loaded model cannot run (py_function)
+        return {o: [FAILS] * len(sources) for o in outputs}
+    out = {}
+    for output in outputs:
+        try:
+            value = results[output]
+            grads = tape.gradient(value, sources, output_gradients=_upstream(tf, value, seed))
+            out[output] = [GRADIENT if _classify(tf, g) else NONE for g in grads]
+        except Exception:  # noqa: BLE001 - e.g. a custom gradient that was not saved
+            out[output] = [FAILS] * len(sources)
+    return out
+
+
+def _graph_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
+                 float_inputs: list[str], seed: int) -> dict[str, list[str]]:
+    inputs = _random_inputs(tf, specs, seed)
+    outputs = _float_outputs(fn)
+    n = len(variables) + len(float_inputs)
+    out = {}
+    for output in outputs:
+        @tf.function
+        def grads(args, output=output):
+            results = fn(**args)
+            sources = [v.handle for v, _ in variables] + [args[k] for k in float_inputs]
+            value = results[output]
+            return tf.gradients(value, sources, grad_ys=_upstream(tf, value, seed))
+
+        try:
+            values = grads(inputs)
+            out[output] = [GRADIENT if _classify(tf, g) else NONE for g in values]
+        except Exception:  # noqa: BLE001 - the graph cannot be built or run
+            out[output] = [FAILS] * n
+    return out
+
+
+def tf1_answers(path: Path) -> list[TFOutput]:
+    """Every MetaGraph of a TF1 SavedModel, loaded into a session graph of its own."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    tf1 = tf.compat.v1
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((path / "saved_model.pb").read_bytes())
+    answers = []
+    for meta in saved.meta_graphs:
+        tags = list(meta.meta_info_def.tags)
+        with tf.Graph().as_default() as graph, tf1.Session(graph=graph) as sess:
+            loaded = tf1.saved_model.loader.load(sess, tags, str(path))
+            variables = [v for v in tf1.trainable_variables() if v.dtype.base_dtype.is_floating]
+            for key, sig in sorted(loaded.signature_def.items()):
+                inputs = {k: graph.get_tensor_by_name(v.name) for k, v in sig.inputs.items()}
+                float_inputs = sorted(k for k, t in inputs.items() if t.dtype.is_floating)
+                for output, info in sorted(sig.outputs.items()):
+                    out = graph.get_tensor_by_name(info.name)
+                    if not out.dtype.is_floating:
+                        continue
+                    sources = variables + [inputs[k] for k in float_inputs]
+                    upstream = tf.random.stateless_normal(tf.shape(out), seed=[3, 7],
+                                                          dtype=out.dtype)
+                    grads = tf.gradients(out, sources, grad_ys=upstream)
+                    verdicts = [NONE] * len(sources)
+                    for seed in (1, 2):
+                        rng = np.random.default_rng(seed)
+                        feed = {t: rng.uniform(-1, 1, [d or 2 for d in t.shape.as_list()])
+                                for t in inputs.values()}
+                        for index, g in enumerate(grads):
+                            if g is not None and np.any(sess.run(g, feed) != 0):
+                                verdicts[index] = GRADIENT
+                    answer = TFOutput(",".join(tags), key, output, how="tf1-graph")
+                    for var, verdict in zip(variables, verdicts):
+                        answer.variables[(var.op.name,)] = verdict
+                    for name, verdict in zip(float_inputs, verdicts[len(variables):]):
+                        answer.inputs[name] = verdict
+                    answers.append(answer)
+    return answers
+
+
+def answers_in_fresh_process(paths: list[Path]) -> dict[str, list[TFOutput]]:
+    """TF's answers from a process that did not build the models: a py_function's
+    callback registered where the model was saved must not help the loaded model."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, __file__, "--answers", *map(str, paths)],
+                          capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the TF side failed: {done.stderr[-3000:]}")
+    raw = json.loads(done.stdout.strip().splitlines()[-1])
+    return {path: [TFOutput(a["meta_graph"], a["signature"], a["output"],
+                            {tuple(k): v for k, v in a["variables"]}, a["inputs"], a["how"])
+                   for a in answers] for path, answers in raw.items()}
+
+
+def _print_answers(paths: list[str]) -> None:
+    import json
+
+    out = {}
+    for path in paths:
+        out[path] = [{"meta_graph": a.meta_graph, "signature": a.signature,
+                      "output": a.output, "variables": [[list(k), v] for k, v in
+                                                        a.variables.items()],
+                      "inputs": a.inputs, "how": a.how} for a in tf_answers(Path(path))]
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+
+
+def tf_answers(path: Path) -> list[TFOutput]:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((path / "saved_model.pb").read_bytes())
+    if any(len(m.object_graph_def.nodes) for m in saved.meta_graphs):
+        return tf2_answers(path)
+    return tf1_answers(path)
+
+
+# ------------------------------------------------------------------------ comparison
+
+def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comparison:
+    """Every pair TF answered against the static result, in both directions."""
+    from opregistry.check_result import FATAL_REASONS
+
+    done = Comparison(name)
+    reports = {(o.meta_graph or "serve", o.signature, o.output): o for o in result.outputs}
+    targets = {(t.kind, t.signature if t.kind == "input" else None, t.name): t
+               for t in result.targets}
+    by_path = {t.path or t.name: t for t in result.targets if t.kind == "variable"}
+    fatal = {(f.meta_graph or "serve", f.signature, f.output)
+             for f in result.findings if any(b.reason in FATAL_REASONS
+                                             for b in f.blocking_ops)}
+    seen_outputs = set()
+    for answer in answers:
+        where = (answer.meta_graph, answer.signature, answer.output)
+        label = f"{name} [{answer.how}] {'/'.join(where)}"
+        report = reports.get(where)
+        if report is None:
+            done.disagreements.append(f"{label}: output not in the check result")
+            continue
+        if where not in seen_outputs:
+            seen_outputs.add(where)
+            done.outputs += 1
+        static = {n: GRADIENT for n in report.with_gradient}
+        static.update({n: "blocked" for n in report.blocked})
+        static.update({n: "unrelated" for n in report.unrelated})
+        pairs = [(f"variable {'|'.join(paths)}", _static_variable(paths, by_path, result),
+                  verdict) for paths, verdict in answer.variables.items()]
+        pairs += [(f"input {key}", (targets.get(("input", answer.signature, key)) and key),
+                   verdict) for key, verdict in answer.inputs.items()]
+        failed = False
+        for what, static_name, verdict in pairs:
+            done.pairs += 1
+            ours = "unused" if static_name == "" else static.get(static_name or "", "missing")
+            if ours == "missing":
+                done.disagreements.append(f"{label} {what}: not a target of check")
+                continue
+            if (verdict == GRADIENT) != (ours == GRADIENT):
+                done.disagreements.append(f"{label} {what}: TF {verdict}, check {ours}")
+            if verdict == GRADIENT:
+                done.with_gradient += 1
+            else:
+                done.without += 1
+            failed |= verdict == FAILS
+        if failed:
+            done.failing_outputs += 1
+            if report.blocked and where not in fatal:
+                done.disagreements.append(f"{label}: TF cannot differentiate it, check "
+                                          f"does not say so")
+        elif where in fatal:
+            done.disagreements.append(f"{label}: check says TF cannot differentiate it")
+    # the other direction: every output and target of check is one TF knows
+    for where in reports:
+        if where not in seen_outputs:
+            done.disagreements.append(f"{name} {'/'.join(where)}: checked, but not an "
+                                      f"output TF differentiates")
+    known = {p for a in answers for paths in a.variables for p in paths}
+    for target in result.targets:
+        if target.kind == "variable" and (target.path or target.name) not in known:
+            done.disagreements.append(f"{name} variable {target.name}: not a trainable "
+                                      f"variable TF finds")
+    return done
+
+
+def _static_variable(paths: tuple[str, ...], by_path: dict[str, Any], result: Any
+                     ) -> str | None:
+    """The static target name for a TF variable (by object path); "" when check lists
+    it as unused; None when check does not know it."""
+    for p in paths:
+        if p in by_path:
+            return by_path[p].name
+    if any(p in result.unused_variables for p in paths):
+        return ""
+    return None
+
+
+def run(entries: list[Any], db: Any = None) -> list[Comparison]:
+    from opregistry import check
+
+    answers = answers_in_fresh_process([e.path for e in entries])
+    return [compare(e.name, e.path, check(e.path, db=db), answers[str(e.path)])
+            for e in entries]
+
+
+def report(comparisons: list[Comparison]) -> str:
+    from tabulate import tabulate
+
+    rows = [(c.model, c.outputs, c.pairs, c.with_gradient, c.without, c.failing_outputs,
+             len(c.disagreements)) for c in comparisons]
+    rows.append(("total", sum(c.outputs for c in comparisons),
+                 sum(c.pairs for c in comparisons),
+                 sum(c.with_gradient for c in comparisons),
+                 sum(c.without for c in comparisons),
+                 sum(c.failing_outputs for c in comparisons),
+                 sum(len(c.disagreements) for c in comparisons)))
+    text = tabulate(rows, headers=["model", "outputs", "pairs", "TF: gradient", "TF: none",
+                                   "outputs TF fails", "disagreements"])
+    lines = [d for c in comparisons for d in c.disagreements]
+    return text + ("\n\n" + "\n".join(lines) if lines else "")
+
+
+def main() -> None:
+    import corpus
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="where to build the corpus (default: temp)")
+    parser.add_argument("--only", nargs="*", help=f"corpus parts: {', '.join(corpus.BUILDERS)}")
+    parser.add_argument("--db", help="database (default: the shipped one)")
+    parser.add_argument("--answers", nargs="*", help=argparse.SUPPRESS)  # the TF side
+    args = parser.parse_args()
+    if args.answers is not None:
+        return _print_answers(args.answers)
+    root = args.out or Path(tempfile.mkdtemp(prefix="opregistry-corpus-"))
+    comparisons = run(corpus.build(root, args.only), db=args.db)
+    print(report(comparisons))
+    sys.exit(1 if any(c.disagreements for c in comparisons) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""``check`` on the SavedModels users have (tests/corpus.py), compared pair by pair with
+TensorFlow's own gradients of the loaded models (tests/differential.py), plus one
+regression test per cause of a wrong verdict seen before."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from opregistry import check
+
+pytest.importorskip("tensorflow")
+import differential  # noqa: E402  (tests/ is on sys.path)
+
+
+def test_check_agrees_with_tensorflow_on_every_pair_of_the_corpus(corpus, harvested_db):
+    comparisons = differential.run(corpus, db=harvested_db)
+    print(differential.report(comparisons))
+    disagreements = [d for c in comparisons for d in c.disagreements]
+    assert disagreements == []
+    # a comparison that finds nothing proves nothing: both kinds of answer, in bulk
+    assert sum(c.pairs for c in comparisons) > 5000
+    assert sum(c.with_gradient for c in comparisons) > 2000
+    assert sum(c.without for c in comparisons) > 500
+    assert sum(c.failing_outputs for c in comparisons) >= 4
+    models = {c.model for c in comparisons}
+    for name in ("ResNet50", "MobileNetV2", "EfficientNetB0", "BertBackbone", "multi_head"):
+        assert {f"{name}-export", f"{name}-saved"} <= models
+
+
+def _check_json(path, db, seed):
+    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    env.pop("OPREGISTRY_DB", None)
+    done = subprocess.run([sys.executable, "-m", "opregistry", "check", str(path), "--db",
+                           str(db), "--format", "json"], capture_output=True, env=env,
+                          timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout
+
+
+def test_output_is_byte_identical_for_any_hash_seed(corpus, harvested_db):
+    jobs = [(entry, seed) for entry in corpus for seed in range(4)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outputs = list(pool.map(lambda job: _check_json(job[0].path, harvested_db, job[1]),
+                                jobs))
+    by_model: dict[str, set[bytes]] = {}
+    for (entry, _), out in zip(jobs, outputs):
+        by_model.setdefault(entry.name, set()).add(out)
+    assert {name: len(outs) for name, outs in by_model.items()} == \
+        {entry.name: 1 for entry in corpus}
+
+
+def _report(result, signature, output):
+    (report,) = [o for o in result.outputs if (o.signature, o.output) == (signature, output)]
+    return report
+
+
+def test_keras_export_variables_are_the_handles_the_signatures_use(corpus_by_name,
+                                                                   harvested_db, cli):
+    """Keras 3 export tracks each variable twice and the graph uses the copies named
+    ``d1/kernel_1``: d1 is blocked by Round, d2 gets its gradient, in both signatures."""
+    entry = corpus_by_name["dense_round_dense-export"]
+    result = check(entry.path, db=harvested_db)
+    for signature in ("serve", "serving_default"):
+        report = _report(result, signature, "output_0")
+        assert sorted(report.with_gradient) == ["d2/bias", "d2/kernel"]
+        assert sorted(report.blocked) == ["d1/bias", "d1/kernel", "x"]
+        assert report.unrelated == []
+    assert len(result.unused_variables) == 4  # the second tracking, used by nothing
+    done = cli("check", str(entry.path), "--output", "serving_default:output_0",
+               "--db", str(harvested_db))
+    assert done.returncode == 1 and "Round" in done.stdout
+    resnet = check(corpus_by_name["ResNet50-export"].path, db=harvested_db)
+    for report in resnet.outputs:
+        assert len(report.with_gradient) == 214 + 1 and not report.blocked
+    assert resnet.ok
+
+
+def test_signatures_sharing_a_function_are_analysed_each_on_its_own(corpus_by_name,
+                                                                    harvested_db):
+    result = check(corpus_by_name["shared_function"].path, db=harvested_db)
+    assert sorted(_report(result, "a", "y").with_gradient) == ["b", "w", "x"]
+    rounded = _report(result, "b", "y")
+    assert sorted(rounded.blocked) == ["b", "w", "x"] and not rounded.unrelated
+    assert sorted(_report(result, "b", "z").with_gradient) == ["b", "w", "x"]
+
+
+def test_variables_that_share_a_saved_name_stay_apart(corpus_by_name, harvested_db):
+    result = check(corpus_by_name["same_named"].path, db=harvested_db)
+    names = sorted(t.name for t in result.targets if t.kind == "variable")
+    assert names == ["loc", "logits", "raw_conc", "raw_scale"]
+    log_prob = _report(result, "serving_default", "log_prob")
+    assert sorted(log_prob.with_gradient) == ["loc", "raw_scale", "x"]
+    mixture = _report(result, "serving_default", "mixture")
+    assert mixture.with_gradient == ["logits"] and mixture.blocked == ["raw_conc"]
+
+
+def test_live_module_with_unnamed_variables_names_them_by_attribute(harvested_db):
+    import corpus as corpus_module
+    import tensorflow as tf
+
+    module = corpus_module.SameNamed.make()
+    result = check(module.log_prob, tf.constant([0.2]), db=harvested_db)
+    assert sorted(t.name for t in result.targets if t.kind == "variable") == [
+        "loc", "logits", "raw_conc", "raw_scale"]
+    mixture = _report(result, "serving_default", "mixture")
+    assert mixture.with_gradient == ["logits"] and mixture.blocked == ["raw_conc"]
+
+
+def test_what_a_loaded_model_cannot_differentiate_is_a_finding(corpus_by_name,
+                                                              harvested_db, cli):
+    not_saved = check(corpus_by_name["custom_gradient_not_saved"].path, db=harvested_db)
+    reasons = {b.reason for f in not_saved.findings for b in f.blocking_ops}
+    assert reasons == {"custom_gradient_not_saved"}
+    assert {f.output for f in not_saved.findings} == {"custom", "partial", "plain"}
+    saved = check(corpus_by_name["custom_gradient_saved"].path, db=harvested_db)
+    assert [(f.output, f.target) for f in saved.findings] == [("partial", "v")]
+    for kind in ("py_function", "numpy_function"):
+        path = corpus_by_name[kind].path
+        result = check(path, db=harvested_db)
+        assert {b.reason for f in result.findings for b in f.blocking_ops} == {
+            "python_function_not_saved"}
+        assert {f.output for f in result.findings} == {"python", "plain"}
+        done = cli("check", str(path), "--db", str(harvested_db))
+        assert done.returncode == 1 and "python_function_not_saved" in done.stdout
+
+
+def test_live_python_functions_keep_their_meaning(corpus_by_name, harvested_db):
+    for kind, expected in (("numpy_function", ["PyFunc"]), ("py_function", [])):
+        entry = corpus_by_name[kind]
+        result = check(entry.live, *entry.inputs, db=harvested_db)
+        python = [f for f in result.findings if f.output == "python"]
+        assert sorted({b.op for f in python for b in f.blocking_ops}) == expected
+        assert not [f for f in result.findings if f.output == "plain"]
+
+
+def test_blocking_ops_are_where_a_gradient_path_stops(corpus_by_name, harvested_db):
+    """Bitcast and Equal only feed a condition: they are not where anything stops."""
+    result = check(corpus_by_name["partial_path"].path, db=harvested_db)
+    hard = [f for f in result.findings if f.output == "hard"]
+    assert {f.target for f in hard} == {"w", "x"}
+    assert all([b.op for b in f.blocking_ops] == ["ArgMax"] for f in hard)
+
+
+def test_partial_paths_are_reported_and_strict_makes_them_fail(corpus_by_name,
+                                                              harvested_db, cli):
+    path = corpus_by_name["partial_path"].path
+    result = check(path, db=harvested_db)
+    partial = _report(result, "serving_default", "partial")
+    assert sorted(partial.with_gradient) == ["w", "x"]
+    assert partial.partial_path == {"w": ["ArgMax"], "x": ["ArgMax"]}
+    assert {(p.output, p.target) for p in result.partial_paths} == {("partial", "w"),
+                                                                    ("partial", "x")}
+    args = ("check", str(path), "--output", "serving_default:partial",
+            "--db", str(harvested_db))
+    done = cli(*args)
+    assert done.returncode == 0 and "partial_path" in done.stdout, done.stderr
+    assert "2 partial paths" in done.stderr
+    assert cli(*args, "--strict").returncode == 1
+    as_json = json.loads(cli(*args, "--format", "json").stdout)
+    assert [p["ops"][0]["op"] for p in as_json["partial_paths"]] == ["ArgMax", "ArgMax"]
+
+
+def test_an_output_that_names_nothing_is_a_usage_error(corpus_by_name, harvested_db, cli):
+    done = cli("check", str(corpus_by_name["shared_function"].path), "--output", "nope",
+               "--db", str(harvested_db))
+    assert done.returncode == 2 and done.stderr.startswith("Error: no output 'nope'")
+    assert "a:y, b:y, b:z" in done.stderr and done.stderr.count("\n") == 1
