@@ -191,7 +191,9 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
                              seed=seed, checks=checks, forward_passes=checker.passes,
                              nondeterminism=checker.max_jitter)
     if analyse:
-        _explain(result, checker, release, db)
+        from .gradcheck_explain import explain
+
+        explain(result, checker, release, db)
     return result
 
 
@@ -231,6 +233,9 @@ class _Subject:
     targets: list[_Target]
     concrete: Any
     keep_alive: list[Any] = field(default_factory=list)
+    # the model in its own precision (itself unless this is a float64 version): the
+    # static analysis reads it, whatever the finite differences of a clone see
+    original: Any = None
 
     @classmethod
     def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
@@ -239,33 +244,34 @@ class _Subject:
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
             or type(fn).__name__
         values = [_as_tensor(tf, x) for x in inputs]
-        note = ""
-        if dtype == "float64":
-            try:
-                fn64, vars64 = in_float64(tf, fn, variables)
-                subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
-                                    vars64, source, outputs, training)
-            except GradcheckError:
-                raise  # not about float64: the same call would fail again
-            except _NotFloat64 as exc:
-                note = f"not run in float64: {exc}"
-            except Exception as exc:  # noqa: BLE001 - any failure of the cast model
-                note = f"not run in float64: {first_line(exc)}"
-            else:
-                lowered = subject.lower_precision()
-                if not lowered:
-                    return subject
-                note = f"not run in float64: {lowered}"
-        try:
-            subject = cls._make(tf, fn, values, variables, source, outputs, training)
+        try:  # the model as it is: the static analysis reads it, and the fallback
+            original = cls._make(tf, fn, values, variables, source, outputs, training)
         except GradcheckError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's call failed
             raise GradcheckError(f"calling {source} failed: {first_line(exc)}") from None
-        subject.cast_note = note
-        if subject.lower_precision():
-            subject.precision = "float32"
-        return subject
+        original.original = original
+        if original.lower_precision():
+            original.precision = "float32"
+        if dtype != "float64":
+            return original
+        try:
+            fn64, vars64 = in_float64(tf, fn, variables)
+            subject = cls._make(tf, fn64, [_cast(tf, x, tf.float64) for x in values],
+                                vars64, source, outputs, training)
+        except GradcheckError:
+            raise  # not about float64: the same call would fail again
+        except _NotFloat64 as exc:
+            why = str(exc)
+        except Exception as exc:  # noqa: BLE001 - any failure of the cast model
+            why = why_not_float64(exc, source)
+        else:
+            why = subject.lower_precision() or _structure_differs(original, subject)
+            if not why:
+                subject.original = original
+                return subject
+        original.cast_note = f"not run in float64: {why}"
+        return original
 
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
@@ -278,7 +284,7 @@ class _Subject:
         specs = [tf.TensorSpec(v.shape, v.dtype, name=n) for v, n in zip(values, names_in)]
         concrete = traced.get_concrete_function(*specs)
         structure = concrete.structured_outputs
-        from .readers.traced import _output_names, _variable_name
+        from .readers.traced import _method_owner, _output_names, variable_names
 
         flat = tf.nest.flatten(structure, expand_composites=True)
         names = _output_names(tf, structure)
@@ -321,8 +327,12 @@ class _Subject:
                 name = placeholders[index].op.name if index < len(placeholders) else ""
                 targets.append(_Target("input", name or f"input_{index}", index,
                                        int(tf.size(value)), tuple(value.shape)))
+        # distinct variables that share a name (tf.Variable(1.0) is always "Variable")
+        # are told apart by their attribute path, as check names them
+        owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else _method_owner(fn)
+        var_names = variable_names(tf, variables, owner)
         for index, var in enumerate(variables):
-            targets.append(_Target("variable", _variable_name(var), index,
+            targets.append(_Target("variable", var_names[id(var)], index,
                                    int(tf.size(var)), tuple(var.shape)))
         if not targets:
             raise GradcheckError(f"{source} has no floating-point input or trainable "
@@ -341,18 +351,79 @@ class _Subject:
         low = {tf.float32, tf.float16, tf.bfloat16}
         for var in self.variables:
             if tf.as_dtype(var.dtype) in low:
-                return f"variable {var.name} is {tf.as_dtype(var.dtype).name}"
+                return (f"variable {var.name} is {tf.as_dtype(var.dtype).name} and cannot "
+                        f"be cast without changing the model")
         for op in self.concrete.graph.get_operations():
             if op.type == "Const":  # a float32 constant cast up loses nothing we measure
                 continue
             for t in op.outputs:
                 if t.dtype in low:
-                    return f"{op.type} {op.name!r} computes in {t.dtype.name}"
+                    what = "casts to" if op.type == "Cast" else "computes in"
+                    return (f"{op.type} {op.name!r} {what} {t.dtype.name} inside the model, "
+                            f"so float64 inputs would be no more precise")
         return ""
 
 
 class _NotFloat64(Exception):
     pass
+
+
+def _structure_differs(original: _Subject, clone: _Subject) -> str:
+    """Why the float64 version computes something else ('' when it does not): every op
+    with an integer or bool result must be there as in the model (a cast to int32
+    must not become a cast to float64), else the clone's gradients are not the
+    model's."""
+    from collections import Counter
+
+    def signature(subject: _Subject) -> Counter:
+        graph = subject.concrete.graph
+        graphs = [graph] + [f.graph for f in getattr(graph, "_functions", {}).values()
+                            if hasattr(f, "graph")]
+        found: Counter = Counter()
+        for g in graphs:
+            for op in g.get_operations():
+                kinds = tuple("float" if t.dtype.is_floating else t.dtype.name
+                              for t in op.outputs)
+                if any(k != "float" and k not in ("resource", "variant") for k in kinds):
+                    found[(op.type, kinds)] += 1
+        return found
+
+    want, got = signature(original), signature(clone)
+    if want == got:
+        return ""
+    missing = sorted((want - got).elements())
+    extra = sorted((got - want).elements())
+    parts = []
+    if missing:
+        op, kinds = missing[0]
+        parts.append(f"the model's {op} with a {'/'.join(kinds)} result")
+    if extra:
+        op, kinds = extra[0]
+        parts.append(f"a {op} with a {'/'.join(kinds)} result the model does not have")
+    return ("the float64 clone computes something else (" + "; ".join(parts) +
+            "), so its gradients would not be the model's")
+
+
+def why_not_float64(exc: BaseException, source: str) -> str:
+    """A whole sentence for a call that fails on float64 inputs: the op, its input and
+    the dtypes, and where in the user's code, from TensorFlow's multi-line error."""
+    import re
+
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    where = ""
+    for line in lines:
+        match = re.match(r'File "([^"]+)", line (\d+), in (\S+)', line)
+        if match:
+            where = f"{match.group(3)} ({match.group(1).rsplit('/', 1)[-1]}:{match.group(2)})"
+    cause = lines[-1] if lines else type(exc).__name__
+    match = re.search(r"Input '(\w+)' of '(\w+)' Op has type (\w+) that does not match "
+                      r"type (\w+) of argument '(\w+)'", cause)
+    if match:
+        arg, op, low, high, other = match.groups()
+        return (f"{op} in {where or source}: input {arg} is {low} but {other} is {high} "
+                f"(a {low} tensor inside the function, such as a constant or a cast)")
+    return f"{cause[:300]}" + (f" (in {where})" if where else "")
 
 
 def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, Any]:
@@ -369,8 +440,13 @@ def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, 
         keras = import_keras()
 
         def to64(layer: Any) -> Any:
+            # only a layer's floating dtype policy moves: an operation's dtype is what
+            # it computes (keras.ops.cast(h, "int32") must stay a cast to int32)
+            if not isinstance(layer, keras.layers.Layer):
+                return layer
             config = layer.get_config()
-            config["dtype"] = "float64"
+            if _is_float_policy(config.get("dtype")):
+                config["dtype"] = "float64"
             return layer.__class__.from_config(config)
 
         # float64 inputs too: a float32 InputLayer would cast them back down
@@ -389,6 +465,18 @@ def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, 
                               f"({first_line(exc)})") from None
         return clone, None
     return fn, variables
+
+
+_FLOAT_POLICIES = frozenset({"float16", "bfloat16", "float32", "float64", "mixed_float16",
+                             "mixed_bfloat16"})
+
+
+def _is_float_policy(dtype: Any) -> bool:
+    """Whether a layer config's ``dtype`` is a floating dtype policy (a name, or a
+    serialized DTypePolicy)."""
+    if isinstance(dtype, dict):
+        dtype = (dtype.get("config") or {}).get("name")
+    return dtype is None or dtype in _FLOAT_POLICIES
 
 
 def _input_names(fn: Any, count: int) -> list[str | None]:
@@ -483,6 +571,8 @@ class _Checker:
         self.rng = np.random.default_rng(seed)
         self.passes = 0
         self.max_jitter = 0.0
+        # (order, output, target number) -> why TensorFlow raised computing the gradient
+        self.raised: dict[tuple[int, int, int], str] = {}
         # inner targets of the second-order value: the float inputs, else the variables
         inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
         self.inner = inner
@@ -567,7 +657,7 @@ class _Checker:
         inputs = list(self.subject.inputs)
         sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
                    for t in self.subject.targets]
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=True) as tape:
             for x in inputs:
                 tape.watch(x)
             if self.order == 1:
@@ -576,7 +666,16 @@ class _Checker:
                 s = tf.reduce_sum(out * tf.cast(w.reshape(out.shape), out.dtype))
             else:
                 s = self._second_order_values(inputs, eager=True)[j]
-        grads = tape.gradient(s, sources)
+        try:
+            grads = tape.gradient(s, sources)
+        except Exception:  # noqa: BLE001 - TF cannot differentiate the set: one by one
+            grads = []
+            for number, source in enumerate(sources):
+                try:
+                    grads.append(tape.gradient(s, source))
+                except Exception as exc:  # noqa: BLE001 - TF fails for this target
+                    self.raised[(self.order, j, number)] = first_line(exc)
+                    grads.append(None)
         return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy(),
                                                   dtype=np.float64).reshape(-1)
                 for g in grads]
@@ -650,6 +749,12 @@ class _Checker:
             for number in group:
                 for j, check in enumerate(checks):
                     results[(j, number)] = _for_target(check, subject.targets[number])
+        from dataclasses import replace
+
+        for (order, j, n), why in self.raised.items():
+            if order == self.order and (j, n) in results:  # TF cannot train it: none
+                results[(j, n)] = replace(results[(j, n)], verdict="none", gradient="none",
+                                          note=f"TensorFlow raises computing it: {why}")
         return [results[(j, n)] for n in range(len(subject.targets)) for j in range(n_out)
                 if (j, n) in results]
 
@@ -687,6 +792,10 @@ class _Checker:
         kink = (np.abs(d1) > allowed) & (np.abs(d2) > 0.75 * np.abs(d1))
         jump = np.abs(c1 - c2) > allowed
         if analytic is None:
+            if self.order == 2 and not np.any(np.abs(c1) > allowed):
+                # ReLU's second derivative: zero almost everywhere, and TF says so
+                return "ok", allowed, ("no second derivative from TensorFlow, and the "
+                                       "finite differences agree it is zero")
             return "none", allowed, ""
         error = np.abs(analytic - c1)
         if np.any(kink | jump):
@@ -842,87 +951,3 @@ def _for_target(check: TargetCheck, target: _Target) -> TargetCheck:
     from dataclasses import replace
 
     return replace(check, target_kind=target.kind, target=target.name)
-
-
-# --------------------------------------------------------------------- static analysis
-
-def _explain(result: GradcheckResult, checker: "_Checker", release: str | None, db: Any
-             ) -> None:
-    """Static analysis of the traced call (and, for order 2, of the traced first
-    gradient): a missing gradient is ``none`` only when the output depends on the target
-    (else ``unrelated``), a zero gradient with no gradient path is ``none`` too (TF
-    returns zeros through a tf.function call), and problems get the ops responsible."""
-    from dataclasses import replace
-
-    from . import query
-    from .analysis import path_ops
-    from .model_check import default_release
-    from .readers.traced import from_concrete
-
-    subject = checker.subject
-    models = {1: from_concrete(subject.concrete, subject.source)}
-    if result.order == 2:
-        try:
-            models[2] = from_concrete(checker.second_order_concrete(), subject.source)
-        except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
-            result.analysis_note = f"order 2 not analysed: {first_line(exc)}"
-    for model in models.values():
-        model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
-    try:
-        op_types = sorted(set().union(*(m.op_types for m in models.values())))
-        version, facts = query.op_facts(release or default_release(db), op_types, db=db)
-    except OpregistryError as exc:
-        # the graph alone still tells what each output depends on: blocked from
-        # unrelated; only the ops' gradient facts (and so the ops to name) are missing
-        result.analysis_note = f"ops not named: {exc}"
-        version, facts = None, None
-    result.release = version
-    checks = []
-    for order, model in models.items():
-        back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
-        mine = [c for c in result.checks if c.order == order]
-        wanted = [(back.get(c.output, c.output), c.target) for c in mine
-                  if c.verdict != "ok" or c.gradient == "zero"]
-        explained = path_ops(model, facts or {}, wanted) if wanted else {}
-        for c in mine:
-            info = explained.get((back.get(c.output, c.output), c.target))
-            if info is not None:
-                related, graded, ops = info
-                if c.gradient == "zero" and related and not graded and facts is not None:
-                    c = replace(c, verdict="none",
-                                note="no gradient path (TensorFlow returned zeros)")
-                if c.verdict == "none" and not related:
-                    c = replace(c, verdict="unrelated", note="the output does not depend on it")
-                elif c.verdict in PROBLEMS and facts is not None:
-                    c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
-            checks.append(c)
-    checks.extend(c for c in result.checks if c.order not in models)
-    result.checks = checks
-
-
-def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
-    """The traced model's output names -> the check's output names (the same for the
-    call itself; for the traced second-order values, by position)."""
-    names = [name for sig in model.signatures.values() for name in sig.outputs]
-    if set(outputs) <= set(names):
-        return {n: n for n in names}
-    return dict(zip(names, outputs))
-
-
-def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
-    """The ops behind a verdict: where gradients stop (none, zero), plus custom
-    gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
-    (non-smooth)."""
-    wanted = {"none": {"stops"}, "zero": {"stops", "custom_gradient", "flagged"},
-              "mismatch": {"stops", "custom_gradient", "flagged"},
-              "non-smooth": {"non_smooth", "stops"}}[verdict]
-    # one entry per node, by the kind that explains the verdict best: a custom gradient
-    # is also where its forward computation's gradient "stops" (it replaces it)
-    rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
-    best: dict[str, tuple[int, Any]] = {}
-    for kind, op in ops:
-        if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
-            best[op.node] = (rank[kind], op)
-    seen = list(dict.fromkeys(op.node for kind, op in ops if kind in wanted))
-    return [best[node][1] for node in seen]
-

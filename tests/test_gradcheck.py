@@ -307,3 +307,122 @@ def test_nondeterminism_is_measured_and_reported(harvested_db):
     random = gradcheck(model, x, training=True, db=harvested_db)
     assert random.nondeterminism > 0  # dropout masks differ between calls
     assert "nondeterministic" in random.message().splitlines()[0]
+
+
+def _int_cast_model():
+    """Dense -> cast to int32 -> cast back -> Dense: TF gives the first layer nothing."""
+    keras = tf.keras
+    inputs = keras.Input((4,), name="features")
+    hidden = keras.layers.Dense(3, name="first")(inputs)
+    as_int = keras.ops.cast(keras.ops.cast(hidden, "int32"), "float32")
+    return keras.Model(inputs, keras.layers.Dense(1, name="second")(as_int))
+
+
+def _tape_none(model, x):
+    with tf.GradientTape() as tape:
+        out = model(tf.constant(x, tf.float32), training=False)
+    grads = tape.gradient(out, model.trainable_variables)
+    return {v.path for v, g in zip(model.trainable_variables, grads) if g is None}
+
+
+def test_an_int_cast_is_not_ok_in_the_float64_clone(tmp_path, harvested_db, cli):
+    model = _int_cast_model()
+    x = np.array([[0.3, -2.2, 1.9, 0.4]])
+    assert _tape_none(model, x) == {"first/kernel", "first/bias"}
+    result = gradcheck(model, x, db=harvested_db)
+    checks = _by_target(result)
+    for name in ("first/kernel", "first/bias"):
+        (check,) = [c for t, c in checks.items() if t.endswith(name)]
+        assert check.verdict == "none" and "Cast" in _ops(check), check
+    assert {t for t, c in checks.items() if c.verdict == "ok"} == {
+        t for t in checks if "second/" in t}
+    with pytest.raises(AssertionError, match="first/kernel"):
+        assert_differentiable(model, x, db=harvested_db)
+    model.save(tmp_path / "bad_cast.keras")
+    done = cli("gradcheck", str(tmp_path / "bad_cast.keras"), "--format", "json",
+               "--db", str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    verdicts = {c["target"]: c["verdict"] for c in json.loads(done.stdout)["checks"]}
+    assert [v for t, v in verdicts.items() if "first/" in t] == ["none", "none"]
+
+
+def test_the_float64_clone_keeps_integer_casts_and_is_vetted(harvested_db):
+    """The clone casts to int32 where the model does; a clone that does not (the old
+    clone set every dtype to float64) is refused by the structure check."""
+    from opregistry import numerical
+
+    keras = tf.keras
+    model = _int_cast_model()
+    clone, _ = numerical.in_float64(tf, model, None)
+    casts = [op.get_config()["dtype"] for op in clone.operations if type(op).__name__ == "Cast"]
+    assert casts == ["int32", "float32"]
+
+    def set_all(layer):  # the old clone: every "dtype" in every config to float64
+        config = layer.get_config()
+        config["dtype"] = "float64"
+        return layer.__class__.from_config(config)
+
+    wrong = keras.models.clone_model(model, clone_function=set_all,
+                                     input_tensors=keras.Input((4,), dtype="float64"))
+    values = [tf.constant(np.ones((1, 4)), tf.float64)]
+    original = numerical._Subject._make(tf, model, [tf.constant(np.ones((1, 4)), tf.float32)],
+                                        None, "m")
+    broken = numerical._Subject._make(tf, wrong, values, None, "m")
+    good = numerical._Subject._make(tf, clone, values, None, "m")
+    assert numerical._structure_differs(original, good) == ""
+    assert "Cast with a int32 result" in numerical._structure_differs(original, broken)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_zero_second_derivatives_of_relu_and_max_pool_are_ok(kind, tmp_path, harvested_db,
+                                                             cli):
+    keras = tf.keras
+    if kind == "mlp":
+        model = keras.Sequential([keras.Input((4,), name="features"),
+                                  keras.layers.Dense(6, activation="relu", name="hidden"),
+                                  keras.layers.Dense(2, name="out")])
+        x = np.random.default_rng(8).standard_normal((2, 4))
+    else:
+        model = keras.Sequential([
+            keras.Input((6, 6, 1), name="image"),
+            keras.layers.Conv2D(2, 3, activation="relu", name="conv"),
+            keras.layers.MaxPooling2D(2, name="pool"),
+            keras.layers.Flatten(name="flat"),
+            keras.layers.Dense(1, name="logits")])
+        x = np.random.default_rng(9).standard_normal((1, 6, 6, 1))
+    result = gradcheck(model, x, order=2, db=harvested_db)
+    assert result.ok, result.message()
+    second = [c for c in result.checks if c.order == 2]
+    assert second and all(c.verdict in ("ok", "unrelated") for c in second)
+    assert any(c.gradient in ("zero", "none") and c.verdict == "ok" for c in second)
+    model.save(tmp_path / "relu.keras")
+    done = cli("gradcheck", str(tmp_path / "relu.keras"), "--order", "2", "--db",
+               str(harvested_db))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_blocked_second_derivative_is_still_caught(harvested_db):
+    x = np.array([0.4, 1.1])
+    assert gradcheck(lambda t: tf.reduce_sum(tf.sin(t) ** 2), x, order=2, db=harvested_db).ok
+
+    @tf.custom_gradient
+    def no_second_order(t):
+        return tf.sin(t), lambda dy: dy * tf.stop_gradient(tf.cos(t))
+
+    blocked = gradcheck(lambda t: tf.reduce_sum(no_second_order(t)), x, order=2,
+                        db=harvested_db)
+    (second,) = [c for c in blocked.checks if c.order == 2]
+    assert second.verdict in ("none", "zero") and abs(second.numeric) > 1e-3
+    assert "StopGradient" in _ops(second)
+
+
+def test_why_not_float64_is_a_whole_sentence(harvested_db):
+    @tf.function
+    def my_fn(x):
+        return x + tf.constant(1.5)  # a float32 constant inside the function
+
+    result = gradcheck(my_fn, np.array([0.2, 0.3], dtype=np.float32), db=harvested_db)
+    assert result.dtype == "float32"
+    note = result.cast_note
+    assert note.startswith("not run in float64: AddV2 in my_fn"), note
+    assert "input y is float32 but x is float64" in note and "constant" in note

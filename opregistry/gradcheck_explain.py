@@ -1,0 +1,125 @@
+"""gradcheck's static side: the analysis of the model itself (never of its float64
+clone) tells blocked from unrelated, overrides what finite differences cannot see (a
+target with no gradient path is never ``ok``), and names the ops behind a problem."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .errors import OpregistryError
+from .numerical import PROBLEMS, GradcheckResult, first_line
+
+
+def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any) -> None:
+    """Static analysis of the traced call (and, for order 2, of the traced first
+    gradient): a missing gradient is ``none`` only when the output depends on the target
+    (else ``unrelated``); at order 1 a target the analysis finds blocked is ``none``
+    whatever the finite differences say; a zero gradient with no gradient path is
+    ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
+    finite differences agree it is zero (ReLU); problems get the ops responsible."""
+    from . import query
+    from .analysis import analyse, path_ops
+    from .model_check import default_release
+    from .readers.traced import from_concrete
+
+    subject = checker.subject
+    original = subject.original or subject
+    models = {1: from_concrete(original.concrete, subject.source,
+                               names=_names(subject, original))}
+    if result.order == 2:
+        try:
+            models[2] = from_concrete(checker.second_order_concrete(), subject.source,
+                                      names=_names(subject, subject))
+        except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
+            result.analysis_note = f"order 2 not analysed: {first_line(exc)}"
+    for model in models.values():
+        model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
+    try:
+        op_types = sorted(set().union(*(m.op_types for m in models.values())))
+        version, facts = query.op_facts(release or default_release(db), op_types, db=db)
+    except OpregistryError as exc:
+        # the graph alone still tells what each output depends on: blocked from
+        # unrelated; only the ops' gradient facts (and so the ops to name) are missing
+        result.analysis_note = f"ops not named: {exc}"
+        version, facts = None, None
+    result.release = version
+    checks = []
+    for order, model in models.items():
+        back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
+        mine = [c for c in result.checks if c.order == order]
+        blocked = _blocked_pairs(analyse(model, facts, version or "")) \
+            if facts is not None and order == 1 else {}
+        wanted = [(back.get(c.output, c.output), c.target) for c in mine
+                  if c.verdict != "ok" or c.gradient in ("zero", "none")]
+        explained = path_ops(model, facts or {}, wanted) if wanted else {}
+        for c in mine:
+            key = (back.get(c.output, c.output), c.target)
+            if key in blocked and c.verdict not in ("none", "unrelated"):
+                c = replace(c, verdict="none", blocking_ops=blocked[key],
+                            note=_join(c.note, "no gradient path in the model: TensorFlow "
+                                       "gives none, whatever the finite differences say"))
+            info = explained.get(key)
+            if info is not None:
+                related, graded, ops = info
+                if c.gradient == "zero" and related and not graded and facts is not None \
+                        and (order == 1 or c.verdict != "ok"):
+                    c = replace(c, verdict="none",
+                                note="no gradient path (TensorFlow returned zeros)")
+                if c.verdict in ("none", "ok") and c.gradient == "none" and not related:
+                    c = replace(c, verdict="unrelated", note="the output does not depend on it")
+                elif c.verdict in PROBLEMS and facts is not None and not c.blocking_ops:
+                    c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
+            checks.append(c)
+    checks.extend(c for c in result.checks if c.order not in models)
+    result.checks = checks
+
+
+def _join(first: str, second: str) -> str:
+    return f"{first}; {second}" if first else second
+
+
+def _names(subject: Any, owner: Any) -> dict[int, str]:
+    """id(variable of ``owner``) -> the subject's target name, by position (the
+    original and its float64 clone list their variables in the same order); a Keras 3
+    variable also under the tf.Variable it wraps, which the traced graph captures."""
+    targets = [t for t in subject.targets if t.kind == "variable"]
+    names = {}
+    for target in targets:
+        if target.index < len(owner.variables):
+            var = owner.variables[target.index]
+            for candidate in (var, getattr(var, "_value", None)):
+                if candidate is not None:
+                    names[id(candidate)] = target.name
+    return names
+
+
+def _blocked_pairs(result: Any) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """(output, target) -> blocking ops, for every pair the analysis finds blocked."""
+    return {(f.output, f.target): f.blocking_ops for f in result.findings}
+
+
+def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
+    """The traced model's output names -> the check's output names (the same for the
+    call itself; for the traced second-order values, by position)."""
+    names = [name for sig in model.signatures.values() for name in sig.outputs]
+    if set(outputs) <= set(names):
+        return {n: n for n in names}
+    return dict(zip(names, outputs))
+
+
+def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
+    """The ops behind a verdict: where gradients stop (none, zero), plus custom
+    gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
+    (non-smooth)."""
+    wanted = {"none": {"stops"}, "zero": {"stops", "custom_gradient", "flagged"},
+              "mismatch": {"stops", "custom_gradient", "flagged"},
+              "non-smooth": {"non_smooth", "stops"}}[verdict]
+    # one entry per node, by the kind that explains the verdict best: a custom gradient
+    # is also where its forward computation's gradient "stops" (it replaces it)
+    rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
+    best: dict[str, tuple[int, Any]] = {}
+    for kind, op in ops:
+        if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
+            best[op.node] = (rank[kind], op)
+    seen = list(dict.fromkeys(op.node for kind, op in ops if kind in wanted))
+    return [best[node][1] for node in seen]
