@@ -44,11 +44,12 @@ class TFOutput:
 @dataclass
 class Comparison:
     model: str
-    pairs: int = 0
+    pairs: int = 0  # distinct (MetaGraph, signature, output, target) pairs
+    answers: int = 0  # TF answers compared (each pair is asked by tape and by graph)
     outputs: int = 0
     failing_outputs: int = 0
-    with_gradient: int = 0
-    without: int = 0
+    with_gradient: int = 0  # answers that give a gradient
+    without: int = 0  # answers that give none (or raise)
     disagreements: list[str] = field(default_factory=list)
 
 
@@ -294,7 +295,7 @@ def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comp
     fatal = {(f.meta_graph or "serve", f.signature, f.output)
              for f in result.findings if any(b.reason in FATAL_REASONS
                                              for b in f.blocking_ops)}
-    seen_outputs = set()
+    seen_outputs, seen_pairs, failing = set(), set(), set()
     for answer in answers:
         where = (answer.meta_graph, answer.signature, answer.output)
         label = f"{name} [{answer.how}] {'/'.join(where)}"
@@ -314,7 +315,8 @@ def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comp
                    verdict) for key, verdict in answer.inputs.items()]
         failed = False
         for what, static_name, verdict in pairs:
-            done.pairs += 1
+            done.answers += 1
+            seen_pairs.add((where, what))
             ours = "unused" if static_name == "" else static.get(static_name or "", "missing")
             if ours == "missing":
                 done.disagreements.append(f"{label} {what}: not a target of check")
@@ -327,12 +329,13 @@ def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comp
                 done.without += 1
             failed |= verdict == FAILS
         if failed:
-            done.failing_outputs += 1
+            failing.add(where)
             if report.blocked and where not in fatal:
                 done.disagreements.append(f"{label}: TF cannot differentiate it, check "
                                           f"does not say so")
         elif where in fatal:
             done.disagreements.append(f"{label}: check says TF cannot differentiate it")
+    done.pairs, done.failing_outputs = len(seen_pairs), len(failing)
     # the other direction: every output and target of check is one TF knows
     for where in reports:
         if where not in seen_outputs:
@@ -369,16 +372,16 @@ def run(entries: list[Any], db: Any = None) -> list[Comparison]:
 def report(comparisons: list[Comparison]) -> str:
     from tabulate import tabulate
 
-    rows = [(c.model, c.outputs, c.pairs, c.with_gradient, c.without, c.failing_outputs,
-             len(c.disagreements)) for c in comparisons]
+    rows = [(c.model, c.outputs, c.pairs, c.answers, c.with_gradient, c.without,
+             c.failing_outputs, len(c.disagreements)) for c in comparisons]
     rows.append(("total", sum(c.outputs for c in comparisons),
-                 sum(c.pairs for c in comparisons),
+                 sum(c.pairs for c in comparisons), sum(c.answers for c in comparisons),
                  sum(c.with_gradient for c in comparisons),
                  sum(c.without for c in comparisons),
                  sum(c.failing_outputs for c in comparisons),
                  sum(len(c.disagreements) for c in comparisons)))
-    text = tabulate(rows, headers=["model", "outputs", "pairs", "TF: gradient", "TF: none",
-                                   "outputs TF fails", "disagreements"])
+    text = tabulate(rows, headers=["model", "outputs", "pairs", "TF answers", "gradient",
+                                   "none", "outputs TF fails", "disagreements"])
     lines = [d for c in comparisons for d in c.disagreements]
     return text + ("\n\n" + "\n".join(lines) if lines else "")
 

@@ -23,10 +23,11 @@ def test_check_agrees_with_tensorflow_on_every_pair_of_the_corpus(corpus, harves
     disagreements = [d for c in comparisons for d in c.disagreements]
     assert disagreements == []
     # a comparison that finds nothing proves nothing: both kinds of answer, in bulk
-    assert sum(c.pairs for c in comparisons) > 5000
+    assert sum(c.pairs for c in comparisons) > 3000
+    assert sum(c.answers for c in comparisons) > 2 * 3000 - 10  # tape and graph
     assert sum(c.with_gradient for c in comparisons) > 2000
     assert sum(c.without for c in comparisons) > 500
-    assert sum(c.failing_outputs for c in comparisons) >= 4
+    assert sum(c.failing_outputs for c in comparisons) >= 7
     models = {c.model for c in comparisons}
     for name in ("ResNet50", "MobileNetV2", "EfficientNetB0", "BertBackbone", "multi_head"):
         assert {f"{name}-export", f"{name}-saved"} <= models
