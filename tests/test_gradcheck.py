@@ -344,6 +344,20 @@ def test_an_int_cast_is_not_ok_in_the_float64_clone(tmp_path, harvested_db, cli)
     assert done.returncode == 1, done.stderr
     verdicts = {c["target"]: c["verdict"] for c in json.loads(done.stdout)["checks"]}
     assert [v for t, v in verdicts.items() if "first/" in t] == ["none", "none"]
+    # the same in training mode, for a named output, and for a file.py:function target
+    trained = gradcheck(model, x, training=True, outputs=["output_0"], db=harvested_db)
+    assert [c.verdict for c in trained.checks if "first/" in c.target] == ["none", "none"]
+    script = tmp_path / "int_cast.py"
+    script.write_text(
+        "import numpy as np\nimport tensorflow as tf\nimport keras\n\n"
+        "def build():\n"
+        f"    model = keras.models.load_model({str(tmp_path / 'bad_cast.keras')!r})\n"
+        "    return model, (np.array([[0.3, -2.2, 1.9, 0.4]], dtype=np.float32),)\n")
+    done = cli("gradcheck", f"{script}:build", "--training", "--format", "csv",
+               "--db", str(harvested_db))
+    assert done.returncode == 1, done.stderr
+    rows = [line.split(",") for line in done.stdout.splitlines() if "first/" in line]
+    assert len(rows) == 2 and all("none" in row and "Cast" in ",".join(row) for row in rows)
 
 
 def test_the_float64_clone_keeps_integer_casts_and_is_vetted(harvested_db):
