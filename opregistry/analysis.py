@@ -23,8 +23,15 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from .check_result import (FATAL_REASONS, BlockingOp, CheckResult, Finding, OutputReport,
-                           PartialPath, Target)
+from .check_result import (
+    FATAL_REASONS,
+    BlockingOp,
+    CheckResult,
+    Finding,
+    OutputReport,
+    PartialPath,
+    Target,
+)
 from .flatten import _CARRIERS, _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
 from .readers import _schema
 from .readers.model import Model, Node
@@ -38,10 +45,9 @@ def _passes(flat: Flat, inst: int, position: int) -> str | None:
     if op not in _IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
         key = flat.passes_key(node)
         by_position = flat.passes_cache.setdefault(key, {})
-        cached = by_position.get(position, _MISSING)
-        if cached is _MISSING:
-            cached = by_position[position] = _op_passes(flat, node, position)
-        return cached
+        if position not in by_position:
+            by_position[position] = _op_passes(flat, node, position)
+        return by_position[position]
     if "_gradient_op_type" in node.attr:  # tf.custom_gradient
         op_type = _text(node.attr["_gradient_op_type"].s)
         bound = flat.model.gradient_bindings.get(op_type)
@@ -137,7 +143,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                     continue
                 report.blocked.append(target.name)
                 if fatal:
-                    blocking = fatal
+                    blocking = list(fatal)
                 else:
                     blocking = _ops_reached(flat, state, stops[output], sources) or \
                         _blocking_ops(flat, state.consumers(), source, state.dep(tensor),
@@ -226,7 +232,7 @@ def _relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
             values.append(ref)
     seen: set[int] = set()
     while values:
-        t = values.pop()
+        t: int = values.pop()
         if t in seen:
             continue
         seen.add(t)
@@ -234,17 +240,17 @@ def _relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
         if inst in flat.transparent:
             values.extend(flat.transparent[inst].get(t >> _OUT, ()))
             continue
-        for position, ref in enumerate(flat.inputs[inst]):
-            if ref is None:
+        for position, edge in enumerate(flat.inputs[inst]):
+            if edge is None:
                 continue
             reason = _passes(flat, inst, position)
             if reason == REPLACED:
                 continue
-            if flat.trainable(ref):  # where a gradient would have turned into an integer
-                found.setdefault((inst, position), (inst, position, ref,
+            if flat.trainable(edge):  # where a gradient would have turned into an integer
+                found.setdefault((inst, position), (inst, position, edge,
                                                     reason or "integer_edge"))
             elif reason is None:
-                values.append(ref)
+                values.append(edge)
     return [found[k] for k in sorted(found)]
 
 
@@ -293,7 +299,7 @@ def _depends_on(flat: Flat, output: int) -> set[int]:
     """Every tensor ``output`` reaches backwards along data edges."""
     dep: set[int] = set()
     inputs, transparent = flat.inputs, flat.transparent
-    stack = [output]
+    stack: list[int | None] = [output]
     pop, push_all, add = stack.pop, stack.extend, dep.add
     while stack:  # runs once per tensor of the model: kept flat on purpose
         t = pop()
@@ -337,8 +343,8 @@ def _add_consumers(flat: Flat, inst: int, consumers: Any) -> None:
     transparent = flat.transparent.get(inst)
     if transparent is not None:
         for out_index, refs in transparent.items():
-            for ref in refs:
-                consumers[ref].append((inst, -1 - out_index))
+            for body_ref in refs:
+                consumers[body_ref].append((inst, -1 - out_index))
     else:
         for position, ref in enumerate(flat.inputs[inst]):
             if ref is not None:
@@ -512,9 +518,9 @@ def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | No
         # a bare GraphDef: the floating outputs of top-level nodes nothing consumes
         # (set operations in C: the graph may have millions of nodes)
         top = flat.top
-        consumed = set(chain.from_iterable(flat.inputs[:len(top)]))
+        consumed: set[int | None] = set(chain.from_iterable(flat.inputs[:len(top)]))
         consumed.discard(None)
-        consumed.update([t & _INST for t in consumed if t > _INST])
+        consumed.update([t & _INST for t in consumed if t is not None and t > _INST])
         keys, ops, out_types = flat.keys, flat.ops, flat.out_types
         for inst in sorted(set(top.values()) - consumed):
             if ops[inst] != "Placeholder":
@@ -575,8 +581,11 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
         for key, op, _role in nodes:
             inst = by_key[key]
             node = flat.nodes[inst]
-            blocking = lambda reason: BlockingOp(  # noqa: E731
-                node.name, op, flat.functions[inst], reason)
+
+            def blocking(reason: str, node: Any = node, op: str = op, inst: int = inst
+                         ) -> BlockingOp:
+                return BlockingOp(node.name, op, flat.functions[inst], reason)
+
             if op in PYTHON_OPS and node.name not in stopping:
                 found.append(("stops", blocking("python_function")))
             if "_gradient_op_type" in node.attr:

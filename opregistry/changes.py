@@ -98,7 +98,8 @@ def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
             if old.gradient != new.gradient:
                 transitions.append(Transition(name, old.gradient, new.gradient, new.public))
             elif old.function and new.function and old.function.source_hash and \
-                    new.function.source_hash and old.function.source_hash != new.function.source_hash:
+                    new.function.source_hash and \
+                    old.function.source_hash != new.function.source_hash:
                 changed.append(FunctionChange(name, old.function, new.function))
             if old.effective and new.effective and old.effective != new.effective:
                 effective_t.append(Transition(name, old.effective, new.effective, new.public))

@@ -93,7 +93,7 @@ class CheckResult:
         for index, (finding, (nodes, edges)) in enumerate(zip(self.findings, self.subgraphs)):
             blocking = {b.node for b in finding.blocking_ops}
             lines.append(f"  subgraph cluster_{index} {{")
-            where = f"[{finding.meta_graph}] " if finding.meta_graph else ""
+            where = f"{finding.signature}:" if finding.signature else ""
             lines.append(f'    label="{_dot_escape(where + finding.output)} <- '
                          f'{_dot_escape(finding.target)} ({finding.target_kind})";')
             for key, op, role in nodes:
@@ -123,7 +123,7 @@ class CheckResult:
         return sorted({o.meta_graph for o in self.outputs if o.meta_graph})
 
     @classmethod
-    def merge(cls, results: list["CheckResult"]) -> "CheckResult":
+    def merge(cls, results: list[CheckResult]) -> CheckResult:
         """One result for several MetaGraphs of the same model."""
         if len(results) == 1:
             return results[0]

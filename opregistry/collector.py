@@ -273,7 +273,7 @@ def _attr_value(value):
     return {kind: str(raw).strip()}
 
 
-_DTYPE_NAMES = {}
+_DTYPE_NAMES = {}  # type: dict
 
 
 def _dtype_name(number):
@@ -642,8 +642,8 @@ def _probe_worker(ops_path, results_path, numeric):
 
 def _run_probes(names, numeric=True, python=None):
     """Probe ``names`` in worker subprocesses; returns (records, restarts)."""
-    import tempfile
     import shutil
+    import tempfile
     workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
     try:
         return _probe_rounds(names, numeric, python, workdir)

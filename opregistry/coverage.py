@@ -7,6 +7,7 @@ from typing import Any
 from .errors import OpregistryError
 from .query import _OP_COLUMNS, InputGradient, _inputs, _op_release, _resolve_release, _using
 
+
 @dataclass(frozen=True)
 class FlaggedOp:
     op: str

@@ -8,6 +8,16 @@ EXIT_FINDINGS = 1  # some of the work failed or found problems (e.g. one release
 EXIT_USAGE = 2  # bad input: unknown op or release, unreadable database, no TensorFlow
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (its type when it has none), cut at
+    ``limit`` characters on a word boundary: the one line the CLI shows."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0].strip() if lines else type(exc).__name__
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " ..."
+    return text
+
+
 class OpregistryError(Exception):
     """Base class: ``str(error)`` is the one line shown to the user."""
 
@@ -26,7 +36,7 @@ class UnknownReleaseError(OpregistryError):
     def __init__(self, release: str, known: list[str]):
         self.release = release
         self.known = known
-        shown = ", ".join(known[-8:]) if known else "none"
+        shown = ", ".join(known) if known else "none"
         super().__init__(f"unknown release {release!r} (the database holds: {shown})")
 
 

@@ -223,7 +223,7 @@ class Flat:
             # output after that: one instance per variable, forwarding both (the back
             # edge makes dependencies over several iterations visible)
             carried = [self._loop_variable(inst, i) for i in range(len(call_inputs))]
-            call_inputs = carried
+            call_inputs = list(carried)
         self.depth += 1
         for body_name in bodies:
             body = self.model.functions[body_name]

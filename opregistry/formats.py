@@ -45,7 +45,7 @@ def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = Non
     writer = csv.DictWriter(buffer, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in keys})
+        writer.writerow({k: _cell(row.get(k)) for k in keys})  # as the table writes them
     return buffer.getvalue().rstrip("\n")
 
 

@@ -18,6 +18,16 @@ class DatabaseLocation:
     sqlite_path: Path | None  # set for SQLite files: the fast read path uses it
     shipped: bool  # the database that ships with the package (read-only)
 
+    def writable(self) -> DatabaseLocation:
+        """This location, for writing; the shipped database refuses, the one place
+        that does (harvest, db upgrade/load and the engine all ask here)."""
+        if self.shipped:
+            from .errors import DatabaseError
+
+            raise DatabaseError("the shipped database is read-only: name one to write "
+                                "with --db or OPREGISTRY_DB")
+        return self
+
     def describe(self) -> str:
         if self.shipped:
             return f"shipped database {self.sqlite_path}"

@@ -60,7 +60,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
 
 
 def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
-          outputs: list[tuple[str, str]] | None = None, tags: str | None = None
+          outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None
           ) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
     the gradient stops.

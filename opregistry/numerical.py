@@ -27,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import OpregistryError
+from .errors import OpregistryError, first_line
 from .readers.traced import import_keras, is_keras_model
 
 VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
@@ -240,7 +240,7 @@ class _Subject:
     @classmethod
     def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
               dtype: str, source: str | None, outputs: Sequence[str] | None = None,
-              training: bool = False) -> "_Subject":
+              training: bool = False) -> _Subject:
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
             or type(fn).__name__
         values = [_as_tensor(tf, x) for x in inputs]
@@ -276,7 +276,7 @@ class _Subject:
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
               source: str, wanted: Sequence[str] | None = None, training: bool = False
-              ) -> "_Subject":
+              ) -> _Subject:
         call = _callable(fn, training)
         traced = tf.function(call, autograph=False) \
             if not hasattr(call, "get_concrete_function") else call
@@ -532,9 +532,6 @@ def _cast(tf: Any, value: Any, dtype: Any) -> Any:
     return tf.cast(value, dtype) if value.dtype.is_floating else value
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
 
 
 def _tolerance(precision: str, atol: float | None, rtol: float | None,
@@ -725,7 +722,7 @@ class _Checker:
             sum(t.size for t in subject.targets) <= self.full_limit and
             all(b.size <= self.full_limit for b in self.base))
         jacobian_rows: dict[int, list[list[Any]]] = {}  # output -> rows of every target
-        for number, target in enumerate(subject.targets):
+        for number in range(len(subject.targets)):
             per_output = [grads[j][number] for j in range(n_out)]
             if full:
                 for j, check in enumerate(self._full(number, per_output, jacobian_rows)):
@@ -901,7 +898,8 @@ class _Checker:
                     float(p @ deltas[n].reshape(-1)) for p, n in zip(parts, group)
                     if p is not None))
 
-                def fine(j: int = j) -> tuple[Any, ...]:
+                def fine(j: int = j, deltas: dict[int, Any] = deltas,
+                         projection: Any = projection, h: float = h) -> tuple[Any, ...]:
                     nonlocal finer
                     finer = finer or self._differences(deltas, projection, h / _FINER)
                     return finer[j]

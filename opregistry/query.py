@@ -81,7 +81,8 @@ class OpRelease:
     # must be imported first (before that, tf.gradients raises LookupError).
     needs_import: str | None = None
     # What the probe found; None where the release was harvested without probes.
-    effective: str | None = None  # differentiable | partial | none | no_gradient | missing | unknown
+    # differentiable | partial | none | no_gradient | missing | unknown
+    effective: str | None = None
     probe_reason: str | None = None
     inputs: tuple[InputGradient, ...] = ()
     second_order: str | None = None  # differentiable | blocked | unknown
@@ -275,7 +276,7 @@ def _labels(releases: Sequence[_ReleaseRow]) -> list[str]:
 def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
     """Every release in the database, oldest first, with op counts per status."""
     with _using(db) as reader:
-        counts = {}
+        counts: dict[Any, Any] = {}
         for release_id, gradient, public, n in reader.rows(
                 "SELECT release_id, gradient, public, COUNT(*) FROM release_ops "
                 "GROUP BY release_id, gradient, public"):

@@ -129,7 +129,7 @@ class _LossModel:
         return self.loss(tf.cast(self.truth, out.dtype) if self.truth.dtype.is_floating
                          else self.truth, out)
 
-    def in_float64(self) -> "_LossModel":
+    def in_float64(self) -> _LossModel:
         import tensorflow as tf
 
         clone, _ = in_float64(tf, self.model, None)
@@ -149,6 +149,8 @@ def _from_python(spec: str) -> tuple[Any, tuple[Any, ...], str]:
                 raise GradcheckError(f"{location}: no such file")
             module_spec = importlib.util.spec_from_file_location(
                 os.path.splitext(os.path.basename(location))[0], location)
+            if module_spec is None or module_spec.loader is None:
+                raise GradcheckError(f"{location}: not a Python file to import")
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)  # the user's own code, run as asked
         else:

@@ -171,3 +171,19 @@ def test_an_output_that_names_nothing_is_a_usage_error(corpus_by_name, harvested
                "--db", str(harvested_db))
     assert done.returncode == 2 and done.stderr.startswith("Error: no output 'nope'")
     assert "a:y, b:y, b:z" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_the_saved_model_file_itself_is_read_as_its_directory(corpus_by_name, harvested_db,
+                                                             cli):
+    path = corpus_by_name["shared_function"].path
+    args = ("--format", "json", "--db", str(harvested_db))
+    whole = cli("check", str(path), *args)
+    by_file = cli("check", str(path / "saved_model.pb"), *args)
+    assert by_file.returncode == whole.returncode == 1, by_file.stderr
+    assert json.loads(by_file.stdout)["findings"] == json.loads(whole.stdout)["findings"]
+
+
+def test_dot_labels_name_the_signature(corpus_by_name, harvested_db, cli):
+    done = cli("check", str(corpus_by_name["shared_function"].path), "--format", "dot",
+               "--db", str(harvested_db))
+    assert 'label="b:y <- w (variable)"' in done.stdout and "[serve]" not in done.stdout

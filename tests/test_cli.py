@@ -219,12 +219,12 @@ def test_fast_path_leaves_everything_else_to_typer():
 
 
 def test_lookup_never_imports_tensorflow_or_sqlalchemy(harvested_db):
-    code = ("import sys; sys.argv = ['opregistry', 'lookup', 'ArgMax', '--db', %r]\n"
+    code = (f"import sys; sys.argv = ['opregistry', 'lookup', 'ArgMax', '--db', {str(harvested_db)!r}]\n"
             "from opregistry.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('tensorflow', 'sqlalchemy', 'typer', 'alembic') "
             "if m in sys.modules]\n"
-            "print('HEAVY', heavy, file=sys.stderr)\n") % str(harvested_db)
+            "print('HEAVY', heavy, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in done.stderr, done.stderr
 

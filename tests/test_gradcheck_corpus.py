@@ -12,8 +12,12 @@ tf = pytest.importorskip("tensorflow")
 def _tape(entry):
     """{(output, target kind, variable name or None for the input): TF gives a
     gradient}, on the live object with its own precision."""
-    from opregistry.readers.traced import (_method_owner, _output_names, is_keras_model,
-                                           variable_names)
+    from opregistry.readers.traced import (
+        _method_owner,
+        _output_names,
+        is_keras_model,
+        variable_names,
+    )
 
     live, inputs = entry.live, [tf.convert_to_tensor(x) for x in entry.inputs]
     keras = is_keras_model(live)

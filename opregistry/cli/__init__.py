@@ -11,6 +11,19 @@ import sys
 
 
 def main() -> None:
+    try:
+        _main()
+        sys.stdout.flush()  # inside the try: a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        # the reader stopped early (``| head``): what it read is all it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush stays quiet too.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+
+
+def _main() -> None:
     from .fast import try_fast
 
     code = try_fast(sys.argv[1:])
@@ -19,7 +32,7 @@ def main() -> None:
     from .app import load_commands
 
     try:
-        load_commands()(prog_name="opregistry")
+        load_commands()(prog_name="opregistry", standalone_mode=True)
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -38,7 +38,17 @@ def fail(error: OpregistryError) -> typer.Exit:
 
 
 def load_commands() -> typer.Typer:
-    from . import (  # noqa: F401 - each module registers its commands
-        check, db, diff, gradcheck, harvest, lookup, ops, releases, report)
+    # each command module registers itself on ``app`` when imported
+    from . import (  # noqa: F401
+        check,
+        db,
+        diff,
+        gradcheck,
+        harvest,
+        lookup,
+        ops,
+        releases,
+        report,
+    )
 
     return app

@@ -48,9 +48,10 @@ def check_command(
     from ..model_check import check
     from ..readers.model import ModelError
 
-    wanted = None
+    wanted: list[tuple[str | None, str]] | None = None
     if output:
-        wanted = [tuple(o.split(":", 1)) if ":" in o else (None, o) for o in output]
+        wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
+                  for o in output]
     try:
         result = check(model, release=release, db=db, outputs=wanted, tags=tags)
     except ModelError as exc:
@@ -109,7 +110,8 @@ def upgrade_check_command(
     per-input differentiability, implementations, and ops the target lacks."""
     from ..model_check import upgrade_check
     from ..readers.model import ModelError
-    from .diff import COLUMNS as DIFF_COLUMNS, flat_changes
+    from .diff import COLUMNS as DIFF_COLUMNS
+    from .diff import flat_changes
 
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags)

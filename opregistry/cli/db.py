@@ -19,9 +19,6 @@ def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
     from ..location import resolve
 
     location = resolve(db)
-    if location.shipped and create:
-        raise OpregistryError("name a database with --db or OPREGISTRY_DB "
-                              "(the shipped database is read-only)")
     return location, make_engine(location, create=create)
 
 

@@ -115,6 +115,6 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
             shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
             print(f"{result.query} -> {', '.join(result.ops)}: {shown} "
                   f"in {plural(len(releases), 'release')}", file=sys.stderr)
-    for exc in errors:
-        print(f"Error: {exc}", file=sys.stderr)
+    for error in errors:
+        print(f"Error: {error}", file=sys.stderr)
     return errors[0].exit_code if errors else 0

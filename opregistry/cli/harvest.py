@@ -7,9 +7,9 @@ import typer
 
 from ..errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from ..formats import OutputFormat, plural, render
+from ..harvest import HarvestOutcome, Target
 from .app import app, fail
 from .options import DbOption, FormatOption, OptionalStr
-from ..harvest import HarvestOutcome, Target
 
 COLUMNS = ["target", "ok", "release", "package", "ops", "replaced", "seconds", "error"]
 
@@ -58,11 +58,7 @@ def harvest_command(
     else:
         targets = [Target(python=python)]
     try:
-        location = resolve(db)
-        if location.shipped:
-            raise OpregistryError(
-                "name a database to write with --db or OPREGISTRY_DB "
-                "(the shipped database is read-only)")
+        location = resolve(db).writable()
         outcomes = []
         bar = _Progress(len(targets)) if len(targets) > 1 else None
         for outcome in iter_harvest(targets, db=location, rebuild_env=rebuild_env,
@@ -109,7 +105,8 @@ class _Progress:
         self.finished += 1
         if not outcome.ok:
             self.failed += 1
-            sys.stderr.write(("\n" if self.tty else "") + f"failed: {outcome.target}: {outcome.error}\n")
+            sys.stderr.write(("\n" if self.tty else "") +
+                             f"failed: {outcome.target}: {outcome.error}\n")
         self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
         if self.finished == self.total and self.tty:
             sys.stderr.write("\n")

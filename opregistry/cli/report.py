@@ -40,7 +40,7 @@ def probe_report(
             *({"measure": f"second order: {k}", "value": v}
               for k, v in report.second_order.items()),
         ]
-        typer.echo(render(fmt, None, summary))
+        typer.echo(render(fmt, None, summary))  # type: ignore[arg-type]
         typer.echo("\nrelative error of the checked gradients (max over the Jacobian)")
         typer.echo(render(fmt, None, [{"error": b, "ops": n} for b, n in report.error_histogram]))
         if report.flagged_ops:

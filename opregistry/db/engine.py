@@ -12,8 +12,8 @@ BUSY_TIMEOUT_MS = 5000
 
 def make_engine(location: DatabaseLocation, *, create: bool = False) -> Engine:
     """An engine for ``location``; SQLite files must exist unless ``create``."""
-    if location.shipped and create:
-        raise DatabaseError("the shipped database is read-only: name one with --db or OPREGISTRY_DB")
+    if create:
+        location.writable()
     if location.sqlite_path is not None:
         if not create and not location.sqlite_path.exists():
             raise DatabaseError(f"database not found: {location.sqlite_path}")

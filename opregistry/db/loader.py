@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.engine import Connection, Engine
@@ -97,7 +97,8 @@ def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> di
     return found
 
 
-def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]]) -> dict[str, int]:
+def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]]
+                    ) -> dict[str, int]:
     """Insert rows (keyed by digest) not yet stored; return digest -> id for all."""
     ids = _ids_by_digest(conn, table, list(rows))
     new = [row for digest, row in rows.items() if digest not in ids]
@@ -120,17 +121,22 @@ def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return digest, dict(row, digest=digest)
 
 
+def _table(model: Any) -> Table:
+    """A mapped class's Table (typed as such: SQLAlchemy declares a FromClause)."""
+    return cast(Table, model.__table__)
+
+
 def _delete_release(conn: Connection, release_id: int) -> None:
     for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput):
-        table = model.__table__
+        table = _table(model)
         conn.execute(delete(table).where(table.c.release_id == release_id))
-    conn.execute(delete(Release.__table__).where(Release.__table__.c.id == release_id))
+    conn.execute(delete(_table(Release)).where(_table(Release).c.id == release_id))
 
 
 def collect_garbage(conn: Connection) -> None:
     """Remove deduplicated rows no release refers to any more."""
-    ro, og, rpn = ReleaseOp.__table__, OrphanGradient.__table__, ReleasePythonName.__table__
-    od, gf, pn = OpDef.__table__, GradientFunction.__table__, PythonName.__table__
+    ro, og, rpn = _table(ReleaseOp), _table(OrphanGradient), _table(ReleasePythonName)
+    od, gf, pn = _table(OpDef), _table(GradientFunction), _table(PythonName)
     conn.execute(delete(od).where(od.c.id.not_in(select(ro.c.op_def_id))))
     used_functions = select(ro.c.gradient_function_id).where(
         ro.c.gradient_function_id.is_not(None)).union(
@@ -149,7 +155,7 @@ def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
 
 
 def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> LoadResult:
-    releases = Release.__table__
+    releases = _table(Release)
     package = rel.get("package") or "unknown"
     existing = conn.execute(select(releases.c.id).where(
         releases.c.version == rel["version"], releases.c.package == package)).scalar()
@@ -170,7 +176,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         probe_seconds=(document.get("probes") or {}).get("seconds"),
         probe_restarts=(document.get("probes") or {}).get("worker_restarts"),
         numeric_checked=(document.get("probes") or {}).get("numeric"),
-    )).inserted_primary_key[0]
+    )).inserted_primary_key[0]  # type: ignore[index]  # an insert always has one
     probed = bool(document.get("probes"))
 
     ops = document["ops"]
@@ -197,7 +203,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
             function_rows[digest] = row
             function_digest[entry["name"]] = digest
 
-    tables = {m: m.__table__ for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
+    tables = {m: _table(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
                                        PythonName, ReleasePythonName, OpInput)}
     before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
     before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))

@@ -8,7 +8,7 @@ descriptor pool, so they cannot clash with TensorFlow's own if both are loaded.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 _S, _B, _I64, _I32, _F, _BOOL, _MSG, _ENUM = 9, 12, 3, 5, 2, 8, 11, 14  # field types
@@ -134,7 +134,7 @@ def _file_descriptor() -> Any:
     return proto
 
 
-@lru_cache(maxsize=None)
+@cache
 def message_classes() -> dict[str, Any]:
     """name -> generated message class, built once."""
     from google.protobuf import descriptor_pool

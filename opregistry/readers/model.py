@@ -4,9 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import OpregistryError
 
-class ModelError(Exception):
-    """A file that is not a readable model (corrupt, truncated, or another format)."""
+
+class ModelError(OpregistryError):
+    """A file that is not a readable model (corrupt, truncated, or another format), or a
+    request it cannot answer (an output it does not have)."""
 
 
 class Node:

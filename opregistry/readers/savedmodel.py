@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..errors import first_line
 from . import _schema
 from .model import Function, Model, ModelError, Signature
 
@@ -36,6 +37,8 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
         raise ModelError(f"{path}: not a SavedModel directory (no saved_model.pb)")
     if not path.is_file():
         raise ModelError(f"{path}: no such file or directory")
+    if path.name == "saved_model.pb":  # the SavedModel's own file: read its directory
+        return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
     data = _read_bytes(path)
     if path.suffix == ".pbtxt":
         return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
@@ -54,7 +57,7 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
 
 
 def _reason(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return first_line(exc, 200)
 
 
 def _read_bytes(path: Path) -> bytes:

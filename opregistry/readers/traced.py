@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import first_line
 from . import _schema
 from .model import Model, ModelError, Signature
 from .savedmodel import _from_graph_def
@@ -186,11 +187,10 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     owner = _method_owner(obj)  # before tracing, which rewraps the Python function
     if root is None and isinstance(owner, tf.Module):  # a method of a module
         root = owner
+    fn: Any = obj
     if is_keras_model(obj):
-        def fn(*args):  # inference: what a user differentiates through for a loss
+        def fn(*args: Any) -> Any:  # inference: what a user differentiates through
             return obj(*args, training=False)
-    else:
-        fn = obj
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
     concrete = fn.get_concrete_function(*inputs)
@@ -257,6 +257,7 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
 def read_keras_model(path: str | os.PathLike[str]) -> Any:
     """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
     Lambda layer's Python code is refused, not run."""
+    _check_keras_container(path)
     keras = import_keras()
     try:
         try:
@@ -264,6 +265,25 @@ def read_keras_model(path: str | os.PathLike[str]) -> Any:
         except TypeError:  # Keras 2 without safe_mode
             model = keras.models.load_model(os.fspath(path), compile=False)
     except Exception as exc:  # noqa: BLE001 - corrupt or hostile files raise anything
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise ModelError(f"{path}: not a loadable Keras model ({text})") from None
+        raise ModelError(f"{path}: not a loadable Keras model ({first_line(exc, 400)})"
+                         ) from None
     return model
+
+
+def _check_keras_container(path: str | os.PathLike[str]) -> None:
+    """A ``.keras`` file is a zip archive and an ``.h5`` file HDF5: anything else is
+    named for what it is, not left to Keras ("File not found" for a text file)."""
+    import zipfile
+
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise ModelError(f"{name}: no such file")
+    try:
+        with open(name, "rb") as handle:
+            head = handle.read(8)
+    except OSError as exc:
+        raise ModelError(f"{name}: cannot read: {exc.strerror}") from None
+    if name.endswith(".keras") and not zipfile.is_zipfile(name):
+        raise ModelError(f"{name}: not a Keras file (a .keras file is a zip archive)")
+    if name.endswith((".h5", ".hdf5")) and head != b"\x89HDF\r\n\x1a\n":
+        raise ModelError(f"{name}: not a Keras file (an .h5 file is HDF5)")
