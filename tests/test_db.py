@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect
+from sqlalchemy.exc import IntegrityError
 
 from opregistry.db import migrate
 from opregistry.db.engine import make_engine
@@ -81,7 +82,7 @@ def test_a_failing_load_leaves_the_database_as_it_was(db_copy, tf_document):
     broken = copy.deepcopy(tf_document)
     broken["ops"].append(copy.deepcopy(broken["ops"][0]))  # duplicate key: fails mid-insert
     engine = make_engine(resolve(db_copy))
-    with pytest.raises(Exception):
+    with pytest.raises((IntegrityError, DocumentError)):  # refused, by validation or SQL
         load(engine, broken)
     assert counts(db_copy) == before
 
