@@ -3,7 +3,7 @@
 The read API (``lookup``, ``ops``, ``diff``, ``releases``) uses only the standard
 library for SQLite databases, so importing it is fast and needs no TensorFlow.
 """
-from .errors import (
+from opregistry.errors import (
     DatabaseError,
     DocumentError,
     HarvestError,
@@ -11,7 +11,7 @@ from .errors import (
     UnknownOpError,
     UnknownReleaseError,
 )
-from .query import (
+from opregistry.registry.lookup import (
     Blocker,
     GradientFunctionInfo,
     InputGradient,
@@ -32,25 +32,32 @@ __all__ = [
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary",
     "TargetCheck", "Transition", "UnknownOpError", "UnknownReleaseError", "Verification",
+    "ModelError", "PartialPath", "Target",
     "assert_differentiable", "check", "diff", "gradcheck", "harvest", "load_model",
     "lookup", "ops", "probe_report", "releases", "upgrade_check",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
 _LAZY = {
-    "diff": "changes", "DiffResult": "changes", "Transition": "changes",
-    "FunctionChange": "changes", "InputChange": "changes",
-    "probe_report": "coverage", "ProbeReport": "coverage", "FlaggedOp": "coverage",
-    "harvest": "harvest",
-    "check": "model_check", "upgrade_check": "model_check", "load_model": "model_check",
-    "CheckResult": "analysis", "Finding": "analysis", "BlockingOp": "analysis",
-    "OutputReport": "analysis",
-    "gradcheck": "numerical", "assert_differentiable": "numerical",
-    "GradcheckResult": "numerical", "TargetCheck": "numerical", "GradcheckError": "numerical",
+    "diff": "registry.diff", "DiffResult": "registry.diff", "Transition": "registry.diff",
+    "FunctionChange": "registry.diff", "InputChange": "registry.diff",
+    "probe_report": "registry.probe_report", "ProbeReport": "registry.probe_report",
+    "FlaggedOp": "registry.probe_report",
+    "check": "model.check", "upgrade_check": "model.check", "load_model": "model.check",
+    "CheckResult": "model.results", "Finding": "model.results",
+    "BlockingOp": "model.results", "OutputReport": "model.results",
+    "PartialPath": "model.results", "Target": "model.results",
+    "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
+    "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
+    "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
 }
 
 
 def __getattr__(name: str):
+    if name == "harvest":  # the package (its function: opregistry.harvest.harvest)
+        import importlib
+
+        return importlib.import_module(".harvest", __name__)
     if name in _LAZY:
         import importlib
 

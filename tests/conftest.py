@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from opregistry import harvest as harvest_mod
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
-from opregistry.location import resolve
+from opregistry.db.location import resolve
+from opregistry.harvest import runner as harvest_mod
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = Path(__file__).resolve().parent.parent

@@ -285,7 +285,7 @@ def tf_answers(path: Path) -> list[TFOutput]:
 
 def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comparison:
     """Every pair TF answered against the static result, in both directions."""
-    from opregistry.check_result import FATAL_REASONS
+    from opregistry.model.results import FATAL_REASONS
 
     done = Comparison(name)
     reports = {(o.meta_graph or "serve", o.signature, o.output): o for o in result.outputs}

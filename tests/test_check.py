@@ -371,7 +371,7 @@ def test_no_false_alarms_on_keras_applications_live_and_saved(name, tmp_path, ha
     (report,) = static.outputs
     assert set(report.with_gradient) >= {v.path for v in model.trainable_variables}
     if name == "EfficientNetB0":  # its swish activations are saved custom gradients
-        from opregistry.readers import savedmodel
+        from opregistry.model.readers import savedmodel
 
         # 49 swish gradients per traced call (the saved model may hold more than one)
         bindings = savedmodel.read(path).gradient_bindings
@@ -396,7 +396,7 @@ def test_dot_draws_the_subgraph_with_blocking_ops_highlighted(tmp_path, harveste
 def test_ops_unknown_to_the_database_are_analysed_and_listed(tmp_path, harvested_db, cli):
     """A custom op (as from tensorflow-text) on the path: still analysed, named, and
     reported as where the gradient stops."""
-    from opregistry.readers import _schema
+    from opregistry.model.readers import _schema
 
     graph = _schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")

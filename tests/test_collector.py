@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opregistry import collector
+from opregistry.harvest import collector
 
 tf = pytest.importorskip("tensorflow")
 

@@ -16,10 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from opregistry.db import migrate
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
+from opregistry.db.location import resolve
 from opregistry.db.models import Base
 from opregistry.db.schema import HEAD_REVISION
 from opregistry.errors import DatabaseError, DocumentError
-from opregistry.location import resolve
 
 
 def counts(path: Path) -> dict[str, int]:
@@ -105,7 +105,7 @@ def test_a_killed_load_leaves_the_database_as_it_was(db_copy, tf_document_path):
         "import json, sys\n"
         "from opregistry.db.engine import make_engine\n"
         "from opregistry.db.loader import load\n"
-        "from opregistry.location import resolve\n"
+        "from opregistry.db.location import resolve\n"
         "doc = json.load(open(sys.argv[2]))\n"
         "engine = make_engine(resolve(sys.argv[1]))\n"
         "print('ready', flush=True)\n"

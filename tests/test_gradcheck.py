@@ -363,7 +363,7 @@ def test_an_int_cast_is_not_ok_in_the_float64_clone(tmp_path, harvested_db, cli)
 def test_the_float64_clone_keeps_integer_casts_and_is_vetted(harvested_db):
     """The clone casts to int32 where the model does; a clone that does not (the old
     clone set every dtype to float64) is refused by the structure check."""
-    from opregistry import numerical
+    from opregistry.numerical import subject as numerical
 
     keras = tf.keras
     model = _int_cast_model()

@@ -12,7 +12,7 @@ tf = pytest.importorskip("tensorflow")
 def _tape(entry):
     """{(output, target kind, variable name or None for the input): TF gives a
     gradient}, on the live object with its own precision."""
-    from opregistry.readers.traced import (
+    from opregistry.model.readers.traced import (
         _method_owner,
         _output_names,
         is_keras_model,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opregistry.location import shipped_database_path
+from opregistry.db.location import shipped_database_path
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from opregistry.readers import _schema
+from opregistry.model.readers import _schema
 
 tf = pytest.importorskip("tensorflow")
 
@@ -70,7 +70,7 @@ def test_graphdef_parses(tmp_path):
 
 
 def test_schema_does_not_import_tensorflow():
-    code = ("import sys\nfrom opregistry.readers import _schema\n_schema.message_classes()\n"
+    code = ("import sys\nfrom opregistry.model.readers import _schema\n_schema.message_classes()\n"
             "print('tensorflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

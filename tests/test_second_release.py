@@ -89,7 +89,7 @@ def test_lookup_across_both_releases(two_releases):
 
 
 def test_upgrade_check_restricts_the_diff_to_the_models_ops(two_releases, tmp_path, cli):
-    from opregistry.readers import savedmodel
+    from opregistry.model.readers import savedmodel
 
     db, older, newer = two_releases
 

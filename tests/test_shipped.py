@@ -4,9 +4,9 @@ from __future__ import annotations
 import sqlite3
 
 import opregistry
+from opregistry.db.location import resolve, shipped_database_path
 from opregistry.db.schema import HEAD_REVISION
-from opregistry.harvest import RECIPES
-from opregistry.location import resolve, shipped_database_path
+from opregistry.harvest.runner import RECIPES
 
 
 def test_shipped_database_is_the_default():

@@ -24,12 +24,12 @@ def main() -> None:
 
 
 def _main() -> None:
-    from .fast import try_fast
+    from opregistry.cli.fast import try_fast
 
     code = try_fast(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from .app import load_commands
+    from opregistry.cli.app import load_commands
 
     try:
         load_commands()(prog_name="opregistry", standalone_mode=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import typer
 
-from .. import __version__
-from ..errors import OpregistryError
+from opregistry import __version__
+from opregistry.errors import OpregistryError
 
 app = typer.Typer(
     name="opregistry",
@@ -39,7 +39,7 @@ def fail(error: OpregistryError) -> typer.Exit:
 
 def load_commands() -> typer.Typer:
     # each command module registers itself on ``app`` when imported
-    from . import (  # noqa: F401
+    from opregistry.cli import (  # noqa: F401
         check,
         db,
         diff,

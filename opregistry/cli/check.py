@@ -5,10 +5,10 @@ from typing import Any, List, Optional
 
 import typer
 
-from ..errors import EXIT_FINDINGS, OpregistryError
-from ..formats import OutputFormat, plural, render
-from .app import app, fail
-from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.errors import EXIT_FINDINGS, OpregistryError
+from opregistry.formats import OutputFormat, plural, render
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
@@ -45,8 +45,8 @@ def check_command(
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
-    from ..model_check import check
-    from ..readers.model import ModelError
+    from opregistry.model.check import check
+    from opregistry.model.readers.model import ModelError
 
     wanted: list[tuple[str | None, str]] | None = None
     if output:
@@ -108,10 +108,10 @@ def upgrade_check_command(
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
-    from ..model_check import upgrade_check
-    from ..readers.model import ModelError
-    from .diff import COLUMNS as DIFF_COLUMNS
-    from .diff import flat_changes
+    from opregistry.cli.diff import COLUMNS as DIFF_COLUMNS
+    from opregistry.cli.diff import flat_changes
+    from opregistry.model.check import upgrade_check
+    from opregistry.model.readers.model import ModelError
 
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags)

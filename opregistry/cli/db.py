@@ -6,17 +6,17 @@ from typing import List
 
 import typer
 
-from ..errors import DocumentError, OpregistryError
-from .app import app, fail
-from .options import DbOption, OptionalStr
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, OptionalStr
+from opregistry.errors import DocumentError, OpregistryError
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
 def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
-    from ..db.engine import make_engine
-    from ..location import resolve
+    from opregistry.db.engine import make_engine
+    from opregistry.db.location import resolve
 
     location = resolve(db)
     return location, make_engine(location, create=create)
@@ -25,7 +25,7 @@ def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
 @db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) -> None:
     """Create the schema or migrate it to REVISION (default: head)."""
-    from ..db import migrate
+    from opregistry.db import migrate
 
     try:
         location, engine = _engine(db, create=True)
@@ -39,7 +39,7 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
 def downgrade(revision: str = typer.Argument(..., help="Target revision, or base."),
               db: OptionalStr = DbOption) -> None:
     """Migrate the schema down to REVISION."""
-    from ..db import migrate
+    from opregistry.db import migrate
 
     try:
         location, engine = _engine(db, create=False)
@@ -52,7 +52,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 @db_app.command("current")
 def current(db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
-    from ..db import migrate
+    from opregistry.db import migrate
 
     try:
         _, engine = _engine(db, create=False)
@@ -70,7 +70,7 @@ def current(db: OptionalStr = DbOption) -> None:
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
-    from ..db.loader import load as load_document
+    from opregistry.db.loader import load as load_document
 
     try:
         _, engine = _engine(db, create=True)

@@ -11,9 +11,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .. import query
-from ..errors import OpregistryError
-from ..formats import OutputFormat, plural, render
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, plural, render
+from opregistry.registry import lookup as query
 
 _FORMATS = ("table", "json", "csv", "markdown")
 

@@ -5,10 +5,10 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import EXIT_FINDINGS, OpregistryError
-from ..formats import OutputFormat, render
-from .app import app, fail
-from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.errors import EXIT_FINDINGS, OpregistryError
+from opregistry.formats import OutputFormat, render
 
 COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
            "max_rel_error", "tolerance", "ops", "note"]
@@ -62,8 +62,8 @@ def gradcheck_command(
 ) -> None:
     """Compare TensorFlow's gradients with finite differences, per input and variable:
     ok, mismatch, none, zero or non-smooth, and the ops responsible."""
-    from ..numerical import gradcheck
-    from ..targets import load_target
+    from opregistry.numerical.api import gradcheck
+    from opregistry.numerical.targets import load_target
 
     try:
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,

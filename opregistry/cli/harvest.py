@@ -5,11 +5,11 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from ..formats import OutputFormat, plural, render
-from ..harvest import HarvestOutcome, Target
-from .app import app, fail
-from .options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
+from opregistry.formats import OutputFormat, plural, render
+from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
 
 COLUMNS = ["target", "ok", "release", "package", "ops", "replaced", "seconds", "error"]
 
@@ -47,16 +47,16 @@ def harvest_command(
 
     Without options, harvests the TensorFlow of this interpreter.
     """
-    from ..harvest import RECIPES, iter_harvest
-    from ..location import resolve
+    from opregistry.db.location import resolve
+    from opregistry.harvest.runner import RECIPES, iter_harvest
 
     versions = list(tf_versions or [])
     if all_releases:
         versions += [r.version for r in RECIPES.values()]
     if versions:
-        targets = [Target(python=python, tf_version=v, package=package) for v in versions]
+        targets = [HarvestTarget(python=python, tf_version=v, package=package) for v in versions]
     else:
-        targets = [Target(python=python)]
+        targets = [HarvestTarget(python=python)]
     try:
         location = resolve(db).writable()
         outcomes = []
@@ -98,7 +98,7 @@ class _Progress:
         sys.stderr.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
         sys.stderr.flush()
 
-    def start(self, target: Target) -> None:
+    def start(self, target: HarvestTarget) -> None:
         self._draw(f"harvesting {target.label}")
 
     def done(self, outcome: HarvestOutcome) -> None:

@@ -4,10 +4,10 @@ from typing import List
 
 import typer
 
-from ..formats import OutputFormat
-from .app import app
-from .fast import run_lookup
-from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.app import app
+from opregistry.cli.fast import run_lookup
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.formats import OutputFormat
 
 
 @app.command()

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import typer
 
-from .. import query
-from ..errors import OpregistryError
-from ..formats import OutputFormat, plural, render
-from .app import app, fail
-from .fast import flat
-from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.app import app, fail
+from opregistry.cli.fast import flat
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, plural, render
+from opregistry.registry import lookup as query
 
 COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", "public",
            "function", "location"]

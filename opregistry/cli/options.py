@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..formats import OutputFormat
+from opregistry.formats import OutputFormat
 
 DbOption = typer.Option(
     None, "--db", envvar="OPREGISTRY_DB", show_envvar=True,

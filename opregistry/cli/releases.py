@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import typer
 
-from .. import query
-from ..errors import OpregistryError
-from ..formats import OutputFormat, plural, render
-from .app import app, fail
-from .options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, plural, render
+from opregistry.registry import lookup as query
 
 COLUMNS = ["release", "package", "python", "ops", "registered", "no_gradient", "missing",
            "public", "orphan_gradients"]

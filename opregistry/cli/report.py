@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import typer
 
-from .. import coverage
-from ..errors import OpregistryError
-from ..formats import OutputFormat, render
-from .app import app, fail
-from .options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, render
+from opregistry.registry import probe_report as coverage
 
 
 @app.command("probe-report")

@@ -1,5 +1,5 @@
 """Database layer: ORM models, loading harvest documents, migrations.
 
 Importing this package imports SQLAlchemy (~0.25 s); the read path in
-``opregistry.query`` avoids it for SQLite files.
+``opregistry.registry.lookup`` avoids it for SQLite files.
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
-from ..errors import DatabaseError
-from ..location import DatabaseLocation
+from opregistry.db.location import DatabaseLocation
+from opregistry.errors import DatabaseError
 
 BUSY_TIMEOUT_MS = 5000
 

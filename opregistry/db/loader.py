@@ -15,10 +15,8 @@ from typing import Any, cast
 from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from ..collector import FORMAT, FORMAT_VERSION
-from ..errors import DocumentError
-from . import migrate
-from .models import (
+from opregistry.db import migrate
+from opregistry.db.models import (
     GradientFunction,
     OpDef,
     OpInput,
@@ -28,7 +26,14 @@ from .models import (
     ReleaseOp,
     ReleasePythonName,
 )
-from .schema import EFFECTIVE_STATES, GRADIENT_STATES, INPUT_RESULTS, VERIFICATION_STATES
+from opregistry.db.schema import (
+    EFFECTIVE_STATES,
+    GRADIENT_STATES,
+    INPUT_RESULTS,
+    VERIFICATION_STATES,
+)
+from opregistry.errors import DocumentError
+from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
 

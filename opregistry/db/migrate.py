@@ -14,8 +14,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from ..errors import DatabaseError
-from .schema import HEAD_REVISION
+from opregistry.db.schema import HEAD_REVISION
+from opregistry.errors import DatabaseError
 
 
 def scripts_location() -> Path:

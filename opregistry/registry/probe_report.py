@@ -4,8 +4,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import OpregistryError
-from .query import _OP_COLUMNS, InputGradient, _inputs, _op_release, _resolve_release, _using
+from opregistry.errors import OpregistryError
+from opregistry.registry.lookup import (
+    _OP_COLUMNS,
+    InputGradient,
+    _inputs,
+    _op_release,
+    _resolve_release,
+    _using,
+)
 
 
 @dataclass(frozen=True)

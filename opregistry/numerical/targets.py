@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .numerical import GradcheckError, first_line, in_float64
+from opregistry.errors import first_line
+from opregistry.numerical.results import GradcheckError
+from opregistry.numerical.subject import in_float64
 
 
 def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
@@ -22,8 +24,8 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
       no arguments and returns ``(callable, inputs)``."""
     import os
 
-    from .readers.model import ModelError
-    from .readers.traced import import_tensorflow
+    from opregistry.model.readers.model import ModelError
+    from opregistry.model.readers.traced import import_tensorflow
 
     try:
         tf = import_tensorflow()
@@ -73,7 +75,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
         return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
             call.__name__
     if path.endswith((".keras", ".h5", ".hdf5")):
-        from .readers.traced import read_keras_model
+        from opregistry.model.readers.traced import read_keras_model
 
         try:
             model = read_keras_model(path)
@@ -93,7 +95,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
     """The model followed by a built-in Keras loss against fixed random targets. The
     returned object keeps the model's variables, so float64 cloning still applies."""
-    from .readers.traced import import_keras
+    from opregistry.model.readers.traced import import_keras
 
     keras = import_keras()
     try:

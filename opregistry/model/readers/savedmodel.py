@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import first_line
-from . import _schema
-from .model import Function, Model, ModelError, Signature
+from opregistry.errors import first_line
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import Function, Model, ModelError, Signature
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import OpregistryError
+from opregistry.errors import OpregistryError
 
 
 class ModelError(OpregistryError):

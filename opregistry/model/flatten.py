@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .readers import _schema
-from .readers.model import Model, Node
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import Model, Node
 
 _IDENTITY_LIKE = ("Identity", "IdentityN")
 # ops whose function attributes hold bodies the analysis inlines

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .query import (
+from opregistry.registry.lookup import (
     _OP_COLUMNS,
     GradientFunctionInfo,
     OpRelease,

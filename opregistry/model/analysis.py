@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from .check_result import (
+from opregistry.model.flatten import _CARRIERS, _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import Model, Node
+from opregistry.model.results import (
     FATAL_REASONS,
     BlockingOp,
     CheckResult,
@@ -32,9 +35,6 @@ from .check_result import (
     PartialPath,
     Target,
 )
-from .flatten import _CARRIERS, _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
-from .readers import _schema
-from .readers.model import Model, Node
 
 # --------------------------------------------------------------------------- analysis
 

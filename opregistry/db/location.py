@@ -22,7 +22,7 @@ class DatabaseLocation:
         """This location, for writing; the shipped database refuses, the one place
         that does (harvest, db upgrade/load and the engine all ask here)."""
         if self.shipped:
-            from .errors import DatabaseError
+            from opregistry.errors import DatabaseError
 
             raise DatabaseError("the shipped database is read-only: name one to write "
                                 "with --db or OPREGISTRY_DB")
@@ -36,7 +36,7 @@ class DatabaseLocation:
 
 def shipped_database_path() -> Path:
     """The database in ``data/``: inside the installed package, or the source tree."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the opregistry package
     installed = here / "data" / SHIPPED_NAME
     if installed.exists():
         return installed

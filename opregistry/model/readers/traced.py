@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import first_line
-from . import _schema
-from .model import Model, ModelError, Signature
-from .savedmodel import _from_graph_def
+from opregistry.errors import first_line
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import Model, ModelError, Signature
+from opregistry.model.readers.savedmodel import _from_graph_def
 
 
 def import_tensorflow() -> Any:
@@ -132,7 +132,7 @@ def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
     the functions it calls) into the model's library, bound like a saved one: the
     call ``grad_fn(op, *upstream)`` that ``tf.saved_model.save`` traces. A gradient
     function that cannot be traced stays bound to an opaque entry (assumed to pass)."""
-    from .savedmodel import function_from_def
+    from opregistry.model.readers.savedmodel import function_from_def
 
     try:
         from tensorflow.python.framework import ops as tf_ops

@@ -12,9 +12,9 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
-from .db.schema import EFFECTIVE_STATES, GRADIENT_STATES, HEAD_REVISION
-from .errors import DatabaseError, OpregistryError, UnknownOpError, UnknownReleaseError
-from .location import DatabaseLocation, resolve
+from opregistry.db.location import DatabaseLocation, resolve
+from opregistry.db.schema import EFFECTIVE_STATES, GRADIENT_STATES, HEAD_REVISION
+from opregistry.errors import DatabaseError, OpregistryError, UnknownOpError, UnknownReleaseError
 
 # --------------------------------------------------------------------------- results
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import query
-from .analysis import CheckResult, analyse
-from .readers import savedmodel
-from .readers.model import Model, ModelError
+from opregistry.model.analysis import CheckResult, analyse
+from opregistry.model.readers import savedmodel
+from opregistry.model.readers.model import Model, ModelError
+from opregistry.registry import lookup as query
 
 
 def installed_tf_version() -> str | None:
@@ -46,11 +46,11 @@ def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model
         return [model]
     if isinstance(model, (str, os.PathLike)):
         if _is_keras_file(model):
-            from .readers.traced import read_keras
+            from opregistry.model.readers.traced import read_keras
 
             return [read_keras(model)]
         return savedmodel.read_all(model, tags=tags)
-    from .readers.traced import trace
+    from opregistry.model.readers.traced import trace
 
     return [trace(model, *inputs)]
 
@@ -82,7 +82,7 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
 
 def _check_wanted_outputs(models: list[Model], wanted: list[tuple[str | None, str]]) -> None:
     """Every requested output names one: a typo is a usage error, not a clean check."""
-    from .analysis import output_keys
+    from opregistry.model.analysis import output_keys
 
     known = [key for m in models for key in output_keys(m)]
     for signature, name in wanted:
@@ -124,7 +124,7 @@ def upgrade_check(model: Any, before: str, after: str, *,
     target release does not have."""
     from dataclasses import replace
 
-    from .changes import diff
+    from opregistry.registry.diff import diff
 
     ops = set().union(*(m.op_types for m in load_models(model, tags=tags)))
     result = diff(before, after, db=db)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import HarvestError, OpregistryError
+from opregistry.errors import HarvestError, OpregistryError
 
 COLLECTOR = Path(__file__).resolve().parent / "collector.py"
 COLLECTOR_TIMEOUT_S = 30 * 60
@@ -233,7 +233,7 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
 
 
 @dataclass(frozen=True)
-class Target:
+class HarvestTarget:
     """Something to harvest: an interpreter, or a TF release to install first."""
 
     python: str | None = None  # interpreter with TF, or the base for a new venv
@@ -263,27 +263,30 @@ class HarvestOutcome:
         return dict(self.__dict__)
 
 
-def harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_env: bool = False,
-            discard_env: bool = False, save_documents: str | os.PathLike[str] | None = None,
+def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
+            rebuild_env: bool = False, discard_env: bool = False,
+            save_documents: str | os.PathLike[str] | None = None,
             probes: bool = True, numeric: bool = True,
-            on_start: Callable[[Target], None] | None = None) -> list[HarvestOutcome]:
+            on_start: Callable[[HarvestTarget], None] | None = None) -> list[HarvestOutcome]:
     """Harvest each target into ``db``; a failing target does not stop the others."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
                              save_documents=save_documents, probes=probes, numeric=numeric,
                              on_start=on_start))
 
 
-def iter_harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_env: bool = False,
-                 discard_env: bool = False, save_documents: str | os.PathLike[str] | None = None,
+def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
+                 rebuild_env: bool = False, discard_env: bool = False,
+                 save_documents: str | os.PathLike[str] | None = None,
                  probes: bool = True, numeric: bool = True,
-                 on_start: Callable[[Target], None] | None = None) -> Iterator[HarvestOutcome]:
-    from .db.engine import make_engine
-    from .db.loader import load
-    from .location import DatabaseLocation, resolve
+                 on_start: Callable[[HarvestTarget], None] | None = None
+                 ) -> Iterator[HarvestOutcome]:
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import DatabaseLocation, resolve
 
     location = db if isinstance(db, DatabaseLocation) else resolve(db)
     engine = make_engine(location, create=True)
-    for target in list(targets or [Target()]):
+    for target in list(targets or [HarvestTarget()]):
         if on_start:
             on_start(target)
         started = time.monotonic()
@@ -301,7 +304,7 @@ def iter_harvest(targets: Iterable[Target] | None = None, *, db: Any, rebuild_en
     engine.dispose()
 
 
-def _collect_target(target: Target, rebuild_env: bool, discard_env: bool, probes: bool,
+def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
                     numeric: bool) -> dict[str, Any]:
     if not target.tf_version:
         return collect(target.python, probes=probes, numeric=numeric)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .errors import OpregistryError
-from .numerical import PROBLEMS, GradcheckResult, first_line
+from opregistry.errors import OpregistryError, first_line
+from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 
 def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any) -> None:
@@ -17,10 +17,10 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible."""
-    from . import query
-    from .analysis import analyse, path_ops
-    from .model_check import default_release
-    from .readers.traced import from_concrete
+    from opregistry.model.analysis import analyse, path_ops
+    from opregistry.model.check import default_release
+    from opregistry.model.readers.traced import from_concrete
+    from opregistry.registry import lookup as query
 
     subject = checker.subject
     original = subject.original or subject

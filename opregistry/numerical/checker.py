@@ -1,0 +1,381 @@
+"""The checker: TensorFlow's gradients against finite differences for every target,
+full Jacobians for small calls, grouped directional checks (split until the culprits
+are found) for large ones, order 2 as the gradient of a projected first gradient."""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Iterator
+
+from opregistry.errors import first_line
+from opregistry.numerical.differences import UNSTABLE, allowed_error, differences, verdict
+from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
+from opregistry.numerical.subject import _Subject, _Target
+
+_FINER = 16  # step divisor for the second look at a failing check
+
+
+class Checker:
+    def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, order: int, mode: str,
+                 directions: int, group_size: int | None, full_limit: int, seed: int):
+        import numpy as np
+
+        self.tf, self.np = tf, np
+        self.subject, self.tol, self.order, self.mode = subject, tol, order, mode
+        self.directions = max(1, directions)
+        self.group_size = group_size
+        self.full_limit = full_limit
+        self.rng = np.random.default_rng(seed)
+        self.passes = 0
+        self.max_jitter = 0.0
+        # (order, output, target number) -> why TensorFlow raised computing the gradient
+        self.raised: dict[tuple[int, int, int], str] = {}
+        # inner targets of the second-order value: the float inputs, else the variables
+        inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
+        self.inner = inner
+
+    # -- evaluation ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _moved(self, deltas: dict[int, Any]) -> Iterator[list[Any]]:
+        """The call's inputs with ``deltas`` (target number -> array) added; variables
+        are moved in place and restored exactly afterwards."""
+        tf = self.tf
+        inputs = list(self.subject.inputs)
+        restore = []
+        try:
+            for number, delta in deltas.items():
+                target = self.subject.targets[number]
+                if target.kind == "input":
+                    x = inputs[target.index]
+                    inputs[target.index] = x + tf.constant(delta, dtype=x.dtype)
+                else:
+                    var = self.subject.variables[target.index]
+                    restore.append((var, tf.identity(tf.convert_to_tensor(var))))
+                    var.assign_add(tf.constant(delta, dtype=var.dtype))
+            yield inputs
+        finally:
+            for var, value in restore:
+                var.assign(value)
+
+    def _outputs(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+        self.passes += 1
+        if eager:
+            return self.subject.gradient_forward(*inputs)
+        return self.subject.forward(*inputs)
+
+    def _second_order_values(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+        """Per output, q = sum over inner targets of <d s / d target, v>: the value whose
+        gradient is the second derivative."""
+        tf = self.tf
+        watched = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
+                   for t in self.inner]
+        values = []
+        for j in range(len(self.subject.outputs)):
+            with tf.GradientTape() as inner:
+                for w in watched:
+                    inner.watch(w)
+                s = self._project(self._outputs(inputs, eager)[j], j)
+            grads = inner.gradient(s, watched)
+            q = tf.constant(0.0, dtype=s.dtype)
+            for grad, v in zip(grads, self.inner_directions):
+                if grad is not None:
+                    q = q + tf.reduce_sum(tf.cast(tf.convert_to_tensor(grad), s.dtype) * v)
+            values.append(q)
+        return values
+
+    def second_order_concrete(self) -> Any:
+        """The traced function of the second-order values (for the static analysis)."""
+        tf = self.tf
+        names = {t.index: t.name for t in self.subject.targets if t.kind == "input"}
+        specs = [tf.TensorSpec(x.shape, x.dtype, name=names.get(i, f"input_{i}"))
+                 for i, x in enumerate(self.subject.inputs)]
+        fn = tf.function(lambda *args: self._second_order_values(list(args)),
+                         autograph=False)
+        return fn.get_concrete_function(*specs)
+
+    def _project(self, output: Any, j: int) -> Any:
+        r = self.projections[j].reshape(output.shape)
+        return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
+
+    def values(self, deltas: dict[int, Any]) -> list[Any]:
+        """Per output, a flat float64 numpy vector: the outputs (order 1) or [q]."""
+        with self._moved(deltas) as inputs:
+            if self.order == 1:
+                outs = self._outputs(inputs)
+            else:
+                outs = self._second_order_values(inputs)
+        return [self.np.asarray(o.numpy(), dtype=self.np.float64).reshape(-1) for o in outs]
+
+    def gradients(self, j: int, weights: Any = None) -> list[Any]:
+        """Gradient per target (numpy, or None) of output j projected on ``weights``
+        (default: the random projection; for order 2, of q)."""
+        tf, np = self.tf, self.np
+        inputs = list(self.subject.inputs)
+        sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
+                   for t in self.subject.targets]
+        with tf.GradientTape(persistent=True) as tape:
+            for x in inputs:
+                tape.watch(x)
+            if self.order == 1:
+                out = self._outputs(inputs, eager=True)[j]
+                w = self.projections[j] if weights is None else weights
+                s = tf.reduce_sum(out * tf.cast(w.reshape(out.shape), out.dtype))
+            else:
+                s = self._second_order_values(inputs, eager=True)[j]
+        try:
+            grads = tape.gradient(s, sources)
+        except Exception:  # noqa: BLE001 - TF cannot differentiate the set: one by one
+            grads = []
+            for number, source in enumerate(sources):
+                try:
+                    grads.append(tape.gradient(s, source))
+                except Exception as exc:  # noqa: BLE001 - TF fails for this target
+                    self.raised[(self.order, j, number)] = first_line(exc)
+                    grads.append(None)
+        return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy(),
+                                                  dtype=np.float64).reshape(-1)
+                for g in grads]
+
+    # -- driver ------------------------------------------------------------------------
+
+    def run(self) -> list[TargetCheck]:
+        np = self.np
+        # fixed random projections of the outputs, and second-order inner directions
+        self.projections = [self.rng.standard_normal(int(np.size(t)))
+                            for t in self._outputs(self.subject.inputs)]
+        self.inner_directions = [
+            self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
+            for t in self.inner]
+        checks: list[TargetCheck] = []
+        for order in range(1, self.order + 1):  # order 2 reports order 1 too
+            checks.extend(self._run_order(order))
+        return checks
+
+    def _dtype_of(self, target: _Target) -> Any:
+        if target.kind == "input":
+            return self.subject.inputs[target.index].dtype
+        return self.tf.as_dtype(self.subject.variables[target.index].dtype)
+
+    def _run_order(self, order: int) -> list[TargetCheck]:
+        np = self.np
+        self.order = order
+        self.base = self.values({})
+        again = self.values({})
+        # nondeterministic kernels: the spread of two identical evaluations is noise
+        self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
+                       for a, b in zip(self.base, again)]
+        self.max_jitter = max([self.max_jitter, *self.jitter])
+        return self._checks()
+
+    def _checks(self) -> list[TargetCheck]:
+        np = self.np
+        subject = self.subject
+        n_out = len(subject.outputs)
+        grads = [self.gradients(j) for j in range(n_out)]  # [output][target]
+        results: dict[tuple[int, int], TargetCheck] = {}
+        grouped = []
+        # auto: the full Jacobian when the whole call is small (it costs four forward
+        # passes per element of every target), directional checks otherwise
+        full = self.mode == "full" or (
+            self.mode == "auto" and
+            sum(t.size for t in subject.targets) <= self.full_limit and
+            all(b.size <= self.full_limit for b in self.base))
+        jacobian_rows: dict[int, list[list[Any]]] = {}  # output -> rows of every target
+        for number in range(len(subject.targets)):
+            per_output = [grads[j][number] for j in range(n_out)]
+            if full:
+                for j, check in enumerate(self._full(number, per_output, jacobian_rows)):
+                    results[(j, number)] = check
+            elif any(g is None or not np.any(g) for g in per_output):
+                for j, check in enumerate(self._directional([number], grads, "directional")):
+                    results[(j, number)] = check
+            else:
+                grouped.append(number)
+        size = self.group_size or (1 if len(grouped) <= 16 else math.ceil(len(grouped) / 8))
+        pending = [grouped[i:i + size] for i in range(0, len(grouped), size)]
+        while pending:
+            group = pending.pop(0)
+            method = "directional" if len(group) == 1 else \
+                f"directional (jointly with {len(group) - 1} other targets)"
+            checks = self._directional(group, grads, method)
+            if len(group) > 1 and any(c.verdict != "ok" for c in checks):
+                half = len(group) // 2
+                pending[:0] = [group[:half], group[half:]]  # find the culprits
+                continue
+            for number in group:
+                for j, check in enumerate(checks):
+                    results[(j, number)] = _for_target(check, subject.targets[number])
+        from dataclasses import replace
+
+        for (order, j, n), why in self.raised.items():
+            if order == self.order and (j, n) in results:  # TF cannot train it: none
+                results[(j, n)] = replace(results[(j, n)], verdict="none", gradient="none",
+                                          note=f"TensorFlow raises computing it: {why}")
+        return [results[(j, n)] for n in range(len(subject.targets)) for j in range(n_out)
+                if (j, n) in results]
+
+    # -- one check ---------------------------------------------------------------------
+
+    def _differences(self, deltas: dict[int, Any], projection: list[Any] | None,
+                     h: float) -> list[tuple[Any, Any, Any, Any]]:
+        """Per output: central differences at h and h/2, and the one-sided slope
+        differences (forward minus backward) at h and h/2, projected if asked."""
+        scaled = lambda f: {k: v * f for k, v in deltas.items()}  # noqa: E731
+        plus, minus = self.values(scaled(h)), self.values(scaled(-h))
+        plus2, minus2 = self.values(scaled(h / 2)), self.values(scaled(-h / 2))
+        return [differences(plus[j], minus[j], plus2[j], minus2[j], base, h,
+                            None if projection is None else projection[j])
+                for j, base in enumerate(self.base)]
+
+    def _allowed(self, j: int, numeric: Any, h: float) -> Any:
+        return allowed_error(self.tol, self.base[j], self.jitter[j], numeric, h)
+
+    def _verdict(self, j: int, analytic: Any, c1: Any, c2: Any, d1: Any, d2: Any, h: float
+                 ) -> tuple[str, Any, str]:
+        allowed = self._allowed(j, c1, h)
+        found, note = verdict(analytic, c1, c2, d1, d2, allowed, self.order)
+        return found, allowed, note
+
+    def _full(self, number: int, per_output: list[Any], jacobian_rows: dict[int, Any]
+              ) -> list[TargetCheck]:
+        """Full Jacobian of every output with respect to one target, element by element
+        (the analytic rows, one backward pass per output element, are shared by all
+        targets through ``jacobian_rows``)."""
+        np = self.np
+        target = self.subject.targets[number]
+        dtype = np.float64
+        def columns(h: float) -> list[Any]:
+            out = []
+            for k in range(target.size):
+                e = np.zeros(target.shape, dtype=dtype)
+                e.reshape(-1)[k] = 1.0
+                out.append(self._differences({number: e}, None, h))
+            return out
+
+        def stacked(cols: list[Any], j: int) -> tuple[Any, ...]:
+            # (output elements, target elements) per quantity
+            return tuple(np.stack([col[j][i] for col in cols], axis=1) for i in range(4))
+
+        h = self.tol.step
+        coarse, finer = columns(h), None
+        checks = []
+        for j in range(len(self.subject.outputs)):
+            diffs = stacked(coarse, j)
+            c1 = diffs[0]
+            if per_output[j] is None:
+                analytic = None
+            else:
+                if j not in jacobian_rows:
+                    jacobian_rows[j] = [
+                        self.gradients(j, weights=np.eye(1, c1.shape[0], m).reshape(-1))
+                        for m in range(c1.shape[0])]
+                rows = [row[number] for row in jacobian_rows[j]]
+                analytic = np.stack([np.zeros(target.size) if r is None else r for r in rows])
+
+            def fine(j: int = j) -> tuple[Any, ...]:
+                nonlocal finer
+                finer = finer or columns(h / _FINER)
+                return stacked(finer, j)
+
+            checks.append(self._checked(j, number, "jacobian", analytic, diffs, fine, h))
+        return checks
+
+    def _checked(self, j: int, number: int, method: str, analytic: Any,
+                 diffs: tuple[Any, ...], fine: Callable[[], tuple[Any, ...]], h: float
+                 ) -> TargetCheck:
+        """The check of one output at step h, with a second look at h/16 when it fails:
+        a kink merely inside the step (one of thousands of relus crossing zero) is
+        clean there; finite differences that move with the step are ``non-smooth`` (a
+        kink or jump at the point); stable ones that disagree are a ``mismatch``."""
+        from dataclasses import replace
+
+        check = self._make(j, number, method, analytic, diffs, h)
+        if check.verdict not in ("mismatch", "non-smooth"):
+            return check
+        finer = fine()
+        retry = self._make(j, number, method, analytic, finer, h / _FINER)
+        if retry.verdict == "ok":
+            note = f"a kink within the step: checked again at step h/{_FINER}"
+            return replace(retry, note=f"{retry.note}; {note}" if retry.note else note)
+        moved = self.np.any(self.np.abs(diffs[0] - finer[0]) >
+                            self._allowed(j, finer[0], h / _FINER))
+        if "non-smooth" in (check.verdict, retry.verdict) or moved:
+            return replace(check, verdict="non-smooth", note=UNSTABLE)
+        return check
+
+    def _directional(self, group: list[int], grads: list[list[Any]], method: str
+                     ) -> list[TargetCheck]:
+        """One directional check of ``group`` (each target its own random unit
+        direction), repeated ``directions`` times; the worst repetition is kept."""
+        np = self.np
+        worst: list[TargetCheck | None] = [None] * len(self.subject.outputs)
+        rank = {v: i for i, v in enumerate(VERDICTS)}
+        for _ in range(self.directions):
+            deltas = {}
+            for number in group:
+                target = self.subject.targets[number]
+                u = self.rng.standard_normal(target.shape if target.shape else ())
+                u = np.asarray(u, dtype=np.float64)
+                deltas[number] = u / max(float(np.linalg.norm(u)), 1e-300)
+            projection = self.projections if self.order == 1 else [np.ones(1)] * len(self.base)
+            h = self.tol.step
+            diffs = self._differences(deltas, projection, h)
+            finer = None
+            for j in range(len(diffs)):
+                parts = [grads[j][n] for n in group]
+                analytic = None if all(p is None for p in parts) else float(sum(
+                    float(p @ deltas[n].reshape(-1)) for p, n in zip(parts, group)
+                    if p is not None))
+
+                def fine(j: int = j, deltas: dict[int, Any] = deltas,
+                         projection: Any = projection, h: float = h) -> tuple[Any, ...]:
+                    nonlocal finer
+                    finer = finer or self._differences(deltas, projection, h / _FINER)
+                    return finer[j]
+
+                check = self._checked(j, group[0], method, analytic, diffs[j], fine, h)
+                previous = worst[j]
+                if previous is None or (check.verdict != "ok" and
+                                        rank[check.verdict] > rank[previous.verdict]) or (
+                        check.verdict == previous.verdict and
+                        (check.max_abs_error or 0) > (previous.max_abs_error or 0)):
+                    worst[j] = check
+        return [c for c in worst if c is not None]
+
+    def _make(self, j: int, number: int, method: str, analytic: Any,
+              diffs: tuple[Any, Any, Any, Any], h: float) -> TargetCheck:
+        np = self.np
+        target = self.subject.targets[number]
+        c1, c2, d1, d2 = diffs
+        verdict, allowed, note = self._verdict(j, analytic, c1, c2, d1, d2, h)
+        numeric = float(np.max(np.abs(c1))) if np.ndim(c1) else float(c1)
+        if analytic is None:
+            abs_err = rel_err = None
+            shown = None
+        else:
+            error = np.abs(np.asarray(analytic) - c1)
+            abs_err = float(np.max(error))
+            rel_err = float(np.max(error / np.maximum(np.abs(c1), 1e-300)))
+            shown = float(np.max(np.abs(analytic))) if np.ndim(analytic) else float(analytic)
+        if np.ndim(c1):  # the Jacobian entry with the largest error, for the message
+            flat = np.abs(c1).reshape(-1)
+            if analytic is not None:
+                at = int(np.argmax(np.abs(np.asarray(analytic) - c1)))
+                shown = float(np.asarray(analytic).reshape(-1)[at])
+                numeric = float(np.asarray(c1).reshape(-1)[at])
+            else:
+                numeric = float(flat[np.argmax(flat)]) if flat.size else 0.0
+        tolerance = float(np.max(allowed)) if np.ndim(allowed) else float(allowed)
+        gradient = "none" if analytic is None else "value" if np.any(analytic) else "zero"
+        return TargetCheck(gradient=gradient, order=self.order, output=self.subject.outputs[j],
+                           target_kind=target.kind, target=target.name, verdict=verdict,
+                           method=method, max_abs_error=abs_err,
+                           max_rel_error=None if rel_err is None else min(rel_err, 1e300),
+                           tolerance=tolerance, analytic=shown, numeric=numeric, note=note)
+
+
+def _for_target(check: TargetCheck, target: _Target) -> TargetCheck:
+    from dataclasses import replace
+
+    return replace(check, target_kind=target.kind, target=target.name)

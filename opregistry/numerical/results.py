@@ -1,0 +1,104 @@
+"""What ``gradcheck`` returns: a verdict per (output, target), with the tolerance and
+the ops responsible, and the one-line-per-problem message of ``assert_differentiable``."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from opregistry.errors import OpregistryError
+
+VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
+PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
+
+class GradcheckError(OpregistryError):
+    """The callable or its inputs cannot be checked (bad target, not differentiable
+    types, no float inputs or variables, TensorFlow missing)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    dtype: str  # working precision of the check: float64 or float32
+    step: float  # finite-difference step h (h/2 is evaluated too)
+    atol: float  # absolute tolerance, before scaling by max(1, |output|)
+    rtol: float
+    why: str
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """The check of one (output, target) pair at one derivative order."""
+
+    order: int
+    output: str
+    target_kind: str  # input | variable
+    target: str
+    verdict: str  # ok | mismatch | none | zero | non-smooth | unrelated
+    method: str  # jacobian | directional | directional (jointly with N targets)
+    max_abs_error: float | None
+    max_rel_error: float | None
+    tolerance: float | None  # the absolute tolerance applied (scaled)
+    analytic: float | None  # gradient entry with the largest error, or the
+    #                        directional derivative
+    numeric: float | None  # the same from finite differences
+    gradient: str = "value"  # what TensorFlow returned: none | zero | value
+    note: str = ""
+    blocking_ops: tuple[Any, ...] = ()  # BlockingOp: ops the static analysis names
+
+
+@dataclass
+class GradcheckResult:
+    source: str
+    dtype: str
+    cast_note: str  # why the check is not in float64, when it is not
+    tolerance: Tolerance
+    order: int
+    seed: int
+    checks: list[TargetCheck]
+    release: str | None = None  # release the static analysis used
+    analysis_note: str = ""  # why there is no static analysis, when there is none
+    forward_passes: int = 0
+    # largest difference between two identical forward passes (dropout, nondeterministic
+    # kernels); the tolerance grows by 10x this over the step
+    nondeterminism: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def problems(self) -> list[TargetCheck]:
+        return [c for c in self.checks if c.verdict in PROBLEMS]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+    def message(self) -> str:
+        """A few readable lines, one per problem: what an AssertionError shows."""
+        about = [self.dtype] + ([self.cast_note] if self.cast_note else []) + (
+            [f"nondeterministic: {self.nondeterminism:.3g}"] if self.nondeterminism else [])
+        lines = [f"gradient check of {self.source} ({'; '.join(about)}): "
+                 f"{len(self.problems)} problem(s) in {len(self.checks)} check(s)"]
+        for c in self.problems:
+            where = f"{c.output} <- {c.target_kind} {c.target}"
+            if c.order > 1:
+                where = f"order {c.order}: " + where
+            text = f"  {c.verdict}: {where}"
+            if c.max_abs_error is not None and c.verdict in ("mismatch", "zero", "non-smooth"):
+                text += (f" (gradient {_num(c.analytic)}, finite differences "
+                         f"{_num(c.numeric)}, error {_num(c.max_abs_error)} > "
+                         f"{_num(c.tolerance)})")
+            if c.blocking_ops:
+                text += "; ops: " + ", ".join(
+                    f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops[:6])
+                if len(c.blocking_ops) > 6:
+                    text += f", ... {len(c.blocking_ops) - 6} more"
+            if c.note:
+                text += f"; {c.note}"
+            lines.append(text)
+        return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
