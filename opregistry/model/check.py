@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from opregistry.model.analysis import CheckResult, analyse
+from opregistry.model.analysis import analyse
 from opregistry.model.readers import savedmodel
 from opregistry.model.readers.model import Model, ModelError
+from opregistry.model.results import CheckResult
 from opregistry.registry import lookup as query
 
 

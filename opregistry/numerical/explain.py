@@ -17,8 +17,9 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible."""
-    from opregistry.model.analysis import analyse, path_ops
+    from opregistry.model.analysis import analyse
     from opregistry.model.check import default_release
+    from opregistry.model.paths import path_ops
     from opregistry.model.readers.traced import from_concrete
     from opregistry.registry import lookup as query
 

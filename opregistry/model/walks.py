@@ -1,0 +1,260 @@
+"""The walks over a flattened graph: whether an op passes a gradient from an input
+(``passes``), what a gradient reaches backwards (``gradient_reach``, recording where it
+stops), what an output depends on, and the forward walk to the ops where a path stops."""
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from opregistry.model.flatten import _CARRIERS, _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
+from opregistry.model.readers.model import Node
+from opregistry.model.results import BlockingOp
+
+
+def passes(flat: Flat, inst: int, position: int) -> str | None:
+    """None if ``inst`` passes a gradient from input ``position``, else the reason."""
+    node = flat.nodes[inst]
+    op = node.op
+    if op not in _IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
+        key = flat.passes_key(node)
+        by_position = flat.passes_cache.setdefault(key, {})
+        if position not in by_position:
+            by_position[position] = op_passes(flat, node, position)
+        return by_position[position]
+    if "_gradient_op_type" in node.attr:  # tf.custom_gradient
+        op_type = _text(node.attr["_gradient_op_type"].s)
+        bound = flat.model.gradient_bindings.get(op_type)
+        if bound is None:
+            # not saved: a loaded model looks the gradient up by this op type and fails
+            flat.unsaved_custom_gradients.add(node.name)
+            return "custom_gradient_not_saved"
+        given, forward = flat.custom_gradient_inputs(bound, node)
+        if given is not None and position not in given:
+            # the forward results' own gradient is replaced, not a path that stops
+            return REPLACED if position < forward else "custom_gradient_none"
+    return op_passes(flat, node, position)
+
+
+_MISSING = object()
+# a custom gradient's forward results: their gradient is the custom one, so the walks
+# neither pass nor report them
+REPLACED = "replaced_by_custom_gradient"
+_NO_REASONS: dict[int, str | None] = {}  # never filled: look the reason up with passes
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+def op_passes(flat: Flat, node: Node, position: int) -> str | None:
+    if node.op in PYTHON_OPS and flat.model.format in STATIC_FORMATS:
+        return "python_function_not_saved"
+    facts = flat.facts.get(node.op)
+    if facts is None:
+        return "unknown_op"
+    if facts.gradient in ("no_gradient", "missing"):
+        return facts.gradient
+    if facts.effective == "none":
+        return "none"
+    if facts.inputs:
+        # by argument name: a variadic op (ConcatV2, AddN) was probed with its own N
+        names = flat.input_arg_names(node)
+        name = names[position] if names is not None and position < len(names) else None
+        row = next((i for i in facts.inputs if i.name == name), None) if name else \
+            next((i for i in facts.inputs if i.position == position), None)
+        if row is not None and row.result != "gradient" and facts.effective == "partial":
+            return "partial_input"
+        if row is not None and row.result in ("none", "zero", "raises") and \
+                facts.effective == "differentiable":
+            return "partial_input"
+    return None
+
+
+# ops that run Python: their gradient is whatever the Python side gives (often none)
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+# formats whose files hold no Python: a py_function's callback is not in them
+STATIC_FORMATS = frozenset({"savedmodel", "graphdef", "pbtxt"})
+# ops whose output does not depend on the values of their inputs (only on shapes):
+# that no gradient passes them is no concern on a path that also carries one
+_VALUE_FREE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
+                             "BroadcastGradientArgs", "TensorListLength", "VariableShape"})
+
+
+def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
+                    ) -> list[tuple[int, int, int, str]]:
+    """From the edges where a gradient walk stopped, the stops that matter: an edge that
+    could carry a gradient into an op that passes none, or an integer edge whose value
+    an op would pass a gradient for (``cast(argmax(h))``: followed back to ArgMax). An
+    integer that only reaches a condition, an index or a shape is not followed."""
+    found: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+    values: list[int] = []  # integer tensors whose value the gradient region uses
+    for inst, position, ref in raw:
+        if flat.trainable(ref):
+            reason = passes(flat, inst, position)
+            if reason is not None and reason != REPLACED:
+                found[(inst, position)] = (inst, position, ref, reason)
+        elif passes(flat, inst, position) is None:
+            values.append(ref)
+    seen: set[int] = set()
+    while values:
+        t: int = values.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        inst = t & _INST
+        if inst in flat.transparent:
+            values.extend(flat.transparent[inst].get(t >> _OUT, ()))
+            continue
+        for position, edge in enumerate(flat.inputs[inst]):
+            if edge is None:
+                continue
+            reason = passes(flat, inst, position)
+            if reason == REPLACED:
+                continue
+            if flat.trainable(edge):  # where a gradient would have turned into an integer
+                found.setdefault((inst, position), (inst, position, edge,
+                                                    reason or "integer_edge"))
+            elif reason is None:
+                values.append(edge)
+    return [found[k] for k in sorted(found)]
+
+
+def depends_on(flat: Flat, output: int) -> set[int]:
+    """Every tensor ``output`` reaches backwards along data edges."""
+    dep: set[int] = set()
+    inputs, transparent = flat.inputs, flat.transparent
+    stack: list[int | None] = [output]
+    pop, push_all, add = stack.pop, stack.extend, dep.add
+    while stack:  # runs once per tensor of the model: kept flat on purpose
+        t = pop()
+        if t is None or t in dep:
+            continue
+        add(t)
+        inst = t & _INST
+        if inst in transparent:
+            push_all(transparent[inst].get(t >> _OUT, ()))
+        else:
+            push_all(inputs[inst])
+    return dep
+
+
+def subgraph(flat: Flat, consumers: Any, source: int, output: int, dep_insts: set[int]
+              ) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
+    """Nodes downstream of ``source`` (any data edge) that ``output`` depends on."""
+    keys = flat.keys
+    start = source & _INST
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        inst = queue.popleft()
+        for index in range(max(1, len(flat.out_types[inst]))):
+            for consumer, _ in consumers.get(_tensor(inst, index), []):
+                if consumer in dep_insts and consumer not in seen:
+                    seen.add(consumer)
+                    queue.append(consumer)
+    nodes = [(keys[i], flat.ops[i], "target" if i == start else
+              "output" if i == output & _INST else None)
+             for i in sorted(seen, key=keys.__getitem__)]
+    transparent = flat.transparent
+    edges = sorted({(keys[r & _INST], keys[i]) for i in seen for r in flat.inputs[i]
+                    if r is not None and r & _INST in seen} |
+                   {(keys[r & _INST], keys[i]) for i in seen if transparent.get(i)
+                    for refs in transparent[i].values() for r in refs if r & _INST in seen})
+    return nodes, edges
+
+
+def add_consumers(flat: Flat, inst: int, consumers: Any) -> None:
+    transparent = flat.transparent.get(inst)
+    if transparent is not None:
+        for out_index, refs in transparent.items():
+            for body_ref in refs:
+                consumers[body_ref].append((inst, -1 - out_index))
+    else:
+        for position, ref in enumerate(flat.inputs[inst]):
+            if ref is not None:
+                consumers[ref].append((inst, position))
+
+
+def gradient_reach(flat: Flat, output: int, record: bool = False
+                    ) -> tuple[set[int], list[tuple[int, int, int]]]:
+    """Every tensor a gradient of ``output`` reaches: one backward pass along edges
+    that carry gradients, through inputs their consumer passes a gradient to. With
+    ``record``, also the edges (instance, position, input) where it stopped."""
+    reached: set[int] = set()
+    stopped: list[tuple[int, int, int]] = []
+    if not flat.trainable(output):
+        return reached, stopped
+    inputs, out_types, ops, transparent = flat.inputs, flat.out_types, flat.ops, \
+        flat.transparent
+    trainable, cache, carriers = flat.trainable, flat.passes_cache, _CARRIERS
+    stack = [output]
+    pop, push, add, stop = stack.pop, stack.append, reached.add, stopped.append
+    while stack:  # depth-first: the order does not matter, the set does
+        t = pop()
+        if t in reached:
+            continue
+        add(t)
+        inst = t & _INST
+        if inst in transparent:
+            stack.extend(r for r in transparent[inst].get(t >> _OUT, []) if trainable(r))
+            continue
+        op = ops[inst]
+        # variadic ops are cached under (op, counts) by passes: not found here
+        reasons = cache.get(op, _NO_REASONS) if op not in _IDENTITY_LIKE else _NO_REASONS
+        position = -1
+        for ref in inputs[inst]:
+            position += 1
+            # an edge to a tensor reached already can still be where a path stops
+            if ref is None or (ref in reached and not record):
+                continue
+            # trainable(ref), inlined: this runs once per edge of the model
+            types = out_types[ref & _INST]
+            index = ref >> _OUT
+            if (types[index] if index < len(types) else (types[0] if types else 0)) \
+                    not in carriers:
+                if record:
+                    stop((inst, position, ref))
+                continue
+            reason = reasons.get(position, _MISSING)
+            if reason is _MISSING:
+                reason = passes(flat, inst, position)
+            if reason is None:
+                push(ref)
+            elif record:
+                stop((inst, position, ref))
+    return reached, stopped
+
+
+def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
+                  dep_insts: set[int]) -> list[BlockingOp]:
+    """Every op where a gradient path from a blocked ``source`` stops while the output
+    still depends on what the op produces."""
+    seen: set[int] = set()
+    queue = deque([source])
+    blocking: dict[int, BlockingOp] = {}
+    nodes, functions, trainable = flat.nodes, flat.functions, flat.trainable
+    while queue:
+        t = queue.popleft()
+        if t in seen:
+            continue
+        seen.add(t)
+        for inst, position in consumers.get(t, []):
+            node = nodes[inst]
+            if position < 0:  # into a call's output through its body
+                queue.append(_tensor(inst, -1 - position))
+                continue
+            reason = passes(flat, inst, position)
+            if reason is not None:
+                if inst in dep_insts and reason != REPLACED:
+                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst], reason)
+                continue
+            if inst in flat.transparent:
+                continue  # the body consumes the input through its arguments
+            for out_index in range(len(flat.out_types[inst])):
+                out = _tensor(inst, out_index)
+                if trainable(out):
+                    queue.append(out)
+                elif out in dep:
+                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
+                                                "integer_edge")
+    return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
