@@ -1,0 +1,83 @@
+"""The gradient-path analysis on GraphDefs built here with opregistry's own schema,
+against the facts of the shipped database (no TensorFlow, no harvest)."""
+from __future__ import annotations
+
+import pytest
+
+from opregistry import check
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import ModelError
+
+F, I32, I64 = _schema.DT_FLOAT, _schema.DT_INT32, _schema.DT_INT64
+
+
+def _graph(tmp_path, *nodes):
+    graph = _schema.message_classes()["GraphDef"]()
+    for name, op, inputs, attrs in nodes:
+        node = graph.node.add(name=name, op=op, input=inputs)
+        for key, value in attrs.items():
+            if isinstance(value, int):
+                node.attr[key].type = value
+            else:
+                node.attr[key].s = value
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph.SerializeToString())
+    return path
+
+
+def _x(name="x"):
+    return (name, "Placeholder", [], {"dtype": F})
+
+
+def test_round_blocks_and_a_clean_branch_does_not(tmp_path):
+    path = _graph(tmp_path, _x(), _x("y"), ("r", "Round", ["x"], {"T": F}),
+                  ("out", "AddV2", ["r", "y"], {"T": F}))
+    (report,) = check(path, release="2.21").outputs
+    assert report.with_gradient == ["y"] and report.blocked == ["x"]
+
+
+def test_argmax_with_its_default_output_type_stripped_is_a_partial_path(tmp_path):
+    """cast(argmax(x)) * sum(x): ArgMax's output_type is left at its default (as
+    SavedModels strip it); the gradient still arrives through the sum."""
+    path = _graph(tmp_path, _x(), ("dim", "Const", [], {"dtype": I32}),
+                  ("am", "ArgMax", ["x", "dim"], {"T": F, "Tidx": I32}),
+                  ("c", "Cast", ["am"], {"SrcT": I64, "DstT": F}),
+                  ("s", "Sum", ["x", "dim"], {"T": F, "Tidx": I32}),
+                  ("out", "Mul", ["c", "s"], {"T": F}))
+    result = check(path, release="2.21")
+    (report,) = result.outputs
+    assert report.with_gradient == ["x"] and report.partial_path == {"x": ["ArgMax"]}
+    assert result.ok
+
+
+def test_an_op_that_only_feeds_a_condition_is_not_where_the_gradient_stops(tmp_path):
+    path = _graph(tmp_path, _x(), ("zero", "Const", [], {"dtype": F}),
+                  ("gt", "Greater", ["x", "zero"], {"T": F}),
+                  ("sel", "SelectV2", ["gt", "x", "zero"], {"T": F}))
+    result = check(path, release="2.21")
+    assert result.outputs[0].with_gradient == ["x"] and not result.partial_paths
+
+
+def test_a_variadic_op_is_judged_by_argument_name(tmp_path):
+    """ConcatV2 with N=3: position 2 is a value, not the axis (probed with N=2)."""
+    path = _graph(tmp_path, _x("a"), _x("b"), _x("c"), ("axis", "Const", [], {"dtype": I32}),
+                  ("cat", "ConcatV2", ["a", "b", "c", "axis"], {"T": F, "Tidx": I32}))
+    graph_node = _schema.parse("GraphDef", path.read_bytes())
+    graph_node.node[4].attr["N"].i = 3
+    path.write_bytes(graph_node.SerializeToString())
+    (report,) = check(path, release="2.21").outputs
+    assert report.with_gradient == ["a", "b", "c"] and not report.blocked
+
+
+def test_a_py_function_in_a_file_is_not_saved(tmp_path):
+    path = _graph(tmp_path, _x(), ("py", "EagerPyFunc", ["x"], {"Tin": F, "Tout": F}),
+                  ("out", "AddV2", ["py", "x"], {"T": F}))
+    result = check(path, release="2.21")
+    assert {b.reason for f in result.findings for b in f.blocking_ops} == {
+        "python_function_not_saved"}
+
+
+def test_unknown_outputs_are_refused(tmp_path):
+    path = _graph(tmp_path, _x(), ("r", "Relu", ["x"], {"T": F}))
+    with pytest.raises(ModelError, match="no output 'nope'"):
+        check(path, release="2.21", outputs=[(None, "nope")])

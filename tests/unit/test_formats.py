@@ -1,0 +1,26 @@
+"""Renderers: the table, CSV and JSON views of the same rows. No TensorFlow."""
+from __future__ import annotations
+
+import json
+
+from opregistry.formats import csv_text, plural, render, table
+
+ROWS = [{"op": "ArgMax", "public": True, "function": None},
+        {"op": "Shape", "public": False, "function": "x"}]
+
+
+def test_table_and_csv_write_booleans_and_nulls_alike():
+    text = table(ROWS)
+    assert "yes" in text and "no" in text and "True" not in text
+    assert csv_text(ROWS).splitlines() == ["op,public,function", "ArgMax,yes,", "Shape,no,x"]
+
+
+def test_json_keeps_the_data_and_markdown_is_a_github_table():
+    assert json.loads(render("json", {"rows": ROWS}, ROWS)) == {"rows": ROWS}
+    assert render("markdown", None, ROWS).splitlines()[1].startswith("|--")
+    assert render("table", None, []) == ""
+
+
+def test_plural():
+    assert plural(1, "op") == "1 op" and plural(2, "op") == "2 ops"
+    assert plural(2, "analysis", "analyses") == "2 analyses"

@@ -1,0 +1,77 @@
+"""The read side on a small SQLite database built here from a hand-written harvest
+document (no TensorFlow, no harvest): releases by name, lookups, ops, diffs."""
+from __future__ import annotations
+
+import pytest
+
+import opregistry
+from opregistry.db.engine import make_engine
+from opregistry.db.loader import load
+from opregistry.db.location import resolve
+from opregistry.errors import UnknownOpError, UnknownReleaseError
+from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
+
+
+def _op(name, status, effective=None, inputs=(), public=True):
+    entry = {"name": name, "public": public,
+             "op_def": {"name": name, "inputs": [{"name": n, "type_attr": "T"}
+                                                  for n, _ in inputs],
+                        "outputs": [{"name": "y", "type_attr": "T"}], "attrs": []},
+             "gradient": {"status": status}}
+    if status == "registered":
+        entry["gradient"]["function"] = {"module": "m", "qualname": f"_{name}Grad",
+                                         "file": "m.py", "line": 1, "source_hash": name,
+                                         "hash_method": "ast"}
+    if effective:
+        entry["probe"] = {"effective": effective, "inputs": [
+            {"position": i, "name": n, "dtype": "DT_FLOAT", "trainable": True, "result": r}
+            for i, (n, r) in enumerate(inputs)]}
+    return entry
+
+
+def _document(version, ops):
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "collected_at": "now",
+            "release": {"version": version, "package": "tensorflow-cpu", "python": "3.11"},
+            "ops": ops, "probes": {"seconds": 1.0}, "python_names": [
+                {"name": "tf.math.floor", "op": "Floor", "method": "tf_export"}]}
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("unit") / "small.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, _document("2.1.0", [
+        _op("Floor", "registered", "none", [("x", "none")]),
+        _op("MatMul", "registered", "differentiable", [("a", "gradient"), ("b", "gradient")]),
+        _op("Shape", "no_gradient")]))
+    load(engine, _document("2.2.0", [
+        _op("Floor", "registered", "none", [("x", "none")]),
+        _op("MatMul", "registered", "partial", [("a", "gradient"), ("b", "none")]),
+        _op("Shape", "no_gradient"), _op("NewOp", "missing")]))
+    engine.dispose()
+    return path
+
+
+def test_releases_are_named_by_version_minor_or_latest(small_db):
+    assert [r.release for r in opregistry.releases(db=small_db)] == ["2.1.0", "2.2.0"]
+    assert opregistry.lookup("MatMul", "2.2", db=small_db).rows[0].effective == "partial"
+    assert opregistry.lookup("MatMul", "latest", db=small_db).rows[0].release == "2.2.0"
+    assert opregistry.lookup("MatMul", "2.1.0:tensorflow-cpu", db=small_db).rows[0] \
+        .effective == "differentiable"
+    with pytest.raises(UnknownReleaseError, match=r"holds: 2\.1\.0, 2\.2\.0\)"):
+        opregistry.lookup("MatMul", "9.9", db=small_db)
+
+
+def test_lookup_by_python_name_and_unknown_ops(small_db):
+    result = opregistry.lookup("tf.math.floor", "2.2", db=small_db)
+    assert [r.op for r in result.rows] == ["Floor"] and result.rows[0].via == "tf.math.floor"
+    with pytest.raises(UnknownOpError, match="did you mean"):
+        opregistry.lookup("MatMull", db=small_db)
+
+
+def test_ops_filters_and_diff(small_db):
+    assert [r.op for r in opregistry.ops("2.2", status="missing", db=small_db)] == ["NewOp"]
+    diff = opregistry.diff("2.1", "2.2", db=small_db)
+    assert [a.op for a in diff.added] == ["NewOp"]
+    assert [(e.op, e.before, e.after) for e in diff.effective_transitions] == [
+        ("MatMul", "differentiable", "partial")]
