@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from opregistry.db.store import open_store
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import lookup as query
@@ -87,7 +88,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
     """The whole `lookup` command without Typer, so the fast path can share it."""
     results, errors = [], []
     try:
-        reader = query.open_reader(db)
+        reader = open_store(db)
     except OpregistryError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code

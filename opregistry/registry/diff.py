@@ -4,15 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from opregistry.registry.lookup import (
-    _OP_COLUMNS,
-    GradientFunctionInfo,
-    OpRelease,
-    _inputs,
-    _op_release,
-    _resolve_release,
-    _using,
-)
+from opregistry.db.store import using
+from opregistry.registry.lookup import GradientFunctionInfo, OpRelease, release_ops
 
 
 @dataclass(frozen=True)
@@ -78,23 +71,15 @@ class DiffResult:
 def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
     transitions, and gradient functions whose normalised source changed."""
-    with _using(db) as reader:
-        a = _resolve_release(reader, before)
-        b = _resolve_release(reader, after)
-        rows_a = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
-                                                rid=a.id)}
-        rows_b = {r[0]: r for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid",
-                                                rid=b.id)}
-        inputs_a, inputs_b = _inputs(reader, a.id), _inputs(reader, b.id)
-        added = [_op_release(rows_b[n], inputs=inputs_b.get(n, []))
-                 for n in sorted(set(rows_b) - set(rows_a))]
-        removed = [_op_release(rows_a[n], inputs=inputs_a.get(n, []))
-                   for n in sorted(set(rows_a) - set(rows_b))]
+    with using(db) as store:
+        a, b = store.release(before), store.release(after)
+        rows_a, rows_b = release_ops(store, a.id), release_ops(store, b.id)
+        added = [rows_b[n] for n in sorted(set(rows_b) - set(rows_a))]
+        removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
         transitions, changed = [], []
         effective_t, input_c, second_t, verified_t = [], [], [], []
         for name in sorted(set(rows_a) & set(rows_b)):
-            old = _op_release(rows_a[name], inputs=inputs_a.get(name, []))
-            new = _op_release(rows_b[name], inputs=inputs_b.get(name, []))
+            old, new = rows_a[name], rows_b[name]
             if old.gradient != new.gradient:
                 transitions.append(Transition(name, old.gradient, new.gradient, new.public))
             elif old.function and new.function and old.function.source_hash and \

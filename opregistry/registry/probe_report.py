@@ -4,15 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from opregistry.db.store import using
 from opregistry.errors import OpregistryError
-from opregistry.registry.lookup import (
-    _OP_COLUMNS,
-    InputGradient,
-    _inputs,
-    _op_release,
-    _resolve_release,
-    _using,
-)
+from opregistry.registry.lookup import InputGradient, release_ops
 
 
 @dataclass(frozen=True)
@@ -74,13 +68,10 @@ _ERROR_BUCKETS = ((1e-12, "<= 1e-12"), (1e-10, "1e-12 .. 1e-10"), (1e-8, "1e-10 
 
 def probe_report(release: str | None = None, *, db: Any = None) -> ProbeReport:
     """Coverage and findings of the probes for one release (default: the newest)."""
-    with _using(db) as reader:
-        rel = _resolve_release(reader, release or "latest")
-        (seconds,) = reader.rows("SELECT probe_seconds FROM releases WHERE id = :rid",
-                                 rid=rel.id)[0]
-        inputs = _inputs(reader, rel.id)
-        rows = [_op_release(r, inputs=inputs.get(r[0], []))
-                for r in reader.rows(_OP_COLUMNS + "WHERE ro.release_id = :rid", rid=rel.id)]
+    with using(db) as store:
+        rel = store.release(release or "latest")
+        seconds = next(r["probe_seconds"] for r in store.release_details() if r["id"] == rel.id)
+        rows = list(release_ops(store, rel.id).values())
         if not any(r.effective for r in rows):
             raise OpregistryError(f"release {rel.version} was harvested without probes")
         registered = [r for r in rows if r.gradient == "registered"]

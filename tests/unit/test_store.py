@@ -75,3 +75,19 @@ def test_ops_filters_and_diff(small_db):
     assert [a.op for a in diff.added] == ["NewOp"]
     assert [(e.op, e.before, e.after) for e in diff.effective_transitions] == [
         ("MatMul", "differentiable", "partial")]
+
+
+def test_the_column_list_names_columns_of_the_orm_tables():
+    """OP_COLUMNS is the one list of what a row of an op in a release holds: every
+    entry is a column of its table, and every release_ops column is read."""
+    from opregistry.db.models import GradientFunction, OpDef, Release, ReleaseOp
+    from opregistry.db.store import OP_COLUMNS
+
+    tables = {"ro": ReleaseOp.__table__, "r": Release.__table__, "od": OpDef.__table__,
+              "gf": GradientFunction.__table__}
+    for name, qualified in OP_COLUMNS.items():
+        alias, column = qualified.split(".")
+        assert column in tables[alias].c, (name, qualified)
+    read = {c.split(".")[1] for c in OP_COLUMNS.values() if c.startswith("ro.")}
+    keys = {"id", "release_id", "op_def_id", "gradient_function_id"}
+    assert set(tables["ro"].c.keys()) - keys == read

@@ -1,0 +1,237 @@
+"""The read store: the one place that reads the database.
+
+SQLite files are read with the standard library's ``sqlite3`` so that a lookup never
+pays for importing SQLAlchemy; any other database URL goes through a SQLAlchemy
+connection running the same SQL. Rows are read by name (dicts), never by position, and
+the columns of an op in a release are listed once, in ``OP_COLUMNS``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from opregistry.db.location import DatabaseLocation, resolve
+from opregistry.db.schema import HEAD_REVISION
+from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
+
+# what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
+# r: releases, od: op_defs, gf: gradient_functions); tests/test_db.py checks every one
+# against the ORM tables
+OP_COLUMNS: dict[str, str] = {
+    "op": "ro.op_name", "release": "r.version", "package": "r.package",
+    "release_id": "r.id", "gradient": "ro.gradient", "public": "ro.public",
+    "module": "gf.module", "qualname": "gf.qualname", "source_file": "gf.source_file",
+    "line": "gf.line", "source_hash": "gf.source_hash", "summary": "od.summary",
+    "is_stateful": "od.is_stateful", "definition": "od.definition",
+    "needs_import": "ro.needs_import", "effective": "ro.effective",
+    "probe_reason": "ro.probe_reason", "second_order": "ro.second_order",
+    "second_order_blockers": "ro.second_order_blockers", "verification": "ro.verification",
+    "verification_dtype": "ro.verification_dtype",
+    "verification_error": "ro.verification_error",
+    "verification_tolerance": "ro.verification_tolerance",
+    "verification_reason": "ro.verification_reason",
+    "verification_detail": "ro.verification_detail",
+}
+_OP_SELECT = ("SELECT " + ", ".join(f"{col} AS {name}" for name, col in OP_COLUMNS.items()) +
+              " FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
+              "JOIN op_defs od ON od.id = ro.op_def_id "
+              "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id")
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    id: int
+    version: str
+    package: str
+
+
+class Store:
+    """A read-only connection to one database."""
+
+    def __init__(self, location: DatabaseLocation):
+        self.location = location
+        self._sqlite: sqlite3.Connection | None = None
+        self._sqlalchemy: Any = None
+        if location.sqlite_path is not None:
+            path = location.sqlite_path
+            if not path.is_file():
+                raise DatabaseError(f"database not found: {location.describe()}")
+            try:
+                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot open database {path}: {exc}") from None
+            self._sqlite.row_factory = sqlite3.Row
+        else:
+            from sqlalchemy import create_engine  # only for non-SQLite URLs
+
+            try:
+                self._sqlalchemy = create_engine(location.url).connect()
+            except Exception as exc:  # noqa: BLE001 - driver and network errors vary
+                raise DatabaseError(
+                    f"cannot open database {location.describe()}: {first_line(exc)}") from None
+        self._releases: list[ReleaseRow] | None = None
+        self._check_revision()
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def rows(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+        """The rows of ``sql`` (named parameters), each a dict by column name."""
+        try:
+            if self._sqlite is not None:
+                return [dict(r) for r in self._sqlite.execute(sql, params).fetchall()]
+            from sqlalchemy import text
+
+            return [dict(r) for r in self._sqlalchemy.execute(text(sql), params).mappings()]
+        except OpregistryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - locked, corrupt, not a database...
+            raise DatabaseError(
+                f"cannot read database {self.location.describe()}: {first_line(exc)}") from None
+
+    def _check_revision(self) -> None:
+        try:
+            found = self.rows("SELECT version_num FROM alembic_version")
+        except DatabaseError as exc:
+            if "no such table" in str(exc) or "does not exist" in str(exc):
+                raise DatabaseError(
+                    f"{self.location.describe()} is not an opregistry database") from None
+            raise
+        revision = found[0]["version_num"] if found else None
+        if revision != HEAD_REVISION:
+            raise DatabaseError(
+                f"{self.location.describe()} has schema {revision}, this opregistry reads "
+                f"{HEAD_REVISION}: run `opregistry db upgrade --db ...`")
+
+    def close(self) -> None:
+        if self._sqlite is not None:
+            self._sqlite.close()
+        if self._sqlalchemy is not None:
+            self._sqlalchemy.close()
+
+    # -- releases --------------------------------------------------------------------
+
+    def releases(self) -> list[ReleaseRow]:
+        """Every release, oldest first."""
+        if self._releases is None:
+            found = [ReleaseRow(r["id"], r["version"], r["package"])
+                     for r in self.rows("SELECT id, version, package FROM releases")]
+            self._releases = sorted(found, key=lambda r: (version_key(r.version), r.package))
+        return self._releases
+
+    def release(self, spec: str) -> ReleaseRow:
+        """``2.21.0``, ``2.21`` (newest patch), ``latest``, or ``2.21.0:tensorflow-cpu``."""
+        releases = self.releases()
+        if not releases:
+            raise DatabaseError(f"{self.location.describe()} holds no releases")
+        version, _, package = spec.strip().partition(":")
+        if version in ("latest", "newest"):
+            candidates = releases[-1:]
+        else:
+            candidates = [r for r in releases if r.version == version]
+            if not candidates:
+                prefix = [r for r in releases if r.version.startswith(version + ".")]
+                if prefix:
+                    newest = prefix[-1].version
+                    candidates = [r for r in prefix if r.version == newest]
+        if package:
+            candidates = [r for r in candidates if r.package == package]
+        if not candidates:
+            raise UnknownReleaseError(spec, self.release_versions())
+        if len(candidates) > 1:  # same version from several packages: prefer the plain one
+            plain = [r for r in candidates if r.package == "tensorflow"]
+            candidates = plain or candidates[:1]
+        return candidates[0]
+
+    def release_versions(self) -> list[str]:
+        return list(dict.fromkeys(r.version for r in self.releases()))
+
+    def release_details(self) -> list[dict[str, Any]]:
+        return self.rows("SELECT id, version, package, package_version, python_version, "
+                         "git_version, harvested_at, import_failures, probe_seconds "
+                         "FROM releases")
+
+    def status_counts(self) -> list[dict[str, Any]]:
+        """(release_id, gradient, public, n) per release."""
+        return self.rows("SELECT release_id, gradient, public, COUNT(*) AS n FROM release_ops "
+                         "GROUP BY release_id, gradient, public")
+
+    def orphan_counts(self) -> dict[int, int]:
+        return {r["release_id"]: r["n"] for r in self.rows(
+            "SELECT release_id, COUNT(*) AS n FROM orphan_gradients GROUP BY release_id")}
+
+    # -- ops -------------------------------------------------------------------------
+
+    def op_rows(self, *, release_id: int | None = None, op: str | None = None,
+                status: str | None = None, public: bool | None = None,
+                effective: str | None = None) -> list[dict[str, Any]]:
+        """Ops in releases (``OP_COLUMNS``), filtered."""
+        where, params = [], {}
+        for column, key, value in (("ro.release_id", "rid", release_id),
+                                   ("ro.op_name", "op", op), ("ro.gradient", "status", status),
+                                   ("ro.public", "public", public),
+                                   ("ro.effective", "effective", effective)):
+            if value is not None:
+                where.append(f"{column} = :{key}")
+                params[key] = value
+        return self.rows(_OP_SELECT + (" WHERE " + " AND ".join(where) if where else ""),
+                         **params)
+
+    def inputs(self, release_id: int, op: str | None = None) -> list[dict[str, Any]]:
+        """Per-input probe rows of a release (of one op), ordered by op and position."""
+        sql = ("SELECT op_name, position, name, dtype, trainable, result, numeric_error "
+               "FROM op_inputs WHERE release_id = :rid")
+        params: dict[str, Any] = {"rid": release_id}
+        if op is not None:
+            sql += " AND op_name = :op"
+            params["op"] = op
+        return self.rows(sql + " ORDER BY op_name, position", **params)
+
+    def op_names(self, name: str | None = None, fold_case: bool = False) -> list[str]:
+        """Op names in any release (or those equal to ``name``, in any case)."""
+        if name is None:
+            return [r["op_name"] for r in self.rows("SELECT DISTINCT op_name FROM release_ops")]
+        test = "lower(op_name) = lower(:n)" if fold_case else "op_name = :n"
+        return [r["op_name"] for r in self.rows(
+            f"SELECT DISTINCT op_name FROM release_ops WHERE {test}", n=name)]
+
+    def python_names(self, name: str | None = None, fold_case: bool = False
+                     ) -> list[dict[str, Any]]:
+        """(name, op_name, method) of public Python names (or of one, in any case)."""
+        if name is None:
+            return self.rows("SELECT DISTINCT name, op_name, method FROM python_names")
+        test = "lower(name) = lower(:n)" if fold_case else "name = :n"
+        return self.rows(f"SELECT DISTINCT name, op_name, method FROM python_names "
+                         f"WHERE {test}", n=name)
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    """Numeric sort key for TF versions (``2.9.3`` < ``2.10.1``; rc before final)."""
+    parts = re.findall(r"\d+|[a-zA-Z]+", version)
+    key: list[Any] = []
+    for part in parts:
+        key.append((1, int(part), "") if part.isdigit() else (0, 0, part))
+    return tuple(key) + ((2, 0, ""),)
+
+
+def open_store(db: str | os.PathLike[str] | DatabaseLocation | None = None) -> Store:
+    return Store(db if isinstance(db, DatabaseLocation) else resolve(db))
+
+
+class using:
+    """Context manager: a Store that is closed afterwards unless one was passed in."""
+
+    def __init__(self, db: Any):
+        self._given = db if isinstance(db, Store) else None
+        self._db = db
+
+    def __enter__(self) -> Store:
+        self._store = self._given or open_store(self._db)
+        return self._store
+
+    def __exit__(self, *exc: object) -> None:
+        if self._given is None:
+            self._store.close()
+
