@@ -52,3 +52,16 @@ def test_model_errors_are_opregistry_errors(tmp_path, cli):
     fake = tmp_path / "model.h5"
     fake.write_bytes(b"PK\x03\x04 not hdf5")
     assert "an .h5 file is HDF5" in cli("check", str(fake), env=_env()).stderr
+
+
+def test_db_commands_that_print_data_take_format(tmp_path, tf_document_path, cli):
+    import json
+
+    db = tmp_path / "new.sqlite"
+    assert cli("db", "upgrade", "--db", str(db)).returncode == 0
+    current = json.loads(cli("db", "current", "--db", str(db), "--format", "json").stdout)
+    assert current["at_head"] and current["revision"] == current["head"][0]
+    done = cli("db", "load", str(tf_document_path), "--db", str(db), "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "file,release,package,ops,replaced"
+    assert done.stdout.splitlines()[1].endswith(",no")

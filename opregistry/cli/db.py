@@ -7,8 +7,9 @@ from typing import List
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr
 from opregistry.errors import DocumentError, OpregistryError
+from opregistry.formats import OutputFormat, render
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -50,7 +51,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
 
 @db_app.command("current")
-def current(db: OptionalStr = DbOption) -> None:
+def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
     from opregistry.db import migrate
 
@@ -62,16 +63,22 @@ def current(db: OptionalStr = DbOption) -> None:
     except Exception as exc:  # noqa: BLE001 - not a database at all
         raise fail(OpregistryError(f"cannot read database: {str(exc).splitlines()[0]}")) from None
     head = migrate.heads()
-    typer.echo(revision or "base")
+    row = {"revision": revision or "base", "head": ", ".join(head),
+           "at_head": revision in head}
+    if fmt == OutputFormat.table:
+        typer.echo(revision or "base")  # the bare revision, for scripts
+    else:
+        typer.echo(render(fmt, dict(row, head=list(head)), [row], list(row)))
     typer.echo("at head" if revision in head else f"head is {', '.join(head)}", err=True)
 
 
 @db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
-         db: OptionalStr = DbOption) -> None:
+         fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
 
+    loaded: list[dict[str, object]] = []
     try:
         _, engine = _engine(db, create=True)
         for path in files:
@@ -80,7 +87,12 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
             except (OSError, ValueError) as exc:
                 raise DocumentError(f"cannot read {path}: {exc}") from None
             result = load_document(engine, document)
+            loaded.append({"file": str(path), "release": result.release,
+                           "package": result.package, "ops": result.ops,
+                           "replaced": result.replaced})
             typer.echo(f"loaded {result.release} ({result.package}): {result.ops} ops"
                        + (" (replaced)" if result.replaced else ""), err=True)
     except OpregistryError as exc:
         raise fail(exc) from None
+    if fmt != OutputFormat.table:  # the table view is the stderr lines above
+        typer.echo(render(fmt, loaded, loaded))

@@ -25,6 +25,7 @@ class Precision(str, Enum):
     float32 = "float32"
 
 
+# long: most of its lines declare the command's options
 @app.command("gradcheck")
 def gradcheck_command(
     target: str = typer.Argument(

@@ -14,6 +14,7 @@ from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
 COLUMNS = ["target", "ok", "release", "package", "ops", "replaced", "seconds", "error"]
 
 
+# long: most of its lines declare the command's options
 @app.command("harvest")
 def harvest_command(
     python: OptionalStr = typer.Option(

@@ -167,46 +167,13 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     if existing is not None:
         _delete_release(conn, existing)
 
-    failures = document.get("imports", {}).get("failed", [])
-    release_id = conn.execute(insert(releases).values(
-        version=rel["version"], package=package,
-        package_version=rel.get("package_version") or rel["version"],
-        git_version=rel.get("git_version"), python_version=rel.get("python") or "",
-        platform=rel.get("platform") or "", machine=rel.get("machine") or "",
-        harvested_at=document.get("collected_at") or "",
-        collector_format=document["format_version"],
-        raw_ops_available=bool(document.get("raw_ops_available")),
-        imports_attempted=int(document.get("imports", {}).get("attempted") or 0),
-        import_failures=json.dumps(failures, sort_keys=True),
-        probe_seconds=(document.get("probes") or {}).get("seconds"),
-        probe_restarts=(document.get("probes") or {}).get("worker_restarts"),
-        numeric_checked=(document.get("probes") or {}).get("numeric"),
-    )).inserted_primary_key[0]  # type: ignore[index]  # an insert always has one
+    release_id = _insert_release(conn, document, rel, package)
     probed = bool(document.get("probes"))
 
     ops = document["ops"]
-    op_def_rows: dict[str, dict[str, Any]] = {}
-    op_digest: dict[str, str] = {}
-    for op in ops:
-        definition = op["op_def"]
-        digest = _digest(definition)
-        op_digest[op["name"]] = digest
-        deprecation = definition.get("deprecation") or {}
-        op_def_rows[digest] = {
-            "digest": digest, "name": definition["name"],
-            "summary": definition.get("summary") or "",
-            "is_stateful": bool(definition.get("is_stateful")),
-            "deprecated_in": deprecation.get("version"),
-            "definition": json.dumps(definition, sort_keys=True),
-        }
-    function_rows: dict[str, dict[str, Any]] = {}
-    function_digest: dict[str, str] = {}
-    for entry in list(ops) + list(document.get("orphan_gradients", [])):
-        gradient = entry.get("gradient", entry)
-        if gradient.get("function"):
-            digest, row = _function_row(gradient["function"])
-            function_rows[digest] = row
-            function_digest[entry["name"]] = digest
+    op_def_rows, op_digest = _op_def_rows(ops)
+    function_rows, function_digest = _function_rows(
+        list(ops) + list(document.get("orphan_gradients", [])))
 
     tables = {m: _table(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
                                        PythonName, ReleasePythonName, OpInput)}
@@ -243,6 +210,62 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
         new_op_defs=len(op_def_rows) - before_defs,
         new_gradient_functions=len(function_rows) - before_functions)
+
+
+def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, Any],
+                    package: str) -> int:
+    """The releases row of a document; its id."""
+    releases = _table(Release)
+    failures = document.get("imports", {}).get("failed", [])
+    release_id = conn.execute(insert(releases).values(
+        version=rel["version"], package=package,
+        package_version=rel.get("package_version") or rel["version"],
+        git_version=rel.get("git_version"), python_version=rel.get("python") or "",
+        platform=rel.get("platform") or "", machine=rel.get("machine") or "",
+        harvested_at=document.get("collected_at") or "",
+        collector_format=document["format_version"],
+        raw_ops_available=bool(document.get("raw_ops_available")),
+        imports_attempted=int(document.get("imports", {}).get("attempted") or 0),
+        import_failures=json.dumps(failures, sort_keys=True),
+        probe_seconds=(document.get("probes") or {}).get("seconds"),
+        probe_restarts=(document.get("probes") or {}).get("worker_restarts"),
+        numeric_checked=(document.get("probes") or {}).get("numeric"),
+    )).inserted_primary_key[0]  # type: ignore[index]  # an insert always has one
+    return int(release_id)
+
+
+def _op_def_rows(ops: list[dict[str, Any]]
+                 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(digest -> op_defs row, op name -> digest): identical OpDefs are stored once."""
+    op_def_rows: dict[str, dict[str, Any]] = {}
+    op_digest: dict[str, str] = {}
+    for op in ops:
+        definition = op["op_def"]
+        digest = _digest(definition)
+        op_digest[op["name"]] = digest
+        deprecation = definition.get("deprecation") or {}
+        op_def_rows[digest] = {
+            "digest": digest, "name": definition["name"],
+            "summary": definition.get("summary") or "",
+            "is_stateful": bool(definition.get("is_stateful")),
+            "deprecated_in": deprecation.get("version"),
+            "definition": json.dumps(definition, sort_keys=True),
+        }
+    return op_def_rows, op_digest
+
+
+def _function_rows(entries: list[dict[str, Any]]
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(digest -> gradient_functions row, op name -> digest), for ops and orphans."""
+    function_rows: dict[str, dict[str, Any]] = {}
+    function_digest: dict[str, str] = {}
+    for entry in entries:
+        gradient = entry.get("gradient", entry)
+        if gradient.get("function"):
+            digest, row = _function_row(gradient["function"])
+            function_rows[digest] = row
+            function_digest[entry["name"]] = digest
+    return function_rows, function_digest
 
 
 def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from opregistry.errors import OpregistryError, first_line
 from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 
+# long: one pass over the checks of both orders, each rule a few lines
 def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any) -> None:
     """Static analysis of the traced call (and, for order 2, of the traced first
     gradient): a missing gradient is ``none`` only when the output depends on the target

@@ -77,6 +77,7 @@ class _Subject:
         original.cast_note = f"not run in float64: {why}"
         return original
 
+    # long: one trace, its outputs and its targets belong together
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
               source: str, wanted: Sequence[str] | None = None, training: bool = False

@@ -44,36 +44,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 
     path = spec
     if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-            raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
-        try:
-            wanted = [t.strip() for t in tags.split(",")] if tags else None
-            try:
-                loaded = tf.saved_model.load(path, tags=wanted)
-            except ValueError as exc:
-                if wanted or "more than one MetaGraph" not in str(exc):
-                    raise
-                loaded = tf.saved_model.load(path, tags=["serve"])
-        except Exception as exc:  # noqa: BLE001 - corrupt files raise anything
-            raise GradcheckError(f"{path}: not a loadable SavedModel ({first_line(exc)})"
-                                 ) from None
-        key = signature or "serving_default"
-        if key not in loaded.signatures:
-            raise GradcheckError(f"{path}: no signature {key!r} (found: "
-                                 f"{', '.join(loaded.signatures) or 'none'})")
-        fn = loaded.signatures[key]
-        _, kwargs = fn.structured_input_signature
-        names = sorted(kwargs)
-
-        def call(*args: Any) -> Any:
-            return fn(**dict(zip(names, args)))
-
-        call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
-        call.input_names = names  # type: ignore[attr-defined]
-        call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
-        call._keep = loaded  # type: ignore[attr-defined]  # variables live with the object
-        return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
-            call.__name__
+        return _saved_model_signature(tf, path, signature, tags, sample)
     if path.endswith((".keras", ".h5", ".hdf5")):
         from opregistry.model.readers.traced import read_keras_model
 
@@ -90,6 +61,43 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
         return _from_python(spec)
     raise GradcheckError(f"{spec}: not a SavedModel directory, Keras file or "
                          "module:function")
+
+
+def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None,
+                           sample: Any) -> tuple[Any, tuple[Any, ...], str]:
+    """One signature of a SavedModel as a positional callable, with sample inputs."""
+    import os
+
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+        raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
+    try:
+        wanted = [t.strip() for t in tags.split(",")] if tags else None
+        try:
+            loaded = tf.saved_model.load(path, tags=wanted)
+        except ValueError as exc:
+            if wanted or "more than one MetaGraph" not in str(exc):
+                raise
+            loaded = tf.saved_model.load(path, tags=["serve"])
+    except Exception as exc:  # noqa: BLE001 - corrupt files raise anything
+        raise GradcheckError(f"{path}: not a loadable SavedModel ({first_line(exc)})"
+                             ) from None
+    key = signature or "serving_default"
+    if key not in loaded.signatures:
+        raise GradcheckError(f"{path}: no signature {key!r} (found: "
+                             f"{', '.join(loaded.signatures) or 'none'})")
+    fn = loaded.signatures[key]
+    _, kwargs = fn.structured_input_signature
+    names = sorted(kwargs)
+
+    def call(*args: Any) -> Any:
+        return fn(**dict(zip(names, args)))
+
+    call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
+    call.input_names = names  # type: ignore[attr-defined]
+    call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
+    call._keep = loaded  # type: ignore[attr-defined]  # variables live with the object
+    return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
+        call.__name__
 
 
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
