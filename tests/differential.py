@@ -391,7 +391,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="where to build the corpus (default: temp)")
-    parser.add_argument("--only", nargs="*", help=f"corpus parts: {', '.join(corpus.BUILDERS)}")
+    parser.add_argument("--only", nargs="*", help=f"corpus parts: {', '.join(corpus.BUILDERS)}"
+                        f"; more: {', '.join(corpus.EXTRA_BUILDERS)}")
     parser.add_argument("--db", help="database (default: the shipped one)")
     parser.add_argument("--answers", nargs="*", help=argparse.SUPPRESS)  # the TF side
     args = parser.parse_args()

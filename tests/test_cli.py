@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import opregistry
 from opregistry.cli.app import load_commands
 from opregistry.cli.fast import try_fast
-from opregistry.db.schema import HEAD_REVISION
+from opregistry.db.vocabulary import HEAD_REVISION
 
 tf = pytest.importorskip("tensorflow")
 runner = CliRunner()

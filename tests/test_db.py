@@ -18,7 +18,7 @@ from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
 from opregistry.db.models import Base
-from opregistry.db.schema import HEAD_REVISION
+from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, DocumentError
 
 

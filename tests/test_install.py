@@ -53,6 +53,6 @@ def test_installed_package_migrates_a_new_database(installed, tmp_path):
     assert done.returncode == 0, done.stderr
     current = subprocess.run([str(installed / "bin" / "opregistry"), "db", "current", "--db",
                               str(db)], capture_output=True, text=True, cwd=tmp_path)
-    from opregistry.db.schema import HEAD_REVISION
+    from opregistry.db.vocabulary import HEAD_REVISION
 
     assert current.stdout.strip() == HEAD_REVISION

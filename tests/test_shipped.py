@@ -5,7 +5,7 @@ import sqlite3
 
 import opregistry
 from opregistry.db.location import resolve, shipped_database_path
-from opregistry.db.schema import HEAD_REVISION
+from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.harvest.runner import RECIPES
 
 

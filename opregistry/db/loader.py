@@ -26,7 +26,7 @@ from opregistry.db.models import (
     ReleaseOp,
     ReleasePythonName,
 )
-from opregistry.db.schema import (
+from opregistry.db.vocabulary import (
     EFFECTIVE_STATES,
     GRADIENT_STATES,
     INPUT_RESULTS,

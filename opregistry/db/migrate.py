@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from opregistry.db.schema import HEAD_REVISION
+from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opregistry.db.location import DatabaseLocation, resolve
-from opregistry.db.schema import HEAD_REVISION
+from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,

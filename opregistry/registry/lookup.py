@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
-from opregistry.db.schema import EFFECTIVE_STATES, GRADIENT_STATES
 from opregistry.db.store import Store, using, version_key
+from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 
 # --------------------------------------------------------------------------- results

@@ -1,4 +1,5 @@
-"""Facts about the schema that the SQLAlchemy-free read path needs too."""
+"""The database's vocabulary (gradient, effective, per-input and verification states)
+and the schema revision the code expects: what the SQLAlchemy-free read path needs too."""
 
 # The Alembic revision the code expects; kept in step with migrations/versions.
 HEAD_REVISION = "0002_probes"
