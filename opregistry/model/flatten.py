@@ -11,7 +11,17 @@ from collections import defaultdict
 from typing import Any
 
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, Node
+from opregistry.model.readers.model import Model, ModelError, Node
+
+MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
+MAX_CALL_DEPTH = 200  # nested function calls (Keras nests a handful)
+MIN_BUDGET, BUDGET_PER_NODE = 4_000_000, 20  # instances of the flattened graph
+
+
+def _chain(names: list[str]) -> str:
+    """A call chain, shortened in the middle when long."""
+    shown = names if len(names) <= 6 else names[:3] + ["..."] + names[-3:]
+    return " -> ".join(shown)
 
 _IDENTITY_LIKE = ("Identity", "IdentityN")
 # ops whose function attributes hold bodies the analysis inlines
@@ -54,7 +64,10 @@ class Flat:
         self.top: dict[str, int] = {}  # top-level node name -> instance
         self.unknown: set[str] = set()
         self.unsaved_custom_gradients: set[str] = set()
-        self.depth = 0
+        # instances allowed: a library whose calls multiply (f calls g twice, g calls h
+        # twice...) is refused before it costs gigabytes
+        size = len(model.nodes) + sum(len(f.nodes) for f in model.functions.values())
+        self.budget = max(MIN_BUDGET, BUDGET_PER_NODE * size)
         # op -> names of the attrs its output types depend on; (op, values) -> types
         self._type_attrs: dict[str, tuple[str, ...]] = {}
         self._types: dict[tuple[Any, ...], list[int]] = {}
@@ -87,6 +100,9 @@ class Flat:
                 dtype = 0
             count = node.attr[arg["number_attr"]].i if arg.get("number_attr") and \
                 arg["number_attr"] in node.attr else 1
+            if not 0 <= count <= MAX_OUTPUTS:  # Unpack num=1000000000 in 96 bytes
+                raise ModelError(f"{self.model.source}: node {node.name!r} declares "
+                                 f"{count} values for {arg.get('name')!r}")
             out.extend([dtype] * count)
         return out
 
@@ -154,6 +170,7 @@ class Flat:
         local = dict(zip(nodes, range(first, first + len(nodes))))
         if not ctx:
             self.top = local
+            self._check_size(nodes)
         self.keys.extend(nodes if not ctx else [ctx + name for name in nodes])
         self.nodes.extend(nodes.values())
         self.functions.extend([function] * len(nodes))
@@ -175,8 +192,11 @@ class Flat:
         for node in nodes.values():
             refs = list(map(get_local, node.input))
             if None in refs:
+                if "" in node.input:
+                    raise ModelError(f"{self.model.source}: node {node.name!r} has an "
+                                     f"empty input name")
                 refs = [self._resolve(text, local, args) for text in node.input
-                        if text[0] != "^"]
+                        if not text.startswith("^")]
             append(refs)
         calls = set(ops[first:]) & (_FUNCTIONAL_OPS | self.model.functions.keys())
         if calls:
@@ -186,15 +206,70 @@ class Flat:
         return local
 
     def _resolve(self, text: str, local: dict[str, int], args: dict[str, Any]) -> Any:
+        """The tensor ``text`` names (``node``, ``node:1``, ``node:out_arg:0`` in
+        function bodies); None for what the graph does not hold. A name that is not a
+        tensor name is a ModelError, never an IndexError or ValueError."""
         parts = text.split(":")
         inst = local.get(parts[0])
         if inst is None:
             return args.get(parts[0])
         if len(parts) == 1:
             return inst
-        if len(parts) == 2:
-            return _tensor(inst, int(parts[1]))
-        return _tensor(inst, self.output_index(self.nodes[inst], parts[1], int(parts[2])))
+        try:
+            if len(parts) == 2:
+                index = int(parts[1])
+            elif len(parts) == 3:
+                index = self.output_index(self.nodes[inst], parts[1], int(parts[2]))
+            else:
+                raise ValueError(text)
+        except ValueError:
+            raise ModelError(f"{self.model.source}: {text!r} is not a tensor name") from None
+        if not 0 <= index < MAX_OUTPUTS:
+            raise ModelError(f"{self.model.source}: {text!r} names output {index}, "
+                             f"outside 0..{MAX_OUTPUTS - 1}")
+        return _tensor(inst, index)
+
+    def _check_size(self, nodes: dict[str, Any]) -> None:
+        """Refuse, before inlining anything, a library whose inlined size is beyond the
+        budget (each function's size counted once, with the calls it makes), or that
+        calls itself: the cost of a check stays linear in what the file holds."""
+        if not self.model.functions:
+            return  # a frozen graph: nothing to inline
+        callers = _FUNCTIONAL_OPS | self.model.functions.keys()
+        sizes: dict[str, int] = {}
+        active: list[str] = []
+
+        def size(name: str) -> int:
+            if name in sizes:
+                return sizes[name]
+            if name in active:  # TensorFlow rejects recursive functions too
+                chain = active[active.index(name):] + [name]
+                raise ModelError(f"{self.model.source}: function {name} calls itself "
+                                 f"({_chain(chain)})")
+            if len(active) >= MAX_CALL_DEPTH:
+                raise ModelError(f"{self.model.source}: function calls nest deeper than "
+                                 f"{MAX_CALL_DEPTH} ({_chain(active)})")
+            active.append(name)
+            total = calls_in(self.model.functions[name].nodes)
+            active.pop()
+            sizes[name] = total
+            return total
+
+        def calls_in(body: dict[str, Any]) -> int:
+            total = len(body)
+            for node in body.values():
+                if node.op not in callers:
+                    continue
+                for name in self._bodies(node):
+                    total += size(name)
+                    if total > self.budget:
+                        return total
+            return total
+
+        if calls_in(nodes) > self.budget:
+            raise ModelError(
+                f"{self.model.source}: inlining its function library would create more "
+                f"than {self.budget:,} nodes")
 
     def _bodies(self, node: Node) -> list[str]:
         if node.op in self.model.functions:  # a library function called as an op
@@ -212,7 +287,7 @@ class Flat:
     def _inline(self, inst: int) -> None:
         node = self.nodes[inst]
         bodies = self._bodies(node)
-        if not bodies or self.depth > 32:
+        if not bodies:  # (recursion and size were refused by _check_size up front)
             return
         skip = 1 if node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
         call_inputs = self.inputs[inst][skip:]
@@ -224,7 +299,6 @@ class Flat:
             # edge makes dependencies over several iterations visible)
             carried = [self._loop_variable(inst, i) for i in range(len(call_inputs))]
             call_inputs = list(carried)
-        self.depth += 1
         for body_name in bodies:
             body = self.model.functions[body_name]
             ctx = f"{self.keys[inst]}/{body_name}/"
@@ -236,7 +310,6 @@ class Flat:
                     transparent[index].append(ref)
                     if loop and index < len(carried):
                         self.transparent[carried[index]][0].append(ref)
-        self.depth -= 1
 
     def _loop_variable(self, inst: int, index: int) -> int:
         """A synthetic instance for loop variable ``index`` of While ``inst``,

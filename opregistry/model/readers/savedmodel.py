@@ -27,7 +27,13 @@ def read_all(path: str | os.PathLike[str], tags: str | None = None) -> list[Mode
 
 def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: bool
           ) -> list[Model]:
-    path = Path(path)
+    try:
+        return _read_path(Path(path), tags, first_if_no_serve)
+    except OSError as exc:  # no permission, a name too long, ...
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Model]:
     if path.is_dir():
         pb = path / "saved_model.pb"
         if pb.is_file():
@@ -36,6 +42,8 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
             raise ModelError(f"{path}: text SavedModels (saved_model.pbtxt) are not supported")
         raise ModelError(f"{path}: not a SavedModel directory (no saved_model.pb)")
     if not path.is_file():
+        if path.exists():  # a FIFO, a device: never read (it may not end)
+            raise ModelError(f"{path}: not a regular file")
         raise ModelError(f"{path}: no such file or directory")
     if path.name == "saved_model.pb":  # the SavedModel's own file: read its directory
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
@@ -54,6 +62,14 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
     return [_from_graph_def(graph_def, str(path), "graphdef")]
+
+
+def _utf8(value: bytes, source: str, node: str) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelError(f"{source}: node {node!r} has an attribute that is not UTF-8"
+                         ) from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -217,7 +233,7 @@ def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
         op = n.op
         op_types.add(op)
         if op in _VARIABLE_OPS:
-            variables[n.name] = (n.attr["shared_name"].s.decode()
+            variables[n.name] = (_utf8(n.attr["shared_name"].s, source, n.name)
                                  if "shared_name" in n.attr else "") or n.name
     functions = {f.signature.name: function_from_def(f) for f in graph_def.library.function}
     bindings = {g.registered_op_type: g.gradient_func

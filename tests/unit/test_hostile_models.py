@@ -1,0 +1,127 @@
+"""Hostile model files: each gets one ModelError (the CLI's one line, exit 2), never a
+traceback, a hang or gigabytes. GraphDefs and libraries built here; no TensorFlow."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from opregistry import check
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import ModelError
+
+F = _schema.DT_FLOAT
+
+
+def _write(tmp_path, graph, name="g.pb"):
+    path = tmp_path / name
+    path.write_bytes(graph.SerializeToString())
+    return path
+
+
+def _graph_with_input(text):
+    graph = _schema.message_classes()["GraphDef"]()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = F
+    node = graph.node.add(name="y", op="Relu", input=[text])
+    node.attr["T"].type = F
+    return graph
+
+
+@pytest.mark.parametrize("text", ["x:abc", "x:", "x:1e400", "x:1:2:3", "x:-1", "x:99999999999"])
+def test_input_names_that_are_not_tensor_names(tmp_path, text):
+    with pytest.raises(ModelError, match="tensor name|names output"):
+        check(_write(tmp_path, _graph_with_input(text)), release="2.21")
+
+
+def test_an_empty_input_name(tmp_path):
+    with pytest.raises(ModelError, match="empty input name"):
+        check(_write(tmp_path, _graph_with_input("")), release="2.21")
+
+
+def test_a_declared_count_far_beyond_the_file(tmp_path):
+    """96 bytes declaring Unpack num=1000000000: refused, not 14 GB."""
+    graph = _graph_with_input("x")
+    unpack = graph.node.add(name="u", op="Unpack", input=["x"])
+    unpack.attr["T"].type = F
+    unpack.attr["num"].i = 1_000_000_000
+    with pytest.raises(ModelError, match="declares 1000000000 values"):
+        check(_write(tmp_path, graph), release="2.21")
+
+
+def _library_graph(bodies):
+    """A graph calling function f0; ``bodies`` maps a function to the functions it
+    calls (each call its own node)."""
+    graph = _schema.message_classes()["GraphDef"]()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = F
+    call = graph.node.add(name="call", op="PartitionedCall", input=["x"])
+    call.attr["f"].func.name = "f0"
+    call.attr["Tout"].list.type.append(F)
+    for name, callees in bodies.items():
+        function = graph.library.function.add()
+        function.signature.name = name
+        function.signature.input_arg.add(name="a", type=F)
+        function.signature.output_arg.add(name="out", type=F)
+        last = "a"
+        for k, callee in enumerate(callees):
+            node = function.node_def.add(name=f"c{k}", op="PartitionedCall", input=[last])
+            node.attr["f"].func.name = callee
+            node.attr["Tout"].list.type.append(F)
+            last = f"c{k}:output:0"
+        function.ret["out"] = last
+    return graph
+
+
+def test_a_function_that_calls_itself_is_refused(tmp_path):
+    graph = _library_graph({"f0": ["f1"], "f1": ["f1", "f1"]})
+    with pytest.raises(ModelError, match=r"function f1 calls itself \(f1 -> f1\)"):
+        check(_write(tmp_path, graph), release="2.21")
+
+
+def test_calls_that_nest_too_deep_name_the_chain(tmp_path):
+    """5,000 nested functions: an error naming the chain, not "ops unknown"."""
+    bodies = {f"f{i}": [f"f{i + 1}"] for i in range(5000)}
+    bodies["f5000"] = []
+    with pytest.raises(ModelError, match=r"nest deeper than 200 \(f0 -> f1 -> f2 -> \.\.\."):
+        check(_write(tmp_path, _library_graph(bodies)), release="2.21")
+
+
+def test_calls_that_multiply_stop_at_the_budget(tmp_path):
+    """Each function calls the next twice: 2**30 instances if inlined; refused early."""
+    bodies = {f"f{i}": [f"f{i + 1}", f"f{i + 1}"] for i in range(30)}
+    bodies["f30"] = []
+    with pytest.raises(ModelError, match="would create more than"):
+        check(_write(tmp_path, _library_graph(bodies)), release="2.21")
+
+
+def test_an_attribute_that_is_not_utf8(tmp_path):
+    graph = _graph_with_input("x")
+    handle = graph.node.add(name="v", op="VarHandleOp")
+    handle.attr["dtype"].type = F
+    handle.attr["shared_name"].s = b"\xff\xfe"
+    with pytest.raises(ModelError, match="not UTF-8"):
+        check(_write(tmp_path, graph), release="2.21")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_special_files_are_refused_by_type(tmp_path):
+    fifo = tmp_path / "model.pb"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelError, match="not a regular file"):
+        check(fifo, release="2.21")  # a read would block forever
+    with pytest.raises(ModelError, match="not a regular file"):
+        check("/dev/zero", release="2.21")
+    with pytest.raises(ModelError, match="cannot read"):
+        check(tmp_path / ("x" * 300), release="2.21")
+
+
+def test_the_cli_says_one_line(tmp_path):
+    path = _write(tmp_path, _graph_with_input("x:abc"))
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    done = subprocess.run([sys.executable, "-m", "opregistry", "check", str(path)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "not a tensor name" in done.stderr
