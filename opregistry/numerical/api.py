@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from opregistry.numerical.checker import Checker
+from opregistry.numerical.checker import Checker, SecondOrderChecker
 from opregistry.numerical.differences import tolerance as _tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
 from opregistry.numerical.subject import _state_kept, _Subject
@@ -70,9 +70,11 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     with _state_kept(fn):
         subject = _Subject.build(tf, fn, inputs, variables, dtype, source, outputs, training)
         tol = _tolerance(subject.precision, atol, rtol, step)
-        checker = Checker(tf, subject, tol, order, mode, directions, group_size,
-                           full_limit, seed)
+        checker = Checker(tf, subject, tol, mode, directions, group_size, full_limit, seed)
         checks = checker.run()
+        if order == 2:  # order 2 reports order 1 too, with the same projections
+            checker = SecondOrderChecker.following(checker)
+            checks += checker.run()
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
                              seed=seed, checks=checks, forward_passes=checker.passes,

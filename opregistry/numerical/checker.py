@@ -16,12 +16,18 @@ _FINER = 16  # step divisor for the second look at a failing check
 
 
 class Checker:
-    def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, order: int, mode: str,
+    """First order: TF's gradient of each output (projected on a fixed random vector)
+    against finite differences of the output. ``SecondOrderChecker`` checks the
+    gradient of that gradient; it shares this checker's projections and directions."""
+
+    order = 1
+
+    def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, mode: str,
                  directions: int, group_size: int | None, full_limit: int, seed: int):
         import numpy as np
 
         self.tf, self.np = tf, np
-        self.subject, self.tol, self.order, self.mode = subject, tol, order, mode
+        self.subject, self.tol, self.mode = subject, tol, mode
         self.directions = max(1, directions)
         self.group_size = group_size
         self.full_limit = full_limit
@@ -33,6 +39,12 @@ class Checker:
         # inner targets of the second-order value: the float inputs, else the variables
         inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
         self.inner = inner
+        # fixed random projections of the outputs, and second-order inner directions
+        self.projections = [self.rng.standard_normal(int(np.size(t)))
+                            for t in self._outputs(self.subject.inputs)]
+        self.inner_directions = [
+            self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
+            for t in self.inner]
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -84,27 +96,29 @@ class Checker:
             values.append(q)
         return values
 
-    def second_order_concrete(self) -> Any:
-        """The traced function of the second-order values (for the static analysis)."""
-        tf = self.tf
-        names = {t.index: t.name for t in self.subject.targets if t.kind == "input"}
-        specs = [tf.TensorSpec(x.shape, x.dtype, name=names.get(i, f"input_{i}"))
-                 for i, x in enumerate(self.subject.inputs)]
-        fn = tf.function(lambda *args: self._second_order_values(list(args)),
-                         autograph=False)
-        return fn.get_concrete_function(*specs)
-
     def _project(self, output: Any, j: int) -> Any:
         r = self.projections[j].reshape(output.shape)
         return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
 
+    def _measured(self, inputs: list[Any]) -> list[Any]:
+        """What the finite differences are taken of, per output: the outputs."""
+        return self._outputs(inputs)
+
+    def _objective(self, inputs: list[Any], j: int, weights: Any) -> Any:
+        """The scalar whose gradient is checked: output j projected on ``weights``
+        (default: the fixed random projection)."""
+        out = self._outputs(inputs, eager=True)[j]
+        w = self.projections[j] if weights is None else weights
+        return self.tf.reduce_sum(out * self.tf.cast(w.reshape(out.shape), out.dtype))
+
+    def _projection(self) -> list[Any]:
+        """How a directional check reduces each output to one number."""
+        return self.projections
+
     def values(self, deltas: dict[int, Any]) -> list[Any]:
-        """Per output, a flat float64 numpy vector: the outputs (order 1) or [q]."""
+        """Per output, a flat float64 numpy vector of what is measured."""
         with self._moved(deltas) as inputs:
-            if self.order == 1:
-                outs = self._outputs(inputs)
-            else:
-                outs = self._second_order_values(inputs)
+            outs = self._measured(inputs)
         return [self.np.asarray(o.numpy(), dtype=self.np.float64).reshape(-1) for o in outs]
 
     def gradients(self, j: int, weights: Any = None) -> list[Any]:
@@ -117,12 +131,7 @@ class Checker:
         with tf.GradientTape(persistent=True) as tape:
             for x in inputs:
                 tape.watch(x)
-            if self.order == 1:
-                out = self._outputs(inputs, eager=True)[j]
-                w = self.projections[j] if weights is None else weights
-                s = tf.reduce_sum(out * tf.cast(w.reshape(out.shape), out.dtype))
-            else:
-                s = self._second_order_values(inputs, eager=True)[j]
+            s = self._objective(inputs, j, weights)
         try:
             grads = tape.gradient(s, sources)
         except Exception:  # noqa: BLE001 - TF cannot differentiate the set: one by one
@@ -140,26 +149,8 @@ class Checker:
     # -- driver ------------------------------------------------------------------------
 
     def run(self) -> list[TargetCheck]:
+        """Every (output, target) check of this order."""
         np = self.np
-        # fixed random projections of the outputs, and second-order inner directions
-        self.projections = [self.rng.standard_normal(int(np.size(t)))
-                            for t in self._outputs(self.subject.inputs)]
-        self.inner_directions = [
-            self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
-            for t in self.inner]
-        checks: list[TargetCheck] = []
-        for order in range(1, self.order + 1):  # order 2 reports order 1 too
-            checks.extend(self._run_order(order))
-        return checks
-
-    def _dtype_of(self, target: _Target) -> Any:
-        if target.kind == "input":
-            return self.subject.inputs[target.index].dtype
-        return self.tf.as_dtype(self.subject.variables[target.index].dtype)
-
-    def _run_order(self, order: int) -> list[TargetCheck]:
-        np = self.np
-        self.order = order
         self.base = self.values({})
         again = self.values({})
         # nondeterministic kernels: the spread of two identical evaluations is noise
@@ -167,6 +158,11 @@ class Checker:
                        for a, b in zip(self.base, again)]
         self.max_jitter = max([self.max_jitter, *self.jitter])
         return self._checks()
+
+    def _dtype_of(self, target: _Target) -> Any:
+        if target.kind == "input":
+            return self.subject.inputs[target.index].dtype
+        return self.tf.as_dtype(self.subject.variables[target.index].dtype)
 
     def _checks(self) -> list[TargetCheck]:
         np = self.np
@@ -318,7 +314,7 @@ class Checker:
                 u = self.rng.standard_normal(target.shape if target.shape else ())
                 u = np.asarray(u, dtype=np.float64)
                 deltas[number] = u / max(float(np.linalg.norm(u)), 1e-300)
-            projection = self.projections if self.order == 1 else [np.ones(1)] * len(self.base)
+            projection = self._projection()
             h = self.tol.step
             diffs = self._differences(deltas, projection, h)
             finer = None
@@ -379,3 +375,38 @@ def _for_target(check: TargetCheck, target: _Target) -> TargetCheck:
     from dataclasses import replace
 
     return replace(check, target_kind=target.kind, target=target.name)
+
+
+class SecondOrderChecker(Checker):
+    """Order 2: the gradient of q = <d s / d inner target, v> (s the projected output,
+    v fixed random directions, the inner targets the float inputs, else the
+    variables), as a gradient penalty uses it, against finite differences of q."""
+
+    order = 2
+
+    @classmethod
+    def following(cls, first: Checker) -> SecondOrderChecker:
+        """A second-order checker with the first-order checker's projections,
+        directions, random state and counters."""
+        second = cls.__new__(cls)
+        second.__dict__.update(first.__dict__)
+        return second
+
+    def _measured(self, inputs: list[Any]) -> list[Any]:
+        return self._second_order_values(inputs)
+
+    def _objective(self, inputs: list[Any], j: int, weights: Any) -> Any:
+        return self._second_order_values(inputs, eager=True)[j]
+
+    def _projection(self) -> list[Any]:
+        return [self.np.ones(1)] * len(self.base)  # q is one number per output
+
+    def second_order_concrete(self) -> Any:
+        """The traced function of the second-order values (for the static analysis)."""
+        tf = self.tf
+        names = {t.index: t.name for t in self.subject.targets if t.kind == "input"}
+        specs = [tf.TensorSpec(x.shape, x.dtype, name=names.get(i, f"input_{i}"))
+                 for i, x in enumerate(self.subject.inputs)]
+        fn = tf.function(lambda *args: self._second_order_values(list(args)),
+                         autograph=False)
+        return fn.get_concrete_function(*specs)

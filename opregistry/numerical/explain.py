@@ -28,7 +28,7 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     original = subject.original or subject
     models = {1: from_concrete(original.concrete, subject.source,
                                names=_names(subject, original))}
-    if result.order == 2:
+    if result.order == 2 and hasattr(checker, "second_order_concrete"):
         try:
             models[2] = from_concrete(checker.second_order_concrete(), subject.source,
                                       names=_names(subject, subject))
