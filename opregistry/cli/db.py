@@ -8,7 +8,7 @@ import typer
 
 from opregistry.cli.app import app, fail
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr
-from opregistry.errors import DocumentError, OpregistryError
+from opregistry.errors import DocumentError, OpregistryError, first_line
 from opregistry.formats import OutputFormat, render
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
@@ -61,7 +61,7 @@ def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> Non
     except OpregistryError as exc:
         raise fail(exc) from None
     except Exception as exc:  # noqa: BLE001 - not a database at all
-        raise fail(OpregistryError(f"cannot read database: {str(exc).splitlines()[0]}")) from None
+        raise fail(OpregistryError(f"cannot read database: {first_line(exc)}")) from None
     head = migrate.heads()
     row = {"revision": revision or "base", "head": ", ".join(head),
            "at_head": revision in head}

@@ -75,30 +75,8 @@ class GradcheckResult:
         return data
 
     def message(self) -> str:
-        """A few readable lines, one per problem: what an AssertionError shows."""
-        about = [self.dtype] + ([self.cast_note] if self.cast_note else []) + (
-            [f"nondeterministic: {self.nondeterminism:.3g}"] if self.nondeterminism else [])
-        lines = [f"gradient check of {self.source} ({'; '.join(about)}): "
-                 f"{len(self.problems)} problem(s) in {len(self.checks)} check(s)"]
-        for c in self.problems:
-            where = f"{c.output} <- {c.target_kind} {c.target}"
-            if c.order > 1:
-                where = f"order {c.order}: " + where
-            text = f"  {c.verdict}: {where}"
-            if c.max_abs_error is not None and c.verdict in ("mismatch", "zero", "non-smooth"):
-                text += (f" (gradient {_num(c.analytic)}, finite differences "
-                         f"{_num(c.numeric)}, error {_num(c.max_abs_error)} > "
-                         f"{_num(c.tolerance)})")
-            if c.blocking_ops:
-                text += "; ops: " + ", ".join(
-                    f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops[:6])
-                if len(c.blocking_ops) > 6:
-                    text += f", ... {len(c.blocking_ops) - 6} more"
-            if c.note:
-                text += f"; {c.note}"
-            lines.append(text)
-        return "\n".join(lines)
+        """A few readable lines, one per problem: what an AssertionError shows
+        (``opregistry.formats.gradcheck``)."""
+        from opregistry.formats.gradcheck import message
 
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.6g}"
+        return message(self)

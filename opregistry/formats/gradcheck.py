@@ -1,0 +1,35 @@
+"""The message of a gradcheck result: a header, then one line per problem with the ops
+responsible; what ``assert_differentiable`` raises."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def message(result: Any) -> str:
+    """A few readable lines, one per problem: what an AssertionError shows."""
+    about = [result.dtype] + ([result.cast_note] if result.cast_note else []) + (
+        [f"nondeterministic: {result.nondeterminism:.3g}"] if result.nondeterminism else [])
+    lines = [f"gradient check of {result.source} ({'; '.join(about)}): "
+             f"{len(result.problems)} problem(s) in {len(result.checks)} check(s)"]
+    for c in result.problems:
+        where = f"{c.output} <- {c.target_kind} {c.target}"
+        if c.order > 1:
+            where = f"order {c.order}: " + where
+        text = f"  {c.verdict}: {where}"
+        if c.max_abs_error is not None and c.verdict in ("mismatch", "zero", "non-smooth"):
+            text += (f" (gradient {_num(c.analytic)}, finite differences "
+                     f"{_num(c.numeric)}, error {_num(c.max_abs_error)} > "
+                     f"{_num(c.tolerance)})")
+        if c.blocking_ops:
+            text += "; ops: " + ", ".join(
+                f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops[:6])
+            if len(c.blocking_ops) > 6:
+                text += f", ... {len(c.blocking_ops) - 6} more"
+        if c.note:
+            text += f"; {c.note}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
