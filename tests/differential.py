@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 GRADIENT, NONE, FAILS = "gradient", "none", "fails"
+ZERO = "zero"  # only while answering: settled by the frozen graph (see _connected)
 
 
 @dataclass
@@ -55,15 +56,15 @@ class Comparison:
 
 # ---------------------------------------------------------------------- TF's answers
 
-def _classify(tf: Any, grad: Any) -> bool:
-    """Whether a returned gradient is a gradient (not None, not all zero)."""
+def _classify(tf: Any, grad: Any) -> str:
+    """gradient, zero (a tensor of zeros) or none (None)."""
     import numpy as np
 
     if grad is None:
-        return False
+        return NONE
     if isinstance(grad, tf.IndexedSlices):
         grad = grad.values
-    return bool(np.any(np.asarray(grad) != 0))
+    return GRADIENT if bool(np.any(np.asarray(grad) != 0)) else ZERO
 
 
 def _random_inputs(tf: Any, specs: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -125,23 +126,114 @@ def tf2_answers(path: Path) -> list[TFOutput]:
                      for seed in (1, 2)]
         per_graph = [_graph_point(tf, fn, specs, variables, float_inputs, seed)
                      for seed in (1, 2)]
+        connected = _connected(tf, fn, variables, float_inputs)
         for how, points in (("tape", per_point), ("graph", per_graph)):
             outputs = sorted({o for p in points for o in p})
             for output in outputs:
                 answer = TFOutput("serve", key, output, how=how)
+                links = connected.get(output) or {}
                 for index, (_, paths) in enumerate(variables):
-                    answer.variables[paths] = _merge([p[output][index] for p in points])
+                    answer.variables[paths] = _merge([p[output][index] for p in points],
+                                                     links.get(index))
                 for index, name in enumerate(float_inputs):
-                    answer.inputs[name] = _merge(
-                        [p[output][len(variables) + index] for p in points])
+                    number = len(variables) + index
+                    answer.inputs[name] = _merge([p[output][number] for p in points],
+                                                 links.get(number))
                 answers.append(answer)
     return answers
 
 
-def _merge(verdicts: list[str]) -> str:
+def _merge(verdicts: list[str], connected: bool | None) -> str:
+    """One answer from two points. Zeros are what a loaded function's call returns
+    for a target only another output reaches, and what a gradient that is zero by
+    mathematics is (softmax's shift invariance): the frozen graph tells them apart."""
     if FAILS in verdicts:
         return FAILS
-    return GRADIENT if GRADIENT in verdicts else NONE
+    if GRADIENT in verdicts:
+        return GRADIENT
+    return GRADIENT if ZERO in verdicts and connected else NONE
+
+
+def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str]
+               ) -> dict[str, dict[int, bool]]:
+    """output -> source number -> whether the gradient TF builds for it carries the
+    upstream gradient, read in the gradient graph with every function call (saved
+    gradient functions too) inlined and the variables frozen to constants. A custom
+    gradient that returns zeros carries nothing; a chain of ops whose values happen to
+    cancel (softmax's shift invariance) carries it. Empty where TF cannot say."""
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2_as_graph,
+    )
+
+    try:
+        frozen, graph_def = convert_variables_to_constants_v2_as_graph(fn)
+    except Exception:  # noqa: BLE001 - e.g. a py_function: no answer from here
+        return {}
+    captured = {id(external): internal.op.name for external, internal in fn.graph.captures}
+    names = [captured.get(id(v.handle)) for v, _ in variables] + list(float_inputs)
+    present = {n.name for n in graph_def.node}
+    numbered = [(i, n) for i, n in enumerate(names) if n and n in present]
+    keys = sorted(fn.structured_outputs)
+    out: dict[str, dict[int, bool]] = {}
+    for key, tensor in zip(keys, frozen.outputs):
+        if not tensor.dtype.is_floating:
+            continue
+
+        found: list[bool] = []
+        traced = _gradient_function(tf, graph_def, [t.name for t in frozen.inputs],
+                                    tensor.name, [f"{n}:0" for _, n in numbered], found)
+
+        try:
+            specs = [tf.TensorSpec(tensor.shape, tensor.dtype, name="upstream")] + [
+                tf.TensorSpec(t.shape, t.dtype) for t in frozen.inputs]
+            concrete = tf.function(traced).get_concrete_function(*specs)
+            _, inlined = convert_variables_to_constants_v2_as_graph(concrete)
+        except Exception:  # noqa: BLE001 - LookupError for an unknown custom gradient
+            continue
+        carried = _downstream_nodes(inlined, "upstream")
+        results = [t.name.split(":")[0] for t in concrete.outputs]
+        out[key] = {i: exists and _producer(inlined, name) in carried
+                    for (i, _), exists, name in zip(numbered, found, results)}
+    return out
+
+
+def _gradient_function(tf: Any, graph_def: Any, inputs: list[str], output: str,
+                       sources: list[str], found: list[bool]) -> Any:
+    """(upstream, *inputs) -> gradients of ``output`` for ``sources`` in the imported
+    graph; ``found`` says which exist (None gradients are returned as empty)."""
+    def traced(upstream: Any, *args: Any) -> list[Any]:
+        elements = tf.graph_util.import_graph_def(
+            graph_def, input_map=dict(zip(inputs, args)), return_elements=[output] + sources)
+        grads = tf.gradients(elements[0], elements[1:], grad_ys=upstream)
+        found[:] = [g is not None for g in grads]
+        return [tf.zeros([0]) if g is None else tf.convert_to_tensor(g) for g in grads]
+
+    return traced
+
+
+def _producer(graph_def: Any, output: str) -> str:
+    """The node behind a function output (through the Identity that returns it)."""
+    nodes = {n.name: n for n in graph_def.node}
+    node = nodes.get(output)
+    while node is not None and node.op == "Identity" and node.input:
+        node = nodes.get(node.input[0].split(":")[0].lstrip("^"))
+    return node.name if node is not None else output
+
+
+def _downstream_nodes(graph_def: Any, start: str) -> set[str]:
+    """Every node the node ``start`` reaches along data edges."""
+    consumers: dict[str, list[str]] = {}
+    for node in graph_def.node:
+        for text in node.input:
+            if not text.startswith("^"):
+                consumers.setdefault(text.split(":")[0], []).append(node.name)
+    seen, stack = {start}, [start]
+    while stack:
+        for name in consumers.get(stack.pop(), []):
+            if name not in seen:
+                seen.add(name)
+                stack.append(name)
+    return seen
 
 
 def _float_outputs(fn: Any) -> list[str]:
@@ -172,7 +264,7 @@ def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
         try:
             value = results[output]
             grads = tape.gradient(value, sources, output_gradients=_upstream(tf, value, seed))
-            out[output] = [GRADIENT if _classify(tf, g) else NONE for g in grads]
+            out[output] = [_classify(tf, g) for g in grads]
         except Exception:  # noqa: BLE001 - e.g. a custom gradient that was not saved
             out[output] = [FAILS] * len(sources)
     return out
@@ -194,7 +286,7 @@ def _graph_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
 
         try:
             values = grads(inputs)
-            out[output] = [GRADIENT if _classify(tf, g) else NONE for g in values]
+            out[output] = [_classify(tf, g) for g in values]
         except Exception:  # noqa: BLE001 - the graph cannot be built or run
             out[output] = [FAILS] * n
     return out
