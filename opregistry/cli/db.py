@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List
 
@@ -8,7 +7,7 @@ import typer
 
 from opregistry.cli.app import app, fail
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr
-from opregistry.errors import DocumentError, OpregistryError, first_line
+from opregistry.errors import OpregistryError, first_line
 from opregistry.formats import OutputFormat, render
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
@@ -77,16 +76,13 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
          fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
+    from opregistry.db.loader import read_document
 
     loaded: list[dict[str, object]] = []
     try:
         _, engine = _engine(db, create=True)
         for path in files:
-            try:
-                document = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise DocumentError(f"cannot read {path}: {exc}") from None
-            result = load_document(engine, document)
+            result = load_document(engine, read_document(path))
             loaded.append({"file": str(path), "release": result.release,
                            "package": result.package, "ops": result.ops,
                            "replaced": result.replaced})

@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select
@@ -32,7 +33,7 @@ from opregistry.db.vocabulary import (
     INPUT_RESULTS,
     VERIFICATION_STATES,
 )
-from opregistry.errors import DocumentError
+from opregistry.errors import DocumentError, first_line
 from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
@@ -52,14 +53,41 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
+MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
+
+
+def read_document(path: Path) -> Any:
+    """A harvest document from a file: a regular file (a FIFO or a device is refused
+    before it is read), of a sane size, valid UTF-8 JSON, not nested beyond what Python
+    can parse. Any other input is one DocumentError."""
+    import stat
+
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise DocumentError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DocumentError(f"cannot read {path}: not a regular file")
+    if info.st_size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(f"cannot read {path}: {info.st_size} bytes is more than a "
+                            f"harvest document can be ({MAX_DOCUMENT_BYTES} bytes)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise DocumentError(f"cannot read {path}: {first_line(exc)}") from None
+    except RecursionError:
+        raise DocumentError(f"cannot read {path}: JSON nested too deeply") from None
+
+
 def validate(document: Any) -> None:
     """Raise DocumentError unless ``document`` is a harvest document we can load."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise DocumentError("not an opregistry harvest document")
-    if document.get("format_version") != FORMAT_VERSION:
+    found = document.get("format_version")
+    if found != FORMAT_VERSION or isinstance(found, bool):
         raise DocumentError(
-            f"harvest document format {document.get('format_version')} is not supported "
-            f"(this opregistry reads format {FORMAT_VERSION})")
+            f"harvest document format_version {str(found)[:40]!r} is not supported "
+            f"(this opregistry reads format_version {FORMAT_VERSION})")
     release = document.get("release")
     if not isinstance(release, dict) or not release.get("version"):
         raise DocumentError("harvest document has no release version")
