@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from opregistry.model.flatten import _INST, Flat, _tensor
+from opregistry.model.flatten import _INST, Flat, _tensor, flatten
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model
 from opregistry.model.results import (
@@ -49,12 +49,12 @@ from opregistry.model.walks import (
 
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
-            outputs: list[tuple[str | None, str]] | None = None) -> CheckResult:
+            outputs: list[tuple[str | None, str]] | None = None,
+            flat: Flat | None = None) -> CheckResult:
     """Every (signature output, target) pair: with a gradient (and ops of concern on a
     path that still carries one), blocked (a finding, with the ops where its paths
     stop) or unrelated (the output does not depend on the target)."""
-    flat = Flat(model, facts)
-    flat.add_graph(model.nodes, "", None, {})
+    flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
     variables, inputs = _targets(model, flat)
     meta_graph = ",".join(model.tags)

@@ -18,6 +18,14 @@ MAX_CALL_DEPTH = 200  # nested function calls (Keras nests a handful)
 MIN_BUDGET, BUDGET_PER_NODE = 4_000_000, 20  # instances of the flattened graph
 
 
+def flatten(model: Model, facts: dict[str, Any]) -> Flat:
+    """The model's top-level graph with every call inlined (the analysis and gradcheck's
+    explanation share one when they look at the same model)."""
+    flat = Flat(model, facts)
+    flat.add_graph(model.nodes, "", None, {})
+    return flat
+
+
 def _chain(names: list[str]) -> str:
     """A call chain, shortened in the middle when long."""
     shown = names if len(names) <= 6 else names[:3] + ["..."] + names[-3:]

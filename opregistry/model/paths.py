@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from opregistry.model.analysis import _outputs, _targets
-from opregistry.model.flatten import _INST, Flat
+from opregistry.model.flatten import _INST, Flat, flatten
 from opregistry.model.readers.model import Model
 from opregistry.model.results import BlockingOp
 from opregistry.model.walks import (
@@ -29,7 +29,8 @@ NON_SMOOTH_OPS = frozenset({
     "QuantizeAndDequantizeV4"})
 
 
-def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
+def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
+             flat: Flat | None = None
              ) -> dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]]:
     """For each (output, target): whether the output depends on the target at all,
     whether a gradient path reaches it, and the ops between them that explain a
@@ -37,8 +38,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]]
     ``stops`` (a gradient path stops there), ``python`` (runs Python),
     ``custom_gradient``, ``flagged`` (the release's numerical probe flagged the op's
     gradient) or ``non_smooth``."""
-    flat = Flat(model, facts)
-    flat.add_graph(model.nodes, "", None, {})
+    flat = flat if flat is not None else flatten(model, facts)
     consumers: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for inst in range(len(flat.keys)):
         add_consumers(flat, inst, consumers)

@@ -20,6 +20,7 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     finite differences agree it is zero (ReLU); problems get the ops responsible."""
     from opregistry.model.analysis import analyse
     from opregistry.model.check import default_release
+    from opregistry.model.flatten import flatten
     from opregistry.model.paths import path_ops
     from opregistry.model.readers.traced import from_concrete
     from opregistry.registry import lookup as query
@@ -49,11 +50,14 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     for order, model in models.items():
         back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
         mine = [c for c in result.checks if c.order == order]
-        blocked = _blocked_pairs(analyse(model, facts, version or "")) \
-            if facts is not None and order == 1 else {}
         wanted = [(back.get(c.output, c.output), c.target) for c in mine
                   if c.verdict != "ok" or c.gradient in ("zero", "none")]
-        explained = path_ops(model, facts or {}, wanted) if wanted else {}
+        analysed = facts is not None and order == 1
+        # flattened once, for the verdicts and the explanations
+        flat = flatten(model, facts or {}) if analysed or wanted else None
+        blocked = _blocked_pairs(analyse(model, facts or {}, version or "", flat=flat)) \
+            if analysed else {}
+        explained = path_ops(model, facts or {}, wanted, flat=flat) if wanted else {}
         for c in mine:
             key = (back.get(c.output, c.output), c.target)
             if key in blocked and c.verdict not in ("none", "unrelated"):
