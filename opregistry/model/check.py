@@ -74,11 +74,19 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
+        if not any(m.signatures for m in models):  # a bare graph: "node:1" is a tensor
+            outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
     version, facts = query.op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
         return CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
+
+
+def _is_tensor_of(text: str, nodes: set[str]) -> bool:
+    """Whether ``text`` is ``node`` or ``node:index`` of one of ``nodes``."""
+    node, colon, index = text.partition(":")
+    return node in nodes and (not colon or index.isdigit())
 
 
 def _check_wanted_outputs(models: list[Model], wanted: list[tuple[str | None, str]]) -> None:
@@ -90,9 +98,10 @@ def _check_wanted_outputs(models: list[Model], wanted: list[tuple[str | None, st
         if any(m.signatures for m in models):
             if any(k == name and signature in (None, s) for s, k in known):
                 continue
-        elif name.partition(":")[0] in set().union(*(m.nodes for m in models)):
+        elif _is_tensor_of(name, set().union(*(m.nodes for m in models))):
             continue  # a bare GraphDef: any node's tensor
-        shown = ", ".join(f"{s}:{k}" for s, k in known[:20]) or "none"
+        shown = ", ".join(f"{s}:{k}" for s, k in known[:20]) or \
+            "a graph without signatures: name a node or node:index"
         more = f" (and {len(known) - 20} more)" if len(known) > 20 else ""
         asked = f"{signature}:{name}" if signature else name
         raise ModelError(f"no output {asked!r} in {models[0].source} "

@@ -78,6 +78,11 @@ def test_a_py_function_in_a_file_is_not_saved(tmp_path):
 
 
 def test_unknown_outputs_are_refused(tmp_path):
-    path = _graph(tmp_path, _x(), ("r", "Relu", ["x"], {"T": F}))
+    path = _graph(tmp_path, _x(), ("r", "Round", ["x"], {"T": F}))
     with pytest.raises(ModelError, match="no output 'nope'"):
         check(path, release="2.21", outputs=[(None, "nope")])
+    with pytest.raises(ModelError, match="no output 'r:abc'"):
+        check(path, release="2.21", outputs=[("r", "abc")])  # as --output r:abc parses
+    # a bare graph's node:index, as the CLI hands it over: (node, index)
+    (report,) = check(path, release="2.21", outputs=[("r", "0")]).outputs
+    assert report.output == "r:0" and report.blocked == ["x"]
