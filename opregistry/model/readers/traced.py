@@ -103,14 +103,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
         if internal is not None:
             trainable[internal.op.name] = (names[id(var)], var.trainable)
     model.variables = {node: name for node, (name, _) in trainable.items()}
-    # tf.custom_gradient functions are live Python objects here: all of them are bound;
-    # traced as SavedModel export does, their bodies tell which inputs get a gradient
-    for node in list(model.nodes.values()) + [n for f in model.functions.values()
-                                               for n in f.nodes.values()]:
-        if "_gradient_op_type" in node.attr:
-            op_type = node.attr["_gradient_op_type"].s.decode()
-            model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
-    _trace_custom_gradients(tf, concrete.graph, model)
+    bind_custom_gradients(tf, concrete.graph, model)
     model.trainable = {name for name, is_trainable in trainable.values() if is_trainable}
     captures = {id(t) for _, t in graph.captures}
     inputs = {}
@@ -125,6 +118,18 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
             outputs[name] = (t.name, t.dtype.as_datatype_enum)
     model.signatures = {key: Signature(key, inputs, outputs)}
     return model
+
+
+def bind_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
+    """tf.custom_gradient functions are live Python objects here: all of them are
+    bound; traced as SavedModel export does, their bodies tell which inputs get a
+    gradient (the guard binds those of the graph it is tracing the same way)."""
+    for node in list(model.nodes.values()) + [n for f in model.functions.values()
+                                               for n in f.nodes.values()]:
+        if "_gradient_op_type" in node.attr:
+            op_type = node.attr["_gradient_op_type"].s.decode()
+            model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
+    _trace_custom_gradients(tf, graph, model)
 
 
 def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
