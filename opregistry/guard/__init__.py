@@ -1,0 +1,119 @@
+"""``opregistry.guard``: a warning at the moment a gradient goes missing.
+
+``with opregistry.guard():`` (or ``opregistry.guard.install()`` for a whole program)
+wraps TensorFlow's gradient calls; every source or trainable variable that gets no
+gradient, or one the facts say is identically zero, is named with the ops where its
+paths stop and the lines that created them. Importing this module does not import
+TensorFlow: installing a guard does.
+"""
+from __future__ import annotations
+
+import atexit
+import sys
+import types
+from typing import Any
+
+from opregistry.guard.policy import (
+    ACTIONS,
+    Lost,
+    NonDifferentiableError,
+    NonDifferentiableWarning,
+    Policy,
+)
+
+__all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
+           "Policy", "current", "guard", "install", "uninstall"]
+
+
+class Guard:
+    """An installed guard: ``with`` it, or ``start()`` / ``stop()``; ``lost`` holds
+    what it found, ``summary()`` says it all."""
+
+    def __init__(self, action: str = "warn", ignore: Any = None, *,
+                 release: str | None = None, db: Any = None, summary: bool = True):
+        from opregistry.guard.session import Session
+
+        self.session = Session(action, ignore, release, db)
+        self.print_summary = summary
+        self._previous: Any = None
+
+    def start(self) -> Guard:
+        from opregistry.guard import hooks
+
+        self._previous = hooks._session
+        hooks.install(self.session)
+        return self
+
+    def stop(self) -> None:
+        from opregistry.guard import hooks
+
+        if self._previous is not None:
+            hooks.install(self._previous)
+        else:
+            hooks.uninstall()
+        if self.print_summary and self.session.policy.entries:
+            print(self.summary(), file=sys.stderr)
+
+    def __enter__(self) -> Guard:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def lost(self) -> list[Lost]:
+        """Every loss of a gradient reported (not the ignored ones), first sighting."""
+        seen: dict[int, Lost] = {}
+        for entry in self.session.policy.found:
+            seen.setdefault(id(entry.lost), entry.lost)
+        return list(seen.values())
+
+    def summary(self) -> str:
+        return self.session.summary()
+
+
+_program: list[Guard] = []  # the guard of install(), if any
+
+
+def guard(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+          db: Any = None, summary: bool = True) -> Guard:
+    """A guard to use as a context manager: ``with opregistry.guard(action="raise"):``.
+
+    ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
+    ``raise`` (NonDifferentiableError from the gradient call, before any optimizer
+    step) or ``log`` (the ``opregistry.guard`` logger). ``ignore``: {pattern: reason}
+    for targets (variable names) or ops (type or node name), fnmatch patterns.
+    ``release``: whose facts (default: the installed TensorFlow's, else the nearest in
+    the database). The summary goes to stderr at the end when anything was seen."""
+    return Guard(action, ignore, release=release, db=db, summary=summary)
+
+
+def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+            db: Any = None, summary: bool = True) -> Guard:
+    """Guard the whole program until ``uninstall()`` (the summary is printed at exit)."""
+    uninstall()
+    installed = Guard(action, ignore, release=release, db=db, summary=summary).start()
+    _program.append(installed)
+    return installed
+
+
+def uninstall() -> None:
+    while _program:
+        _program.pop().stop()
+
+
+def current() -> Guard | None:
+    return _program[-1] if _program else None
+
+
+atexit.register(uninstall)
+
+
+class _CallableModule(types.ModuleType):
+    """``opregistry.guard(...)`` is the context manager; the module keeps its names."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Guard:
+        return guard(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,169 @@
+"""The ops a guarded tape sees run eagerly, recorded while it records.
+
+Eager ops keep no graph and no creation traceback, so while a guarded tape is active an
+op callback (the mechanism of ``tf.debugging.enable_check_numerics``) notes each op:
+its type, attributes, the tensors it reads and makes (by their ids), and the user's
+line. A gradient call turns the record into a GraphDef for the analysis; the verdicts
+are cached under the record's structure, so a training loop that runs the same ops
+every step is analysed once. Only ops run while the tape records can be on a gradient
+path, so the record starts when the tape does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from opregistry.guard.sites import Site, user_frame_site
+
+Ref = tuple[int, int]  # (op number in the record, output index); op -1 - k: placeholder k
+
+
+class EagerLog:
+    """The ops run while one guarded tape records."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, tuple[Any, ...], tuple[Ref, ...], tuple[int, ...]]] = []
+        self.sites: list[Site | None] = []
+        self.producer: dict[int, Ref] = {}  # tensor id -> where it comes from
+        self.placeholders: list[int] = []  # dtype of each outside tensor
+        self.structure: list[Any] = []  # what the cached analysis depends on
+        self.custom: dict[int, Any] = {}  # op number -> traced-on-demand gradient fn
+
+    def ref(self, tensor: Any) -> Ref:
+        key = tensor._id
+        ref = self.producer.get(key)
+        if ref is None:
+            ref = self.producer[key] = (-1 - len(self.placeholders), 0)
+            self.placeholders.append(tensor.dtype.as_datatype_enum)
+        return ref
+
+    def record(self, op_type: str, inputs: Any, attrs: Any, outputs: Any,
+               site: Site | None) -> None:
+        number = len(self.ops)
+        refs = tuple(self.ref(t) for t in inputs)
+        types = tuple(t.dtype.as_datatype_enum for t in outputs)
+        self.ops.append((op_type, tuple(attrs or ()), refs, types))
+        self.sites.append(site)
+        self.structure.append((op_type, refs, types))
+        for index, tensor in enumerate(outputs):
+            self.producer[tensor._id] = (number, index)
+
+    def record_custom(self, name: str, results: Any, inputs: Any, grad_fn: Any) -> None:
+        """A tf.custom_gradient: an IdentityN over its results and inputs, as in graph
+        mode, whose gradient function is traced when an analysis needs it."""
+        tensors = list(results) + list(inputs)
+        number = len(self.ops)
+        self.record("IdentityN", tensors, ("T", [t.dtype for t in tensors]), tensors,
+                    user_frame_site(3))
+        self.custom[number] = (name, grad_fn, len(results))
+        self.structure[-1] = ("custom", name, self.structure[-1])
+
+    def key(self, targets: list[Any], sources: list[Any]) -> Any:
+        return (tuple(self.structure), tuple(self.producer.get(getattr(t, "_id", -1))
+                                             for t in targets),
+                tuple(self.producer.get(getattr(s, "_id", -1)) for s in sources))
+
+    def node_name(self, number: int) -> str:
+        return self._names()[number]
+
+    def _names(self) -> list[str]:
+        """TF's naming: ArgMax, ArgMax_1, ..."""
+        counts: dict[str, int] = {}
+        names = []
+        for op_type, *_ in self.ops:
+            k = counts.get(op_type, 0)
+            counts[op_type] = k + 1
+            names.append(op_type if k == 0 else f"{op_type}_{k}")
+        return names
+
+    def site_of_node(self) -> dict[str, Site | None]:
+        return dict(zip(self._names(), self.sites))
+
+    def tensor_name(self, ref: Ref) -> str:
+        op, index = ref
+        return f"placeholder_{-1 - op}:{index}" if op < 0 else \
+            f"{self.node_name(op)}:{index}"
+
+
+def graph_def(tf: Any, log: EagerLog) -> tuple[bytes, dict[str, Any]]:
+    """The record as a serialised GraphDef, and its custom-gradient functions traced
+    (bound op type -> ConcreteFunction)."""
+    from tensorflow.python.framework import op_def_registry
+
+    names = log._names()
+    graph = tf.compat.v1.GraphDef()
+    for k, dtype in enumerate(log.placeholders):
+        node = graph.node.add(name=f"placeholder_{k}", op="Placeholder")
+        node.attr["dtype"].type = dtype
+    bound: dict[str, Any] = {}
+    for number, (op_type, attrs, refs, _types) in enumerate(log.ops):
+        node = graph.node.add(name=names[number], op=op_type)
+        node.input.extend(log.tensor_name(r) for r in refs)
+        _set_attrs(node, op_def_registry.get(op_type), attrs)
+        if number in log.custom:
+            name, grad_fn, n_results = log.custom[number]
+            op_key = f"guard_custom_{number}_{name}"
+            node.attr["_gradient_op_type"].s = op_key.encode()
+            bound[op_key] = (grad_fn, n_results, refs)
+    return graph.SerializeToString(), bound
+
+
+def _set_attrs(node: Any, op_def: Any, attrs: tuple[Any, ...]) -> None:
+    kinds = {a.name: a.type for a in op_def.attr} if op_def is not None else {}
+    for name, value in zip(attrs[::2], attrs[1::2]):
+        kind = kinds.get(name, "list(type)" if name == "T" and isinstance(value, list)
+                         else None)
+        attr = node.attr[name]
+        if kind == "type":
+            attr.type = _dtype(value)
+        elif kind == "list(type)":
+            attr.list.type.extend(_dtype(v) for v in value)
+        elif kind == "int":
+            attr.i = int(value)
+        elif kind == "bool":
+            attr.b = bool(value)
+        elif kind == "float":
+            attr.f = float(value)
+        elif kind == "string":
+            attr.s = value if isinstance(value, bytes) else str(value).encode()
+        elif kind == "list(int)":
+            attr.list.i.extend(int(v) for v in value)
+        else:
+            del node.attr[name]  # shapes, tensors, functions: not what the walks read
+
+
+def _dtype(value: Any) -> int:
+    return value if isinstance(value, int) else value.as_datatype_enum
+
+
+def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> None:
+    """Trace each recorded custom gradient with one upstream gradient per IdentityN
+    output, shaped as its inputs (as ``check`` traces a graph's), passing the forward
+    results' upstream gradients to the function: what it returns for the inputs then
+    tells, as for a graph, which inputs get a gradient."""
+    from opregistry.model.readers import _schema
+    from opregistry.model.readers.savedmodel import function_from_def
+
+    for op_key, (grad_fn, n_results, _refs) in bound.items():
+        types = _input_types(model, op_key)
+        try:
+            specs = [tf.TensorSpec(None, tf.dtypes.as_dtype(t)) for t in types]
+
+            def upstream(*grads: Any, _fn: Any = grad_fn, _n: int = n_results) -> Any:
+                return list(_fn(*grads[:_n]))
+
+            traced = tf.function(upstream).get_concrete_function(*specs)
+            fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+        except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
+            model.gradient_bindings[op_key] = "(in-process Python function)"
+            continue
+        function = function_from_def(fdef)
+        model.functions.setdefault(function.name, function)
+        model.gradient_bindings[op_key] = function.name
+
+
+def _input_types(model: Any, op_key: str) -> list[int]:
+    for node in model.nodes.values():
+        if "_gradient_op_type" in node.attr and \
+                node.attr["_gradient_op_type"].s.decode() == op_key:
+            return list(node.attr["T"].list.type)
+    return []

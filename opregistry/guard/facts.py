@@ -1,0 +1,133 @@
+"""The facts the guard judges ops by: the database's, for the running TensorFlow's
+release (or the nearest one the database has, said so), else TensorFlow's own gradient
+registry, which knows registered / no_gradient / missing but not what the probes found."""
+from __future__ import annotations
+
+from typing import Any
+
+from opregistry.errors import OpregistryError
+from opregistry.registry.lookup import OpFacts
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def nearest_release(installed: str, known: list[str]) -> str | None:
+    """The release of ``known`` closest to ``installed``: the same one, else the newest
+    patch of its minor line, else the nearest minor line (an older one on a tie)."""
+    if not known:
+        return None
+    if installed in known:
+        return installed
+    want = _version_key(installed)
+
+    def distance(version: str) -> tuple[int, int, int]:
+        have = _version_key(version)
+        minor_gap = abs((have[0] * 1000 + have[1]) - (want[0] * 1000 + want[1]))
+        return minor_gap, 0 if have <= want else 1, -have[2]
+
+    return min(known, key=distance)
+
+
+class Facts:
+    """Facts per op type for one release, asked of the database as ops turn up."""
+
+    def __init__(self, release: str | None = None, db: Any = None):
+        self.db = db
+        self.ops: dict[str, OpFacts] = {}
+        self._asked: set[str] = set()
+        self.release, self.description = self._choose(release)
+
+    def _choose(self, release: str | None) -> tuple[str | None, str]:
+        from opregistry.model.check import installed_tf_version
+        from opregistry.registry.lookup import iter_release_versions
+
+        installed = installed_tf_version() or "unknown"
+        try:
+            known = list(iter_release_versions(self.db))
+        except OpregistryError as exc:
+            return None, (f"no database ({exc}): reasons from TensorFlow {installed}'s "
+                          "gradient registry")
+        if release is not None:
+            return release, f"facts of TensorFlow {release} from the database"
+        chosen = nearest_release(installed, known)
+        if chosen is None:
+            return None, "an empty database: reasons from TensorFlow's gradient registry"
+        if chosen == installed:
+            return chosen, f"facts of TensorFlow {chosen} from the database"
+        return chosen, (f"facts of TensorFlow {chosen} from the database, the nearest "
+                        f"release to the installed {installed}")
+
+    def get(self, op_types: set[str]) -> dict[str, OpFacts]:
+        """Facts for ``op_types`` (and every op asked before)."""
+        wanted = sorted(op_types - self._asked)
+        if wanted:
+            self._asked.update(wanted)
+            self.ops.update(self._lookup(wanted))
+        return self.ops
+
+    def _lookup(self, wanted: list[str]) -> dict[str, OpFacts]:
+        if self.release is not None:
+            from opregistry.registry.lookup import op_facts
+
+            try:
+                version, found = op_facts(self.release, wanted, db=self.db)
+                # an op the release does not know (a newer TF's): ask TF itself
+                rest = [op for op in wanted if op not in found]
+                return {**live_facts(rest), **found}
+            except OpregistryError:
+                pass
+        return live_facts(wanted)
+
+
+def live_facts(op_types: list[str]) -> dict[str, OpFacts]:
+    """Facts from the running TensorFlow: its gradient registry and OpDefs (effective
+    unknown: a registered gradient is taken to pass)."""
+    from google.protobuf import json_format
+    from tensorflow.python.framework import op_def_registry, ops
+
+    out = {}
+    for op in op_types:
+        op_def = op_def_registry.get(op)
+        if op_def is None:
+            continue  # a function called as an op: not an op of the registry
+        try:
+            gradient = "registered" if ops._gradient_registry.lookup(op) else "no_gradient"
+        except LookupError:
+            gradient = "missing"
+        raw = json_format.MessageToDict(op_def, preserving_proto_field_name=True)
+        definition = {"name": op, "inputs": raw.get("input_arg", []),
+                      "outputs": raw.get("output_arg", []), "attrs": raw.get("attr", [])}
+        out[op] = OpFacts(op, gradient, None, (), definition)
+    return out
+
+
+def why(facts: dict[str, OpFacts], op: str, reason: str, detail: str = "") -> str:
+    """A BlockingOp reason in a sentence."""
+    fact = facts.get(op)
+    if reason == "none":
+        results = {i.result for i in fact.inputs if i.trainable} if fact else set()
+        if results == {"zero"}:
+            return f"none: {op}'s gradient is zero for every input"
+        if results == {"raises"}:
+            return f"none: {op}'s gradient raises for every caller"
+        return f"none: {op}'s gradient returns None for every input"
+    if reason == "no_gradient":
+        return f"no_gradient: {op} is registered as not differentiable (tf.no_gradient)"
+    if reason == "missing":
+        return f"missing: {op} has no gradient function (tf.gradients raises LookupError)"
+    if reason == "integer_edge":
+        return f"integer_edge: {op}'s result is an integer{detail}: no gradient crosses it"
+    if reason == "partial_input":
+        return f"partial_input: {op} gives no gradient to its input{detail}"
+    if reason == "custom_gradient_none":
+        return ("custom_gradient_none: the custom gradient function gives this input "
+                "nothing that depends on the upstream gradient")
+    if reason == "unknown_op":
+        return f"unknown_op: {op} is not in the facts used"
+    return reason

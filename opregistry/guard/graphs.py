@@ -1,0 +1,153 @@
+"""One gradient call as the analysis sees it: a Model whose one signature has the
+differentiated tensors as outputs and the sources as targets, built from the graph
+being traced (tf.function, Keras ``fit``, a TF1 graph) or from the ops recorded
+eagerly; then every source's verdict, with the ops where its paths stop."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from opregistry.guard.facts import Facts, why
+from opregistry.guard.policy import StopSite
+from opregistry.guard.sites import Site
+from opregistry.model.readers import _schema
+from opregistry.model.readers.model import Model, Signature
+from opregistry.model.results import BlockingOp
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the analysis says about one source of a gradient call."""
+
+    status: str  # gradient | blocked | unrelated
+    stops: tuple[StopSite, ...] = ()
+
+
+def variable_of(source: Any) -> Any:
+    """The tf.Variable behind a source (a Keras 3 variable wraps one), or None."""
+    for candidate in (source, getattr(source, "_value", None)):
+        if candidate is not None and hasattr(candidate, "handle") and \
+                hasattr(candidate, "trainable") and hasattr(candidate, "read_value"):
+            return candidate
+    return None
+
+
+def source_name(source: Any, index: int) -> str:
+    var = variable_of(source)
+    if var is not None:
+        name = getattr(source, "path", None) or getattr(var, "name", None) or f"var{index}"
+        name = name[:-2] if name.endswith(":0") else name
+        return f"variable '{name}'"
+    name = getattr(source, "name", None)
+    if isinstance(name, str) and name:  # a graph tensor
+        return f"source '{name}'"
+    shape = getattr(source, "shape", "?")
+    return f"source {index} (a tensor of shape {list(shape) if shape else []})"
+
+
+def unique(names: list[str]) -> list[str]:
+    """The names, those that repeat told apart by their position."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return [f"{n} (#{i})" if counts[n] > 1 else n for i, n in enumerate(names)]
+
+
+def signature_model(model: Model, outputs: dict[str, tuple[str, int]],
+                    variables: dict[str, str], inputs: dict[str, tuple[str, int]]) -> Model:
+    """``model`` with one signature: the differentiated tensors as outputs, the sources
+    as targets (variables by the node of their handle, tensors as inputs)."""
+    model.variables = dict(variables)
+    model.trainable = set(variables.values())
+    model.signatures = {"gradient": Signature("gradient", inputs, outputs)}
+    return model
+
+
+def graph_def_model(tf: Any, graph_def_bytes: bytes, graph: Any = None) -> Model:
+    """A Model from a serialised GraphDef; the custom gradients of ``graph`` bound to
+    their traced gradient functions as ``check`` binds a live object's."""
+    from opregistry.model.readers import traced
+    from opregistry.model.readers.savedmodel import _from_graph_def
+
+    model = _from_graph_def(_schema.parse("GraphDef", graph_def_bytes), "guarded", "traced")
+    if graph is not None:
+        traced.bind_custom_gradients(tf, graph, model)
+    return model
+
+
+def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site | None]
+          ) -> dict[str, Verdict]:
+    """Target name -> Verdict, over every output of the one signature: a gradient if
+    any output gives one, else blocked (the union of the stops) or unrelated."""
+    from opregistry.model.analysis import analyse
+
+    known = facts.get(model.op_types)
+    result = analyse(model, known, facts.release or "installed")
+    verdicts: dict[str, Verdict] = {}
+    stops: dict[str, dict[tuple[str, str | None], BlockingOp]] = {}
+    for report in result.outputs:
+        for name in report.with_gradient:
+            verdicts[name] = Verdict("gradient")
+        for name in report.unrelated:
+            verdicts.setdefault(name, Verdict("unrelated"))
+    for finding in result.findings:
+        if finding.target in verdicts and verdicts[finding.target].status == "gradient":
+            continue
+        for op in finding.blocking_ops:
+            stops.setdefault(finding.target, {})[(op.node, op.function)] = op
+    for name, ops in stops.items():
+        verdicts[name] = Verdict("blocked", tuple(
+            StopSite(op.op, op.node, op.reason, why(known, op.op, op.reason),
+                     site_of(op.node, op.function))
+            for _, op in sorted(ops.items(), key=lambda i: (i[0][1] or "", i[0][0]))))
+    return verdicts
+
+
+def graph_call_model(tf: Any, graph: Any, targets: list[Any], sources: list[Any],
+                     names: list[str]) -> Model:
+    """The Model of a gradient call in graph mode (inside a tf.function or a TF1
+    graph): the graph as it is, targets and sources by their tensors there."""
+    model = graph_def_model(tf, graph.as_graph_def().SerializeToString(), graph)
+    captured = {id(external): internal for external, internal in _captures(graph)}
+    variables, inputs = {}, {}
+    for source, name in zip(sources, names):
+        var = variable_of(source)
+        if var is not None:
+            handle = var.handle
+            internal = captured.get(id(handle), handle if _graph_of(handle) is graph else None)
+            if internal is not None:
+                variables[internal.op.name] = name
+            continue
+        if hasattr(source, "op") and _graph_of(source) is graph:
+            inputs[name] = (source.name, source.dtype.as_datatype_enum)
+    outputs = {f"target {i}": (t.name, t.dtype.as_datatype_enum) for i, t in
+               enumerate(targets) if hasattr(t, "op")}
+    return signature_model(model, outputs, variables, inputs)
+
+
+def _captures(graph: Any) -> list[tuple[Any, Any]]:
+    try:
+        return list(graph.captures)
+    except AttributeError:  # a plain tf.Graph captures nothing
+        return []
+
+
+def _graph_of(tensor: Any) -> Any:
+    try:
+        return tensor.graph
+    except (AttributeError, ValueError):  # an eager tensor has no graph
+        return None
+
+
+def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
+    """node name (function: the one it was inlined from) -> the line that created it."""
+    from opregistry.guard.sites import traceback_site
+
+    def site_of(node: str, function: str | None) -> Site | None:
+        name = node.split("/")[0] if function else node
+        try:
+            return traceback_site(graph.get_operation_by_name(node if not function else name))
+        except (KeyError, ValueError):
+            return None
+
+    return site_of

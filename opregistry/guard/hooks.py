@@ -1,0 +1,210 @@
+"""The hooks: TensorFlow's gradient entry points wrapped while a guard is installed.
+
+``tf.GradientTape.gradient`` and ``jacobian`` (eager and while a tf.function traces:
+Keras 3 and tf-keras ``fit``, ``train_on_batch`` and custom ``train_step`` all call
+it), and ``tf.gradients``. Entering a tape eagerly starts an op record for it. In a
+tf.function the hook runs only while the function traces, so a traced train step
+costs nothing per step; the analysis of a graph is kept per (graph, call).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from typing import Any, Callable
+
+from opregistry.guard.eager import EagerLog
+from opregistry.guard.sites import call_site, user_frame_site
+
+_LOG_ATTR = "_opregistry_guard_log"
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.busy = False  # inside a hook: the gradient's own ops are not the user's
+        self.logs: list[EagerLog] = []  # the records of the eager tapes now recording
+
+
+_state = _State()
+_installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> original
+_session: Any = None  # the Session receiving what the hooks see
+
+
+def active() -> bool:
+    return _session is not None
+
+
+def install(session: Any) -> None:
+    """Wrap TensorFlow's gradient entry points (once) and direct them to ``session``."""
+    global _session
+    _session = session
+    if _installed:
+        return
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        from opregistry.model.readers.traced import import_tensorflow
+
+        tf = import_tensorflow()
+    from tensorflow.python.eager import backprop, record
+    from tensorflow.python.ops import gradients_impl
+
+    tape = backprop.GradientTape
+    _patch(tape, "__enter__", _entering(tape.__enter__))
+    _patch(tape, "__exit__", _exiting(tape.__exit__))
+    _patch(tape, "gradient", _guarded(tape.gradient, "GradientTape.gradient", True))
+    _patch(tape, "jacobian", _guarded(tape.jacobian, "GradientTape.jacobian", True))
+    v2 = _guarded(gradients_impl.gradients_v2, "tf.gradients", False)
+    v1 = _guarded(gradients_impl.gradients, "tf.compat.v1.gradients", False)
+    for owner, name, wrapper in ((gradients_impl, "gradients_v2", v2),
+                                 (gradients_impl, "gradients", v1), (tf, "gradients", v2),
+                                 (tf.compat.v1, "gradients", v1)):
+        _patch(owner, name, wrapper)
+    _patch(record, "record_operation", _recording_custom(record.record_operation))
+
+
+def uninstall() -> None:
+    """Put every original back; records in progress are dropped."""
+    global _session
+    _session = None
+    for (owner, name), original in _installed.items():
+        setattr(owner, name, original)
+    _installed.clear()
+    _stop_callback(force=True)
+
+
+def _patch(owner: Any, name: str, wrapper: Any) -> None:
+    _installed[(owner, name)] = getattr(owner, name)
+    setattr(owner, name, wrapper)
+
+
+# ------------------------------------------------------------------- eager records
+
+
+def _callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None,
+              graph: Any = None) -> None:
+    """Op callback: an eager op run while a guarded tape records (graph ops have a
+    creation traceback of their own)."""
+    if graph is not None or _state.busy or not _state.logs or outputs is None:
+        return None
+    site = user_frame_site(2)
+    for log in _state.logs:
+        log.record(op_type, inputs, attrs, outputs, site)
+    return None
+
+
+_callback_on = [False]
+
+
+def _start_callback() -> None:
+    if not _callback_on[0]:
+        from tensorflow.python.framework import op_callbacks
+
+        op_callbacks.add_op_callback(_callback)
+        _callback_on[0] = True
+
+
+def _stop_callback(force: bool = False) -> None:
+    if _callback_on[0] and (force or not _state.logs):
+        from tensorflow.python.framework import op_callbacks
+
+        try:
+            op_callbacks.remove_op_callback(_callback)
+        except (KeyError, ValueError):  # another thread's, or removed already
+            pass
+        _callback_on[0] = False
+        _state.logs.clear()
+
+
+def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
+    def __enter__(self: Any) -> Any:
+        result = original(self)
+        if _session is not None and not _state.busy and _executing_eagerly():
+            log = EagerLog()
+            setattr(self, _LOG_ATTR, log)
+            _state.logs.append(log)
+            _start_callback()
+        return result
+
+    return __enter__
+
+
+def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
+    def __exit__(self: Any, *exc: Any) -> Any:
+        log = getattr(self, _LOG_ATTR, None)
+        if log is not None and log in _state.logs:
+            _state.logs.remove(log)
+            _stop_callback()
+        return original(self, *exc)
+
+    return __exit__
+
+
+def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``record.record_operation``, which an eager tf.custom_gradient calls with its
+    gradient function: noted in the records, as the op callback cannot see it."""
+    def record_operation(op_type: str, output_tensors: Any, input_tensors: Any,
+                         backward_function: Any, *args: Any, **kwargs: Any) -> Any:
+        if _state.logs and not _state.busy and _executing_eagerly():
+            for log in _state.logs:
+                log.record_custom(op_type, output_tensors, input_tensors, backward_function)
+        return original(op_type, output_tensors, input_tensors, backward_function,
+                        *args, **kwargs)
+
+    return record_operation
+
+
+def _executing_eagerly() -> bool:
+    from tensorflow.python.eager import context
+
+    return bool(context.executing_eagerly())
+
+
+# ------------------------------------------------------------------ gradient calls
+
+
+def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable[..., Any]:
+    def gradient(*args: Any, **kwargs: Any) -> Any:
+        session = _session
+        if session is None or _state.busy:
+            return original(*args, **kwargs)
+        site = call_site(2)
+        _state.busy = True
+        try:
+            result = original(*args, **kwargs)
+            if is_tape:
+                tape, target, sources = _tape_args(args, kwargs)
+                log = getattr(tape, _LOG_ATTR, None)
+            else:
+                tape, log = None, None
+                target = kwargs.get("ys", args[0] if args else None)
+                sources = kwargs.get("xs", args[1] if len(args) > 1 else None)
+            session.inspect(call, site, target, sources, result, log)
+        finally:
+            _state.busy = False
+        return result
+
+    gradient.__wrapped__ = original  # type: ignore[attr-defined]
+    gradient.__doc__ = original.__doc__
+    return gradient
+
+
+def _tape_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    tape = args[0]
+    target = kwargs.get("target", args[1] if len(args) > 1 else None)
+    sources = kwargs.get("sources", args[2] if len(args) > 2 else None)
+    return tape, target, sources
+
+
+class GraphCache:
+    """Verdicts per graph (dropped with the graph) and per call in it."""
+
+    def __init__(self) -> None:
+        self._by_graph: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
+            weakref.WeakKeyDictionary()
+        self.eager: dict[Any, Any] = {}
+
+    def for_graph(self, graph: Any) -> dict[Any, Any]:
+        try:
+            return self._by_graph.setdefault(graph, {})
+        except TypeError:  # not weakly referenceable: keep nothing
+            return {}

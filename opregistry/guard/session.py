@@ -1,0 +1,127 @@
+"""A guard session: what the hooks report goes through the analysis to the policy."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from opregistry.guard import eager, graphs
+from opregistry.guard.facts import Facts
+from opregistry.guard.graphs import Verdict
+from opregistry.guard.hooks import GraphCache
+from opregistry.guard.policy import Lost, Policy
+from opregistry.guard.sites import Site, traceback_site
+
+
+class Session:
+    def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
+                 db: Any = None):
+        self.policy = Policy(action, ignore)
+        self._release, self._db = release, db
+        self._facts: Facts | None = None
+        self.cache = GraphCache()
+        self.calls = 0  # gradient calls seen
+
+    @property
+    def facts(self) -> Facts:
+        if self._facts is None:
+            self._facts = Facts(self._release, self._db)
+        return self._facts
+
+    def inspect(self, call: str, site: Site | None, target: Any, sources: Any,
+                result: Any, log: eager.EagerLog | None) -> None:
+        """One gradient call: every source without a gradient, or whose gradient the
+        facts say is identically zero, handed to the policy."""
+        tf = sys.modules["tensorflow"]
+        self.calls += 1
+        targets = [t for t in tf.nest.flatten(target) if t is not None]
+        flat_sources = tf.nest.flatten(sources)
+        results = tf.nest.flatten(result)
+        names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
+        nones = [r is None for r in results] if len(results) == len(names) else \
+            [False] * len(names)
+        from tensorflow.python.framework.ops import EagerTensor
+
+        symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
+        if symbolic:
+            verdicts, loss, loss_site = self._graph_verdicts(tf, targets, flat_sources, names)
+        elif log is not None:
+            verdicts, loss, loss_site = self._eager_verdicts(tf, log, targets, flat_sources,
+                                                             names)
+        else:
+            verdicts, loss, loss_site = {}, "the target", None
+        found = []
+        for name, none in zip(names, nones):
+            lost = self._lost(name, none, verdicts.get(name), call, site, loss, loss_site)
+            if lost is not None:
+                found.append(lost)
+        if found:
+            self.policy.handle(found)
+
+    def _lost(self, name: str, none: bool, verdict: Verdict | None, call: str,
+              site: Site | None, loss: str, loss_site: Site | None) -> Lost | None:
+        status = verdict.status if verdict else None
+        stops = verdict.stops if verdict else ()
+        if none:
+            kind = {"blocked": "none", "unrelated": "unrelated"}.get(status or "",
+                                                                       "unexplained")
+        elif status == "blocked" and any(s.reason != "unknown_op" for s in stops):
+            kind = "zero"  # TF computes a gradient; the facts say it is zero
+        else:
+            return None
+        return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description)
+
+    def _graph_verdicts(self, tf: Any, targets: list[Any], sources: list[Any],
+                        names: list[str]) -> tuple[dict[str, Verdict], str, Site | None]:
+        graph = targets[0].graph
+        key = (tuple(t.name for t in targets), tuple(names), len(graph.get_operations()))
+        cache = self.cache.for_graph(graph)
+        if key not in cache:
+            model = graphs.graph_call_model(tf, graph, targets, sources, names)
+            cache[key] = graphs.judge(model, self.facts, graphs.graph_site_of(graph))
+        loss = targets[0].op
+        return cache[key], f"{loss.type} '{loss.name}'", traceback_site(loss)
+
+    def _eager_verdicts(self, tf: Any, log: eager.EagerLog, targets: list[Any],
+                        sources: list[Any], names: list[str]
+                        ) -> tuple[dict[str, Verdict], str, Site | None]:
+        key = log.key(targets, sources)
+        cached = self.cache.eager.get(key)
+        if cached is None:
+            cached = self.cache.eager[key] = self._analyse_log(tf, log, targets, sources, names)
+        ref = log.producer.get(getattr(targets[0], "_id", -1)) if targets else None
+        if ref is None or ref[0] < 0:
+            return cached, "the target", None
+        node = log.node_name(ref[0])
+        return cached, f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
+
+    def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
+                     sources: list[Any], names: list[str]) -> dict[str, Verdict]:
+        data, bound = eager.graph_def(tf, log)
+        model = graphs.graph_def_model(tf, data)
+        eager.bind_eager_custom_gradients(tf, model, bound)
+        variables, inputs = {}, {}
+        for source, name in zip(sources, names):
+            var = graphs.variable_of(source)
+            tensor = var.handle if var is not None else source
+            ref = log.producer.get(getattr(tensor, "_id", -1))
+            if ref is None:
+                continue  # never read while the tape recorded: unrelated
+            text = log.tensor_name(ref)
+            if var is not None and ref[0] < 0:
+                variables[text.split(":")[0]] = name
+            else:
+                inputs[name] = (text, tensor.dtype.as_datatype_enum)
+        outputs = {}
+        for i, t in enumerate(targets):
+            ref = log.producer.get(getattr(t, "_id", -1))
+            if ref is not None:
+                outputs[f"target {i}"] = (log.tensor_name(ref), t.dtype.as_datatype_enum)
+        graphs.signature_model(model, outputs, variables, inputs)
+        sites = log.site_of_node()
+        verdicts = graphs.judge(model, self.facts, lambda node, _f: sites.get(node))
+        for name in names:  # a source the record never saw does not reach the target
+            verdicts.setdefault(name, Verdict("unrelated"))
+        return verdicts
+
+    def summary(self) -> str:
+        return self.policy.summary()
