@@ -148,10 +148,7 @@ def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> N
         try:
             specs = [tf.TensorSpec(None, tf.dtypes.as_dtype(t)) for t in types]
 
-            def upstream(*grads: Any, _fn: Any = grad_fn, _n: int = n_results) -> Any:
-                return list(_fn(*grads[:_n]))
-
-            traced = tf.function(upstream).get_concrete_function(*specs)
+            traced = tf.function(_upstream(grad_fn, n_results)).get_concrete_function(*specs)
             fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
         except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
             model.gradient_bindings[op_key] = "(in-process Python function)"
@@ -159,6 +156,14 @@ def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> N
         function = function_from_def(fdef)
         model.functions.setdefault(function.name, function)
         model.gradient_bindings[op_key] = function.name
+
+
+def _upstream(grad_fn: Any, n_results: int) -> Any:
+    """The gradient function called with the forward results' upstream gradients."""
+    def upstream(*grads: Any) -> Any:
+        return list(grad_fn(*grads[:n_results]))
+
+    return upstream
 
 
 def _input_types(model: Any, op_key: str) -> list[int]:
