@@ -32,8 +32,8 @@ __all__ = [
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary",
     "TargetCheck", "Transition", "UnknownOpError", "UnknownReleaseError", "Verification",
-    "ModelError", "PartialPath", "Target",
-    "assert_differentiable", "check", "diff", "gradcheck", "harvest", "load_model",
+    "ModelError", "PartialPath", "Target", "NonDifferentiableError", "NonDifferentiableWarning",
+    "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
     "lookup", "ops", "probe_report", "releases", "upgrade_check",
 ]
 
@@ -50,14 +50,18 @@ _LAZY = {
     "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
     "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
     "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
+    "NonDifferentiableWarning": "guard.policy", "NonDifferentiableError": "guard.policy",
 }
+# modules that are attributes: opregistry.guard (itself callable: the context manager),
+# opregistry.keras (the GradientGuard callback) and opregistry.testing (pytest helpers)
+_MODULES = ("harvest", "guard", "keras", "testing")
 
 
 def __getattr__(name: str):
-    if name == "harvest":  # the package (its function: opregistry.harvest.harvest)
+    if name in _MODULES:  # harvest: the package (its function: opregistry.harvest.harvest)
         import importlib
 
-        return importlib.import_module(".harvest", __name__)
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
 

@@ -49,6 +49,7 @@ def load_commands() -> typer.Typer:
         ops,
         releases,
         report,
+        run,
     )
 
     return app

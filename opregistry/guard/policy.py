@@ -190,15 +190,29 @@ def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str
     sites = sorted({shown(k[2]) for k, _ in found})
     lines = [f"opregistry.guard: {_plural(len(targets), 'target')} without a gradient, "
              f"{_plural(len(sites), 'site')}"
-             + (f", {_plural(len(ignored), 'ignored pair')}" if ignored else "")]
-    for (target, op, site), entry in sorted(found, key=lambda i: (i[0][0], shown(i[0][2]))):
-        lines.append(f"  {target}: {entry.lost.kind}, {op} at {shown(site)}, "
-                     f"{_plural(entry.count, 'time')}")
-    for (target, op, site), entry in sorted(ignored, key=lambda i: (i[0][0], shown(i[0][2]))):
+             + (f", {_plural(len(ignored), 'ignored')}" if ignored else "")]
+    for key, entry in sorted(found, key=lambda i: (i[0][0], shown(i[0][2]))):
+        lines.append(f"  {key[0]}: {_KINDS[entry.lost.kind]} in {entry.lost.call} at "
+                     f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")
+        lines.append(f"    {_stop_text(key, entry)}")
+    for key, entry in sorted(ignored, key=lambda i: (i[0][0], shown(i[0][2]))):
         pattern, reason = entry.ignored or ("", "")
-        lines.append(f"  ignored {target}: {op} at {shown(site)}, "
-                     f"{_plural(entry.count, 'time')} ({pattern!r}: {reason})")
+        lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, "
+                     f"{pattern!r}: {reason}")
+        lines.append(f"    {_stop_text(key, entry)}")
     return "\n".join(lines)
+
+
+_KINDS = {"none": "no gradient (None)", "zero": "identically zero gradient",
+          "unrelated": "no gradient (None), the loss does not depend on it",
+          "unexplained": "no gradient (None)"}
+
+
+def _stop_text(key: tuple[str, str, Site | None], entry: Entry) -> str:
+    for stop in entry.lost.stops:
+        if (stop.op, stop.site) == key[1:]:
+            return stop.describe()
+    return f"(no op) the gradient call at {shown(key[2])}"
 
 
 def _plural(count: int, word: str) -> str:

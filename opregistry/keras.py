@@ -1,0 +1,37 @@
+"""``opregistry.keras.GradientGuard``: the guard as a Keras callback.
+
+``model.fit(..., callbacks=[GradientGuard(action="raise")])`` guards the training from
+its first step (Keras traces the train step then) to its end, where the summary is
+printed. Works with Keras 3 (TensorFlow backend) and tf-keras / Keras 2.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from opregistry.model.readers.traced import import_keras
+
+_keras = import_keras()
+
+
+class GradientGuard(_keras.callbacks.Callback):  # type: ignore[misc,name-defined]
+    """Keras callback with the options of ``opregistry.guard()``; ``guard`` is the
+    Guard of the last ``fit`` (what it found: ``guard.lost``)."""
+
+    def __init__(self, action: str = "warn", ignore: Any = None, *,
+                 release: str | None = None, db: Any = None, summary: bool = True):
+        super().__init__()
+        from opregistry.guard import Guard
+
+        self._options = dict(action=action, ignore=ignore, release=release, db=db,
+                             summary=summary)
+        Guard(**self._options)  # options checked now, not at the first step
+        self.guard: Any = None
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        from opregistry.guard import Guard
+
+        self.guard = Guard(**self._options).start()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        if self.guard is not None:
+            self.guard.stop()
