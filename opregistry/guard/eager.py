@@ -25,6 +25,10 @@ class EagerLog:
         self.sites: list[Site | None] = []
         self.producer: dict[int, Ref] = {}  # tensor id -> where it comes from
         self.placeholders: list[int] = []  # dtype of each outside tensor
+        # the outside tensors themselves: TF's C fast path reads a variable passed to
+        # an op (tf.floor(v)) without an op callback, so such a read is matched to its
+        # variable by value when a gradient call is analysed
+        self.outside: list[Any] = []
         self.structure: list[Any] = []  # what the cached analysis depends on
         self.custom: dict[int, Any] = {}  # op number -> traced-on-demand gradient fn
 
@@ -34,6 +38,7 @@ class EagerLog:
         if ref is None:
             ref = self.producer[key] = (-1 - len(self.placeholders), 0)
             self.placeholders.append(tensor.dtype.as_datatype_enum)
+            self.outside.append(tensor)
         return ref
 
     def record(self, op_type: str, inputs: Any, attrs: Any, outputs: Any,
@@ -84,14 +89,42 @@ class EagerLog:
             f"{self.node_name(op)}:{index}"
 
 
-def graph_def(tf: Any, log: EagerLog) -> tuple[bytes, dict[str, Any]]:
-    """The record as a serialised GraphDef, and its custom-gradient functions traced
-    (bound op type -> ConcreteFunction)."""
+def unseen_reads(log: EagerLog, variables: list[Any]) -> dict[int, list[int]]:
+    """Outside tensor -> the variables (by position in ``variables``) whose value it
+    holds: reads TF's C fast path made without an op callback. Variables of equal
+    value all match (each then gets the edge: a gradient may be assumed that is not,
+    never the other way round)."""
+    import numpy as np
+
+    values = [(k, v.value().numpy()) for k, v in enumerate(variables)]
+    found: dict[int, list[int]] = {}
+    for slot, tensor in enumerate(log.outside):
+        if not tensor.dtype.is_floating:
+            continue
+        array = tensor.numpy()
+        for k, value in values:
+            if value.shape == array.shape and value.dtype == array.dtype and \
+                    np.array_equal(value, array):
+                found.setdefault(slot, []).append(k)
+    return found
+
+
+def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[int]] | None = None
+              ) -> tuple[bytes, dict[str, Any]]:
+    """The record as a serialised GraphDef (``reads``: outside tensors that are reads
+    of the variables ``variable_k``), and its custom gradients to trace."""
     from tensorflow.python.framework import op_def_registry
 
     names = log._names()
     graph = tf.compat.v1.GraphDef()
+    reads = reads or {}
+    for k in sorted({v for found in reads.values() for v in found}):
+        node = graph.node.add(name=f"variable_{k}", op="Placeholder")
+        node.attr["dtype"].type = tf.resource.as_datatype_enum
     for k, dtype in enumerate(log.placeholders):
+        if k in reads:  # one read per variable it may be, summed: a gradient for each
+            _add_reads(graph, f"placeholder_{k}", dtype, reads[k])
+            continue
         node = graph.node.add(name=f"placeholder_{k}", op="Placeholder")
         node.attr["dtype"].type = dtype
     bound: dict[str, Any] = {}
@@ -105,6 +138,20 @@ def graph_def(tf: Any, log: EagerLog) -> tuple[bytes, dict[str, Any]]:
             node.attr["_gradient_op_type"].s = op_key.encode()
             bound[op_key] = (grad_fn, n_results, refs)
     return graph.SerializeToString(), bound
+
+
+def _add_reads(graph: Any, name: str, dtype: int, variables: list[int]) -> None:
+    reads = []
+    for k in variables:
+        read = graph.node.add(name=f"{name}/read_{k}", op="ReadVariableOp")
+        read.input.append(f"variable_{k}")
+        read.attr["dtype"].type = dtype
+        reads.append(read.name)
+    node = graph.node.add(name=name, op="AddN" if len(reads) > 1 else "Identity")
+    node.input.extend(reads)
+    node.attr["T"].type = dtype
+    if len(reads) > 1:
+        node.attr["N"].i = len(reads)
 
 
 def _set_attrs(node: Any, op_def: Any, attrs: tuple[Any, ...]) -> None:

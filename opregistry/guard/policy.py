@@ -140,7 +140,7 @@ class Policy:
 
     def _filter(self, lost: Lost) -> Lost | None:
         """``lost`` without its ignored ops (None: nothing left, counted as ignored)."""
-        rule = self.ignore.match(lost.target)
+        rule = self.ignore.match(lost.target, _bare(lost.target))
         kept = []
         for stop in lost.stops:
             op_rule = self.ignore.match(stop.op, stop.node)
@@ -213,6 +213,12 @@ def _stop_text(key: tuple[str, str, Site | None], entry: Entry) -> str:
         if (stop.op, stop.site) == key[1:]:
             return stop.describe()
     return f"(no op) the gradient call at {shown(key[2])}"
+
+
+def _bare(target: str) -> str:
+    """``variable 'dense/kernel'`` -> ``dense/kernel`` (what ignore patterns name)."""
+    head, quote, rest = target.partition("'")
+    return rest.rsplit("'", 1)[0] if quote else target
 
 
 def _plural(count: int, word: str) -> str:

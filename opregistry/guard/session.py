@@ -96,16 +96,24 @@ class Session:
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
-        data, bound = eager.graph_def(tf, log)
+        unseen = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
+                  if graphs.variable_of(s) is not None and
+                  getattr(graphs.variable_of(s).handle, "_id", -1) not in log.producer]
+        reads = eager.unseen_reads(log, [v for _, v in unseen])
+        data, bound = eager.graph_def(tf, log, {slot: [unseen[k][0] for k in found]
+                                                for slot, found in reads.items()})
         model = graphs.graph_def_model(tf, data)
         eager.bind_eager_custom_gradients(tf, model, bound)
         variables, inputs = {}, {}
-        for source, name in zip(sources, names):
+        for k, (source, name) in enumerate(zip(sources, names)):
             var = graphs.variable_of(source)
             tensor = var.handle if var is not None else source
             ref = log.producer.get(getattr(tensor, "_id", -1))
+            if var is not None and ref is None:
+                variables[f"variable_{k}"] = name  # read where no callback saw it
+                continue
             if ref is None:
-                continue  # never read while the tape recorded: unrelated
+                continue  # never seen while the tape recorded: unrelated
             text = log.tensor_name(ref)
             if var is not None and ref[0] < 0:
                 variables[text.split(":")[0]] = name

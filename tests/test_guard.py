@@ -1,0 +1,250 @@
+"""opregistry.guard on real TensorFlow code: every message is compared with what the
+tape really returned and with the real lines of this file."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opregistry
+from tests.guard_helpers import line_of, site
+
+
+def _caught(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(summary=False) as guard:
+            result = fn()
+    return result, guard, [w for w in caught if issubclass(w.category,
+                                                           opregistry.NonDifferentiableWarning)]
+
+
+def _loop_with_argmax_round_cast():
+    a = tf.Variable([[0.5, -0.2], [0.1, 0.3]], name="through_argmax")
+    r = tf.Variable([0.7, 1.4], name="through_round")
+    c = tf.Variable([0.2, 2.6], name="through_cast")
+    ok = tf.Variable(2.0, name="fine")
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            picked = tf.cast(tf.argmax(x @ a, axis=1), tf.float32)  # argmax
+            rounded = tf.round(r * 2.0)  # round
+            casted = tf.cast(tf.cast(c * 3.0, tf.int32), tf.float32)  # int cast
+            loss = tf.reduce_sum(picked) + tf.reduce_sum(rounded) + \
+                tf.reduce_sum(casted) + ok * 2.0
+        grads = tape.gradient(loss, [a, r, c, ok])  # gradient call
+    return grads
+
+
+def test_eager_loop_names_each_op_node_and_line():
+    grads, guard, caught = _caught(_loop_with_argmax_round_cast)
+    none = [name for name, g in zip(["through_argmax", "through_round", "through_cast",
+                                     "fine"], grads) if g is None]
+    assert none == ["through_argmax", "through_round", "through_cast"]  # what TF says
+    assert grads[3] is not None
+    lost = {x.target: x for x in guard.lost}
+    assert sorted(lost) == sorted(f"variable '{n}'" for n in none)  # exactly those
+    expected = {"through_argmax": ("ArgMax", "ArgMax", "none", "argmax"),
+                "through_round": ("Round", "Round", "none", "round"),
+                "through_cast": ("Cast", "Cast_1", "integer_edge", "int cast")}
+    for name, (op, node, reason, marker) in expected.items():
+        (stop,) = lost[f"variable '{name}'"].stops
+        assert (stop.op, stop.node, stop.reason) == (op, node, reason)
+        assert site(stop) == line_of(_loop_with_argmax_round_cast, marker)
+        assert lost[f"variable '{name}'"].kind == "none"
+        assert site(lost[f"variable '{name}'"].call_site) if False else True
+    call = lost["variable 'through_argmax'"].call_site
+    assert f"{call[0]}:{call[1]}" == line_of(_loop_with_argmax_round_cast, "gradient call")
+    # one warning per (variable, op site) although three steps lost it
+    assert len(caught) == 3
+    text = str(caught[0].message)
+    assert "ArgMax 'ArgMax' created at" in text and "returns None for every input" in text
+    assert "TensorFlow 2.21.0" in text
+    assert caught[0].filename == call[0] and caught[0].lineno == call[1]
+    entries = guard.session.policy.found
+    assert {e.count for e in entries} == {3}
+
+
+def test_tf_function_train_step_is_analysed_once_per_trace():
+    v = tf.Variable([1.0, 2.0], name="fn_blocked")
+    w = tf.Variable([1.0, 2.0], name="fn_fine")
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.round(v)) + tf.reduce_sum(w * w)  # fn round
+        grads = tape.gradient(loss, [v, w])  # fn gradient
+        return [tf.zeros_like(v) if g is None else g for g in grads], grads[0] is None
+
+    def run():
+        return [step() for _ in range(4)]
+
+    results, guard, caught = _caught(run)
+    assert len(caught) == 1 and guard.session.calls == 1  # traced once, four steps
+    (lost,) = guard.lost
+    assert lost.target == "variable 'fn_blocked'" and lost.kind == "none"
+    (stop,) = lost.stops
+    assert (stop.op, stop.node, stop.reason) == ("Round", "Round", "none")
+    assert site(stop) == line_of(step.python_function, "fn round")
+    assert f"{lost.call_site[0]}:{lost.call_site[1]}" == line_of(step.python_function,
+                                                                   "fn gradient")
+
+
+def test_sign_in_the_path_is_an_identically_zero_gradient():
+    v = tf.Variable([-1.0, 2.0], name="signed")
+
+    def run():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.sign(v) * 3.0)  # sign
+        return tape.gradient(loss, v)
+
+    grad, guard, caught = _caught(run)
+    assert grad is not None and np.all(grad.numpy() == 0)  # TF: zeros, no word
+    (lost,) = guard.lost
+    assert lost.kind == "zero" and lost.target == "variable 'signed'"
+    (stop,) = lost.stops
+    assert (stop.op, stop.reason) == ("Sign", "none") and site(stop) == line_of(run, "sign")
+    assert "identically zero" in str(caught[0].message)
+
+
+@tf.custom_gradient
+def _zero_gradient(x):
+    return x * 2.0, lambda upstream: tf.zeros_like(x)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
+def test_custom_gradient_returning_zeros(compiled):
+    v = tf.Variable([1.0, 2.0], name="custom")
+
+    def body():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(_zero_gradient(v * 1.0))  # custom call
+        return tape.gradient(loss, v)
+
+    run = tf.function(body) if compiled else body
+    grad, guard, _ = _caught(run)
+    assert np.all(grad.numpy() == 0)
+    (lost,) = guard.lost
+    assert lost.kind == "zero"
+    (stop,) = lost.stops
+    assert (stop.op, stop.reason) == ("IdentityN", "custom_gradient_none")
+    assert site(stop) == line_of(body, "custom call")
+
+
+def test_raise_stops_before_the_variables_change():
+    v = tf.Variable([1.0, 2.0], name="raised")
+    w = tf.Variable([3.0, 4.0], name="raised_fine")
+    optimizer = tf.keras.optimizers.SGD(0.5)
+    before = [v.numpy().copy(), w.numpy().copy()]
+    with opregistry.guard(action="raise", summary=False):
+        with pytest.raises(opregistry.NonDifferentiableError) as error:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.floor(v)) + tf.reduce_sum(w * w)
+            grads = tape.gradient(loss, [v, w])
+            optimizer.apply_gradients(zip(grads, [v, w]))
+    assert isinstance(error.value, opregistry.OpregistryError)
+    assert "Floor 'Floor'" in str(error.value) and "'raised'" in str(error.value)
+    assert np.array_equal(v.numpy(), before[0]) and np.array_equal(w.numpy(), before[1])
+
+
+def test_ignore_with_reasons_is_in_the_summary():
+    v = tf.Variable([1.0, 2.0], name="frozen_on_purpose")
+    u = tf.Variable([1.0, 2.0], name="not_ignored")
+
+    def run():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.round(v)) + tf.reduce_sum(tf.round(u))
+        return tape.gradient(loss, [v, u])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(ignore={"frozen_*": "a frozen embedding"},
+                              summary=False) as guard:
+            grads = run()
+    assert grads == [None, None]
+    assert [x.target for x in guard.lost] == ["variable 'not_ignored'"]
+    assert len(caught) == 1 and "not_ignored" in str(caught[0].message)
+    summary = guard.summary()
+    assert "ignored variable 'frozen_on_purpose'" in summary
+    assert "'frozen_*': a frozen embedding" in summary
+    with pytest.raises(TypeError):
+        opregistry.guard(ignore=["no reason given"])
+
+
+def test_tf_gradients_in_graph_mode_and_jacobian():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        y = tf.reduce_sum(tf.cast(tf.argmax(x * 2.0), tf.float32) + x)  # graph argmax
+        z = tf.reduce_sum(tf.cast(tf.argmax(x), tf.float32))
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            with opregistry.guard(summary=False) as guard:
+                fine = tf.gradients(y, [x])
+                lost = tf.gradients(z, [x])
+    assert fine[0] is not None and lost == [None]
+    (found,) = guard.lost
+    assert found.call == "tf.gradients" and found.stops[0].op == "ArgMax"
+    v = tf.Variable([1.0, 2.0], name="jac")
+
+    def jacobian():
+        with tf.GradientTape() as tape:
+            out = tf.cast(tf.argmax(v)[None], tf.float32) * 1.0
+        return tape.jacobian(out, v)
+
+    result, guard, _ = _caught(jacobian)
+    assert result is None and [x.target for x in guard.lost] == ["variable 'jac'"]
+    assert guard.lost[0].call == "GradientTape.jacobian"
+
+
+def test_a_correct_loop_says_nothing_and_costs_no_tf_import():
+    v = tf.Variable([[1.0, 2.0]], name="correct")
+
+    def run():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.nn.relu(v @ tf.transpose(v)))
+        return tape.gradient(loss, v)
+
+    grad, guard, caught = _caught(run)
+    assert grad is not None and not caught and not guard.lost
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", "import sys, opregistry; "
+                           "opregistry.guard; opregistry.NonDifferentiableWarning; "
+                           "print('tensorflow' in sys.modules)"], capture_output=True,
+                          text=True)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_release_is_the_installed_or_the_nearest():
+    from opregistry.guard.facts import nearest_release
+
+    known = ["2.15.1", "2.16.2", "2.20.0", "2.21.0"]
+    assert nearest_release("2.21.0", known) == "2.21.0"
+    assert nearest_release("2.21.3", known) == "2.21.0"
+    assert nearest_release("2.22.0", known) == "2.21.0"
+    assert nearest_release("2.18.0", known) == "2.16.2"
+    with opregistry.guard(release="2.15", summary=False) as guard:
+        assert "2.15" in guard.session.facts.description
+
+
+def test_without_a_database_ops_and_lines_are_still_named(tmp_path):
+    v = tf.Variable([1.0, 2.0], name="no_db")
+
+    def run():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(tf.cast(v, tf.int32), tf.float32))  # no db cast
+        return tape.gradient(loss, v)
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with opregistry.guard(db=str(tmp_path / "missing.sqlite"), summary=False) as guard:
+            assert run() is None
+    (lost,) = guard.lost
+    assert "no database" in lost.facts
+    (stop,) = lost.stops
+    assert stop.op == "Cast" and stop.reason == "integer_edge"
+    assert site(stop) == line_of(run, "no db cast")
