@@ -25,17 +25,27 @@ def pytest_configure(config: Any) -> None:
 
 @pytest.fixture
 def gradient_guard(request: Any) -> Iterator[Any]:
-    """Guard the test (action ``log``); fail it at teardown listing what was lost."""
+    """Guard the test (action ``log``); the test fails listing what was lost."""
     from opregistry.guard import Guard
 
     marker = request.node.get_closest_marker("gradient_guard")
     options = dict(marker.kwargs) if marker else {}
     guard = Guard("log", summary=False, **options)
+    request.node._opregistry_guard = guard
     with guard:
         yield guard
-    if guard.lost:
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: Any) -> Any:
+    """After the test body, while its guard is still on: a lost gradient fails it (a
+    failure of the test, not an error of its teardown)."""
+    result = yield
+    guard = getattr(item, "_opregistry_guard", None)
+    if guard is not None and guard.lost:
         pytest.fail("gradients lost in this test:\n" +
                     "\n".join(lost.message() for lost in guard.lost), pytrace=False)
+    return result
 
 
 @pytest.fixture(autouse=True)
