@@ -157,6 +157,8 @@ def _add_reads(graph: Any, name: str, dtype: int, variables: list[int]) -> None:
 def _set_attrs(node: Any, op_def: Any, attrs: tuple[Any, ...]) -> None:
     kinds = {a.name: a.type for a in op_def.attr} if op_def is not None else {}
     for name, value in zip(attrs[::2], attrs[1::2]):
+        if value is None:
+            continue
         kind = kinds.get(name, "list(type)" if name == "T" and isinstance(value, list)
                          else None)
         attr = node.attr[name]

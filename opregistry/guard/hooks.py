@@ -178,7 +178,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
                 tape, log = None, None
                 target = kwargs.get("ys", args[0] if args else None)
                 sources = kwargs.get("xs", args[1] if len(args) > 1 else None)
-            session.inspect(call, site, target, sources, result, log)
+            _inspect(session, call, site, target, sources, result, log)
         finally:
             _state.busy = False
         return result
@@ -186,6 +186,22 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
     gradient.__wrapped__ = original  # type: ignore[attr-defined]
     gradient.__doc__ = original.__doc__
     return gradient
+
+
+def _inspect(session: Any, *args: Any) -> None:
+    """The analysis of one call; a fault of the guard itself is one warning, never the
+    end of the user's training (NonDifferentiableError is the policy's, and passes)."""
+    from opregistry.guard.policy import NonDifferentiableError
+
+    try:
+        session.inspect(*args)
+    except NonDifferentiableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any fault in the analysis
+        import warnings
+
+        warnings.warn(f"opregistry.guard could not analyse a gradient call: "
+                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
 
 
 def _tape_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -124,8 +124,8 @@ class Policy:
 
     def handle(self, found: list[Lost]) -> None:
         fresh: list[Lost] = []
-        for lost in found:
-            lost = self._filter(lost)
+        for seen in found:
+            lost = self._filter(seen)
             if lost is None:
                 continue
             new = False
