@@ -248,3 +248,50 @@ def test_without_a_database_ops_and_lines_are_still_named(tmp_path):
     (stop,) = lost.stops
     assert stop.op == "Cast" and stop.reason == "integer_edge"
     assert site(stop) == line_of(run, "no db cast")
+
+
+@tf.function
+def _inner_round(a):
+    return tf.round(a) * 2.0  # inner round
+
+
+def test_a_tf_function_called_in_an_eager_tape_and_in_another_tf_function():
+    v = tf.Variable([1.0, 2.0], name="through_function")
+    w = tf.Variable([3.0, 4.0], name="beside_function")
+
+    def eager():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(_inner_round(v)) + tf.reduce_sum(w * w)  # eager call
+        return tape.gradient(loss, [v, w])
+
+    @tf.function
+    def outer():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(_inner_round(v)) + tf.reduce_sum(w * w)
+        return tape.gradient(loss, [v, w])
+
+    for run, line in ((eager, line_of(eager, "eager call")),
+                      (outer, line_of(_inner_round.python_function, "inner round"))):
+        grads, guard, _ = _caught(run)
+        assert grads[0] is None and grads[1] is not None
+        (lost,) = guard.lost
+        assert lost.target == "variable 'through_function'" and lost.kind == "none"
+        (stop,) = lost.stops
+        assert stop.op == "Round" and stop.function  # inside the function, by name
+        assert site(stop) == line  # the op's own line; eagerly, the line of the call
+
+
+def test_ops_under_stop_recording_are_not_on_the_tape():
+    v = tf.Variable([1.0, 2.0], name="stopped")
+
+    def run():
+        with tf.GradientTape() as tape:
+            with tape.stop_recording():
+                frozen = v * 2.0
+            loss = tf.reduce_sum(frozen)
+        return tape.gradient(loss, v)
+
+    grad, guard, _ = _caught(run)
+    assert grad is None
+    (lost,) = guard.lost
+    assert lost.kind == "unrelated"  # the tape never saw v: no op to blame

@@ -31,6 +31,7 @@ class EagerLog:
         self.outside: list[Any] = []
         self.structure: list[Any] = []  # what the cached analysis depends on
         self.custom: dict[int, Any] = {}  # op number -> traced-on-demand gradient fn
+        self.paused = False  # inside the tape's stop_recording()
 
     def ref(self, tensor: Any) -> Ref:
         key = tensor._id
@@ -53,14 +54,20 @@ class EagerLog:
             self.producer[tensor._id] = (number, index)
 
     def record_custom(self, name: str, results: Any, inputs: Any, grad_fn: Any) -> None:
-        """A tf.custom_gradient: an IdentityN over its results and inputs, as in graph
-        mode, whose gradient function is traced when an analysis needs it."""
+        """A tf.custom_gradient (or a tf.function called eagerly, which TF records the
+        same way): an IdentityN over its results and inputs, as in graph mode, whose
+        gradient function is traced when an analysis needs it. Only the results are
+        its outputs here: the inputs stay what they were."""
         tensors = list(results) + list(inputs)
         number = len(self.ops)
-        self.record("IdentityN", tensors, ("T", [t.dtype for t in tensors]), tensors,
-                    user_frame_site(3))
+        refs = tuple(self.ref(t) for t in tensors)
+        types = tuple(t.dtype.as_datatype_enum for t in tensors)
+        self.ops.append(("IdentityN", ("T", list(types)), refs, types))
+        self.sites.append(user_frame_site(3))
+        self.structure.append(("custom", name, refs, types))
+        for index, tensor in enumerate(results):
+            self.producer[tensor._id] = (number, index)
         self.custom[number] = (name, grad_fn, len(results))
-        self.structure[-1] = ("custom", name, self.structure[-1])
 
     def key(self, targets: list[Any], sources: list[Any]) -> Any:
         return (tuple(self.structure), tuple(self.producer.get(getattr(t, "_id", -1))
@@ -128,16 +135,46 @@ def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[int]] | None = None
         node = graph.node.add(name=f"placeholder_{k}", op="Placeholder")
         node.attr["dtype"].type = dtype
     bound: dict[str, Any] = {}
+    functions: set[str] = set()
     for number, (op_type, attrs, refs, _types) in enumerate(log.ops):
         node = graph.node.add(name=names[number], op=op_type)
         node.input.extend(log.tensor_name(r) for r in refs)
         _set_attrs(node, op_def_registry.get(op_type), attrs)
+        if op_type not in functions and op_def_registry.get(op_type) is None:
+            _add_functions(graph, op_type, functions)
         if number in log.custom:
             name, grad_fn, n_results = log.custom[number]
             op_key = f"guard_custom_{number}_{name}"
             node.attr["_gradient_op_type"].s = op_key.encode()
             bound[op_key] = (grad_fn, n_results, refs)
     return graph.SerializeToString(), bound
+
+
+def _add_functions(graph: Any, name: str, done: set[str]) -> None:
+    """A tf.function called eagerly runs as an op named after its function: its
+    FunctionDef (and those it calls) goes into the library, where the analysis inlines
+    it as for a traced graph."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import op_def_registry
+
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in done:
+            continue
+        done.add(current)
+        try:
+            fdef = context.context().get_function_def(current)
+        except Exception:  # noqa: BLE001 - not a function: an op TF does not know here
+            continue
+        graph.library.function.add().CopyFrom(fdef)
+        for node in fdef.node_def:
+            if op_def_registry.get(node.op) is None:
+                pending.append(node.op)
+            for value in node.attr.values():
+                if value.HasField("func"):
+                    pending.append(value.func.name)
+                pending.extend(f.name for f in value.list.func)
 
 
 def _add_reads(graph: Any, name: str, dtype: int, variables: list[int]) -> None:

@@ -98,7 +98,7 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
     for name, ops in stops.items():
         verdicts[name] = Verdict("blocked", tuple(
             StopSite(op.op, op.node, op.reason, why(known, op.op, op.reason),
-                     site_of(op.node, op.function))
+                     site_of(op.node, op.function), op.function)
             for _, op in sorted(ops.items(), key=lambda i: (i[0][1] or "", i[0][0]))))
     return verdicts
 
@@ -140,14 +140,38 @@ def _graph_of(tensor: Any) -> Any:
 
 
 def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
-    """node name (function: the one it was inlined from) -> the line that created it."""
+    """node name (and the function it was inlined from, if any) -> the line that
+    created it: the op's own traceback, in the function's graph where TF keeps it,
+    else the line of the call into the function."""
     from opregistry.guard.sites import traceback_site
 
     def site_of(node: str, function: str | None) -> Site | None:
-        name = node.split("/")[0] if function else node
-        try:
-            return traceback_site(graph.get_operation_by_name(node if not function else name))
-        except (KeyError, ValueError):
-            return None
+        owner = _function_graph(graph, function) if function else graph
+        if owner is not None:
+            try:
+                found = traceback_site(owner.get_operation_by_name(node))
+            except (KeyError, ValueError):
+                found = None
+            if found is not None:
+                return found
+        for op in graph.get_operations() if function else ():
+            try:
+                called = op.get_attr("f").name
+            except (ValueError, AttributeError):
+                continue
+            if called == function:
+                return traceback_site(op)
+        return None
 
     return site_of
+
+
+def _function_graph(graph: Any, name: str | None) -> Any:
+    """The FuncGraph of a function the graph calls, when TF still holds it."""
+    for candidate in (graph, getattr(graph, "outer_graph", None)):
+        functions = getattr(candidate, "_functions", None) or {}
+        function = functions.get(name) if hasattr(functions, "get") else None
+        found = getattr(function, "graph", None)
+        if found is not None:
+            return found
+    return None

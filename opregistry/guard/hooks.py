@@ -51,6 +51,7 @@ def install(session: Any) -> None:
     tape = backprop.GradientTape
     _patch(tape, "__enter__", _entering(tape.__enter__))
     _patch(tape, "__exit__", _exiting(tape.__exit__))
+    _patch(tape, "stop_recording", _pausing(tape.stop_recording))
     _patch(tape, "gradient", _guarded(tape.gradient, "GradientTape.gradient", True))
     _patch(tape, "jacobian", _guarded(tape.jacobian, "GradientTape.jacobian", True))
     v2 = _guarded(gradients_impl.gradients_v2, "tf.gradients", False)
@@ -88,7 +89,8 @@ def _callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any 
         return None
     site = user_frame_site(2)
     for log in _state.logs:
-        log.record(op_type, inputs, attrs, outputs, site)
+        if not log.paused:  # under tape.stop_recording(): not on that tape
+            log.record(op_type, inputs, attrs, outputs, site)
     return None
 
 
@@ -139,6 +141,28 @@ def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
     return __exit__
 
 
+def _pausing(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``tape.stop_recording()``: what runs inside is not on this tape, nor in its
+    record (TF's own ``record.stop_recording`` around a tf.function's forward pass is
+    not this: that call is recorded as one operation, which the record keeps)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def stop_recording(self: Any) -> Any:
+        log = getattr(self, _LOG_ATTR, None)
+        paused = log.paused if log is not None else False
+        if log is not None:
+            log.paused = True
+        try:
+            with original(self):
+                yield
+        finally:
+            if log is not None:
+                log.paused = paused
+
+    return stop_recording
+
+
 def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
     """``record.record_operation``, which an eager tf.custom_gradient calls with its
     gradient function: noted in the records, as the op callback cannot see it."""
@@ -146,7 +170,9 @@ def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
                          backward_function: Any, *args: Any, **kwargs: Any) -> Any:
         if _state.logs and not _state.busy and _executing_eagerly():
             for log in _state.logs:
-                log.record_custom(op_type, output_tensors, input_tensors, backward_function)
+                if not log.paused:
+                    log.record_custom(op_type, output_tensors, input_tensors,
+                                      backward_function)
         return original(op_type, output_tensors, input_tensors, backward_function,
                         *args, **kwargs)
 

@@ -38,9 +38,11 @@ class StopSite:
     reason: str  # a BlockingOp reason (none, no_gradient, integer_edge...)
     why: str  # the reason in a sentence, from the release's facts
     site: Site | None
+    function: str | None = None  # the tf.function it belongs to (inlined by the analysis)
 
     def describe(self) -> str:
-        return f"{self.op} '{self.node}' created at {shown(self.site)}: {self.why}"
+        inside = f" in function {self.function}" if self.function else ""
+        return f"{self.op} '{self.node}'{inside} created at {shown(self.site)}: {self.why}"
 
 
 @dataclass(frozen=True)

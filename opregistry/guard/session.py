@@ -11,6 +11,8 @@ from opregistry.guard.hooks import GraphCache
 from opregistry.guard.policy import Lost, Policy
 from opregistry.guard.sites import Site, traceback_site
 
+EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
+
 
 class Session:
     def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
@@ -87,6 +89,8 @@ class Session:
         key = log.key(targets, sources)
         cached = self.cache.eager.get(key)
         if cached is None:
+            if len(self.cache.eager) >= EAGER_CACHE_SIZE:  # a loop whose ops vary
+                self.cache.eager.pop(next(iter(self.cache.eager)))
             cached = self.cache.eager[key] = self._analyse_log(tf, log, targets, sources, names)
         ref = log.producer.get(getattr(targets[0], "_id", -1)) if targets else None
         if ref is None or ref[0] < 0:
@@ -126,7 +130,13 @@ class Session:
                 outputs[f"target {i}"] = (log.tensor_name(ref), t.dtype.as_datatype_enum)
         graphs.signature_model(model, outputs, variables, inputs)
         sites = log.site_of_node()
-        verdicts = graphs.judge(model, self.facts, lambda node, _f: sites.get(node))
+        calls = {op_type: site for (op_type, *_), site in zip(log.ops, log.sites)}
+
+        def site_of(node: str, function: str | None) -> Site | None:
+            # an op of a tf.function called eagerly: the line of the call
+            return calls.get(function) if function else sites.get(node)
+
+        verdicts = graphs.judge(model, self.facts, site_of)
         for name in names:  # a source the record never saw does not reach the target
             verdicts.setdefault(name, Verdict("unrelated"))
         return verdicts
