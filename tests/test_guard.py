@@ -172,6 +172,14 @@ def test_ignore_with_reasons_is_in_the_summary():
     assert "'frozen_*': a frozen embedding" in summary
     with pytest.raises(TypeError):
         opregistry.guard(ignore=["no reason given"])
+    # an op by type: the variable's only stop ignored, nothing left to report
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(ignore=[("Round", "rounding is the point")],
+                              summary=False) as guard:
+            run()
+    assert guard.lost == [] and not caught
+    assert guard.summary().count("'Round': rounding is the point") == 2
 
 
 def test_tf_gradients_in_graph_mode_and_jacobian():

@@ -66,6 +66,8 @@ def test_fit_with_an_argmax_head_warns_for_the_blocked_head_only():
     assert site(stop) == line_of(_argmax, "keras argmax")
     ours = [w for w in caught if issubclass(w.category, opregistry.NonDifferentiableWarning)]
     assert len(ours) == 2  # once per variable and site, whatever the number of steps
+    # the hook ran while Keras traced the train step, not at each of the 4 steps
+    assert 1 <= callback.guard.session.calls <= 2
 
 
 def test_train_on_batch_and_a_custom_train_step():
@@ -137,6 +139,29 @@ def _resnet50():
 
 @pytest.mark.parametrize("build", [_cnn, _transformer_block, _resnet50],
                          ids=["cnn", "transformer_block", "resnet50"])
+def test_no_warning_on_correct_models_in_an_eager_loop(build):
+    keras.utils.set_random_seed(1)
+    model, shape, classes = build()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer = keras.optimizers.Adam()
+    x = tf.constant(np.random.default_rng(1).normal(size=(2, *shape)).astype("float32"))
+    y = tf.constant([0, 1 % classes])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(summary=False) as guard:
+            for _ in range(2):
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(y, model(x, training=True))
+                grads = tape.gradient(loss, model.trainable_weights)
+                optimizer.apply(grads, model.trainable_weights)
+    assert all(g is not None for g in grads) and guard.session.calls == 2
+    assert guard.lost == []
+    assert not [w for w in caught if issubclass(w.category, (
+        opregistry.NonDifferentiableWarning, RuntimeWarning))]
+
+
+@pytest.mark.parametrize("build", [_cnn, _transformer_block, _resnet50],
+                         ids=["cnn", "transformer_block", "resnet50"])
 def test_no_warning_on_correct_models(build):
     keras.utils.set_random_seed(1)
     model, shape, classes = build()
@@ -165,6 +190,20 @@ def test_pytest_helper_fails_a_test_that_loses_a_gradient(tmp_path):
             tape.gradient(loss, v)
 
         @pytest.mark.gradient_guard
+        def test_loses_by_marker():
+            v = tf.Variable([1.0], name="lost_by_marker")
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.sign(v))
+            tape.gradient(loss, v)
+
+        @pytest.mark.gradient_guard(ignore={"Sign": "a sign on purpose"})
+        def test_ignored_by_marker():
+            v = tf.Variable([1.0], name="ignored")
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.sign(v))
+            tape.gradient(loss, v)
+
+        @pytest.mark.gradient_guard
         def test_keeps():
             v = tf.Variable([1.0], name="kept")
             with tf.GradientTape() as tape:
@@ -174,8 +213,11 @@ def test_pytest_helper_fails_a_test_that_loses_a_gradient(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(tmp_path / "test_it.py")], capture_output=True, text=True,
                           cwd=tmp_path)
-    assert "1 failed, 1 passed" in done.stdout, done.stdout + done.stderr
-    assert "lost_in_test" in done.stdout and "Round 'Round' created at" in done.stdout
+    assert "2 failed, 2 passed" in done.stdout, done.stdout + done.stderr
+    assert "FAILED test_it.py::test_loses " in done.stdout
+    assert "FAILED test_it.py::test_loses_by_marker" in done.stdout
+    assert "lost_in_test" in done.stdout and "Round 'Round' created at test_it.py:7" in done.stdout
+    assert "lost_by_marker" in done.stdout and "identically zero" in done.stdout
 
 
 def test_opregistry_run_a_script(tmp_path):
