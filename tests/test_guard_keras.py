@@ -45,8 +45,10 @@ def _lost_by_target(guard):
     return {lost.target: lost for lost in guard.lost}
 
 
-def test_fit_with_an_argmax_head_warns_for_the_blocked_head_only():
+@pytest.mark.parametrize("run_eagerly", [False, True], ids=["traced", "run_eagerly"])
+def test_fit_with_an_argmax_head_warns_for_the_blocked_head_only(run_eagerly):
     model = _two_heads()
+    model.compile("sgd", ["mse", "mse"], run_eagerly=run_eagerly)
     x, y = _data()
     callback = GradientGuard()
     with warnings.catch_warnings(record=True) as caught:
@@ -66,8 +68,13 @@ def test_fit_with_an_argmax_head_warns_for_the_blocked_head_only():
     assert site(stop) == line_of(_argmax, "keras argmax")
     ours = [w for w in caught if issubclass(w.category, opregistry.NonDifferentiableWarning)]
     assert len(ours) == 2  # once per variable and site, whatever the number of steps
-    # the hook ran while Keras traced the train step, not at each of the 4 steps
-    assert 1 <= callback.guard.session.calls <= 2
+    # traced: the hook ran while Keras traced the train step, not at each of the 4
+    # steps; eagerly, at every step, analysed once per distinct record (the first step
+    # also creates the metrics' variables)
+    assert 1 <= callback.guard.session.calls <= 2 if not run_eagerly else \
+        callback.guard.session.calls == 4
+    if run_eagerly:
+        assert len(callback.guard.session.cache.eager) <= 2
 
 
 def test_train_on_batch_and_a_custom_train_step():

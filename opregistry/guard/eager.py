@@ -44,6 +44,8 @@ class EagerLog:
 
     def record(self, op_type: str, inputs: Any, attrs: Any, outputs: Any,
                site: Site | None) -> None:
+        if type(op_type) is bytes:  # TF's C fast path passes some op types as bytes
+            op_type = op_type.decode()
         number = len(self.ops)
         refs = tuple(self.ref(t) for t in inputs)
         types = tuple(t.dtype.as_datatype_enum for t in outputs)

@@ -50,7 +50,10 @@ class Lost:
     """One target of one gradient call without a (non-zero) gradient."""
 
     target: str
-    kind: str  # none (TF gave None), zero (identically zero), unrelated, unexplained
+    # none (TF gave None), zero (identically zero), unrelated (the loss does not use
+    # it), unexplained (no recorded op explains the None), unrecorded (a tape entered
+    # before the guard: nothing was recorded to explain it)
+    kind: str
     call: str  # GradientTape.gradient, tf.gradients, ...
     call_site: Site | None
     loss: str  # the op that computed the differentiated tensor
@@ -68,7 +71,8 @@ class Lost:
         what = {"none": "gets no gradient (None)",
                 "zero": "gets a gradient that is identically zero",
                 "unrelated": "gets no gradient (None): the loss does not depend on it",
-                "unexplained": "gets no gradient (None)"}[self.kind]
+                "unexplained": "gets no gradient (None)",
+                "unrecorded": "gets no gradient (None)"}[self.kind]
         head = (f"{self.target} {what} from {self.loss} (created at {shown(self.loss_site)})"
                 f" in {self.call} at {shown(self.call_site)}")
         if self.stops:
@@ -76,6 +80,9 @@ class Lost:
             return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})"
         if self.kind == "unexplained":
             return f"{head}; no op of the recorded graph explains it ({self.facts})"
+        if self.kind == "unrecorded":
+            return (f"{head}; the tape was entered before the guard was installed, so "
+                    "its ops were not recorded")
         return head
 
 
@@ -207,7 +214,7 @@ def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str
 
 _KINDS = {"none": "no gradient (None)", "zero": "identically zero gradient",
           "unrelated": "no gradient (None), the loss does not depend on it",
-          "unexplained": "no gradient (None)"}
+          "unexplained": "no gradient (None)", "unrecorded": "no gradient (None)"}
 
 
 def _stop_text(key: tuple[str, str, Site | None], entry: Entry) -> str:

@@ -49,7 +49,7 @@ class Session:
         elif log is not None:
             verdicts, loss, loss_site = self._eager_verdicts(tf, log, targets, flat_sources,
                                                              names)
-        else:
+        else:  # an eager tape entered before the guard was: nothing recorded
             verdicts, loss, loss_site = {}, "the target", None
         found = []
         for name, none in zip(names, nones):
@@ -64,8 +64,8 @@ class Session:
         status = verdict.status if verdict else None
         stops = verdict.stops if verdict else ()
         if none:
-            kind = {"blocked": "none", "unrelated": "unrelated"}.get(status or "",
-                                                                       "unexplained")
+            kind = {"blocked": "none", "unrelated": "unrelated", "gradient": "unexplained"
+                    }.get(status or "", "unrecorded")
         elif status == "blocked" and any(s.reason != "unknown_op" for s in stops):
             kind = "zero"  # TF computes a gradient; the facts say it is zero
         else:
