@@ -44,6 +44,9 @@ class Clock(keras.callbacks.Callback):
         self.ends.append(time.perf_counter())
 
 
+CALLS: list[int] = []  # gradient calls the guard saw, per guarded run
+
+
 def fit_rate(guarded: bool, steps: int, x: np.ndarray, y: np.ndarray) -> float:
     """Steps per second of one fit after its first step: from the median step time,
     which the other processes of a shared machine disturb least."""
@@ -51,6 +54,8 @@ def fit_rate(guarded: bool, steps: int, x: np.ndarray, y: np.ndarray) -> float:
     callbacks = [GradientGuard(), clock] if guarded else [clock]
     model.fit(x, y, batch_size=32, epochs=1, steps_per_epoch=steps, verbose=0,
               callbacks=callbacks)
+    if guarded:
+        CALLS.append(callbacks[0].guard.session.calls)
     return 1.0 / statistics.median(np.diff(clock.ends[1:]))
 
 
@@ -80,6 +85,11 @@ def eager_rate(guarded: bool, steps: int, x: np.ndarray, y: np.ndarray) -> float
     finally:
         if guard is not None:
             guard.stop()
+            CALLS.append(guard.session.calls)
+
+
+def _spread(rates: list[float]) -> str:
+    return f"{min(rates):.1f} .. {max(rates):.1f}"
 
 
 def main() -> None:
@@ -95,16 +105,22 @@ def main() -> None:
     for label, measure in (("Keras fit, small CNN", fit_rate),
                            ("eager custom loop, same CNN", eager_rate)):
         plain, guarded = [], []
+        CALLS.clear()
         for k in range(args.repeats):  # interleaved, order alternating: drift hits both
             for guard in ((False, True) if k % 2 == 0 else (True, False)):
                 (guarded if guard else plain).append(measure(guard, args.steps, x, y))
         p, g = statistics.median(plain), statistics.median(guarded)
-        print(f"{label} ({args.steps} steps of 32, median step time; median of "
-              f"{args.repeats} runs each)")
-        print(f"  without the guard  {p:8.1f} steps/s")
-        print(f"  with the guard     {g:8.1f} steps/s")
-        print(f"  guarded / plain: {g / p:.3f}  ({(1 - g / p) * 100:+.1f}% slower)")
-
+        # each run is paired with the one next to it: the load of a shared machine
+        # drifts between runs, less within a pair
+        ratios = [b / a for a, b in zip(plain, guarded)]
+        print(f"{label} ({args.steps} steps of 32, median step time; "
+              f"{args.repeats} pairs of runs, order alternating)")
+        print(f"  without the guard  {p:8.1f} steps/s   (runs: {_spread(plain)})")
+        print(f"  with the guard     {g:8.1f} steps/s   (runs: {_spread(guarded)})")
+        print(f"  gradient calls the guard saw per run: {sorted(set(CALLS))}")
+        r = statistics.median(ratios)
+        print(f"  guarded / plain, median of the pairs: {r:.3f}  ({(1 - r) * 100:+.1f}% "
+              f"slower; pairs {min(ratios):.3f} .. {max(ratios):.3f})")
 
 if __name__ == "__main__":
     main()

@@ -23,15 +23,12 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.busy = False  # inside a hook: the gradient's own ops are not the user's
         self.logs: list[EagerLog] = []  # the records of the eager tapes now recording
+        self.callback_on = False  # TF keeps op callbacks per thread, so do we
 
 
 _state = _State()
 _installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> original
 _session: Any = None  # the Session receiving what the hooks see
-
-
-def active() -> bool:
-    return _session is not None
 
 
 def install(session: Any) -> None:
@@ -94,26 +91,23 @@ def _callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any 
     return None
 
 
-_callback_on = [False]
-
-
 def _start_callback() -> None:
-    if not _callback_on[0]:
+    if not _state.callback_on:
         from tensorflow.python.framework import op_callbacks
 
         op_callbacks.add_op_callback(_callback)
-        _callback_on[0] = True
+        _state.callback_on = True
 
 
 def _stop_callback(force: bool = False) -> None:
-    if _callback_on[0] and (force or not _state.logs):
+    if _state.callback_on and (force or not _state.logs):
         from tensorflow.python.framework import op_callbacks
 
         try:
             op_callbacks.remove_op_callback(_callback)
-        except (KeyError, ValueError):  # another thread's, or removed already
+        except (KeyError, ValueError):  # removed already
             pass
-        _callback_on[0] = False
+        _state.callback_on = False
         _state.logs.clear()
 
 
@@ -121,7 +115,8 @@ def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
     def __enter__(self: Any) -> Any:
         result = original(self)
         if _session is not None and not _state.busy and _executing_eagerly():
-            log = EagerLog()
+            # a persistent tape entered again records on: so does its record
+            log = getattr(self, _LOG_ATTR, None) or EagerLog()
             setattr(self, _LOG_ATTR, log)
             _state.logs.append(log)
             _start_callback()
