@@ -9,9 +9,7 @@ from opregistry.cli.app import app, fail
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, render
-
-COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
-           "max_rel_error", "tolerance", "ops", "note"]
+from opregistry.formats.gradcheck import COLUMNS, rows, summary
 
 
 class Mode(str, Enum):
@@ -75,26 +73,7 @@ def gradcheck_command(
                            outputs=output or None, training=training)
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
-             "target": c.target, "verdict": c.verdict, "method": c.method,
-             "max_abs_error": _g(c.max_abs_error), "max_rel_error": _g(c.max_rel_error),
-             "tolerance": _g(c.tolerance),
-             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops),
-             "note": c.note} for c in result.checks]
-    typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
-    summary = (f"{len(result.problems)} problem(s) in {len(result.checks)} check(s), "
-               f"{result.dtype}, {result.forward_passes} forward passes")
-    if result.cast_note:
-        summary += f"; {result.cast_note}"
-    if result.nondeterminism:
-        summary += (f"; nondeterministic: two identical forward passes differ by "
-                    f"{result.nondeterminism:.3g} (tolerance widened)")
-    if result.analysis_note:
-        summary += f"; {result.analysis_note}"
-    typer.echo(summary, err=True)
+    typer.echo(render(fmt, result.to_dict(), rows(result), COLUMNS))
+    typer.echo(summary(result), err=True)
     if not result.ok:
         raise typer.Exit(code=EXIT_FINDINGS)
-
-
-def _g(value: float | None) -> str | None:
-    return None if value is None else f"{value:.3g}"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -49,7 +49,7 @@ def harvest_command(
     Without options, harvests the TensorFlow of this interpreter.
     """
     from opregistry.db.location import resolve
-    from opregistry.harvest.runner import RECIPES, iter_harvest
+    from opregistry.harvest.runner import RECIPES
 
     versions = list(tf_versions or [])
     if all_releases:
@@ -60,15 +60,9 @@ def harvest_command(
         targets = [HarvestTarget(python=python)]
     try:
         location = resolve(db).writable()
-        outcomes = []
-        bar = _Progress(len(targets)) if len(targets) > 1 else None
-        for outcome in iter_harvest(targets, db=location, rebuild_env=rebuild_env,
-                                    discard_env=discard_env, save_documents=save_json,
-                                    probes=probes, numeric=numeric,
-                                    on_start=bar.start if bar else None):
-            outcomes.append(outcome)
-            if bar:
-                bar.done(outcome)
+        outcomes = _harvest(targets, location, dict(
+            rebuild_env=rebuild_env, discard_env=discard_env, save_documents=save_json,
+            probes=probes, numeric=numeric))
     except OpregistryError as exc:
         raise fail(exc) from None
     failed = [o for o in outcomes if not o.ok]
@@ -111,3 +105,18 @@ class _Progress:
         self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
         if self.finished == self.total and self.tty:
             sys.stderr.write("\n")
+
+
+def _harvest(targets: list[HarvestTarget], location: Any, options: dict[str, Any]
+             ) -> list[Any]:
+    """Harvest every target in turn, with a progress bar when there are several."""
+    from opregistry.harvest.runner import iter_harvest
+
+    outcomes = []
+    bar = _Progress(len(targets)) if len(targets) > 1 else None
+    for outcome in iter_harvest(targets, db=location, on_start=bar.start if bar else None,
+                                **options):
+        outcomes.append(outcome)
+        if bar:
+            bar.done(outcome)
+    return outcomes

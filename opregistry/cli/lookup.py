@@ -5,7 +5,7 @@ from typing import List
 import typer
 
 from opregistry.cli.app import app
-from opregistry.cli.fast import run_lookup
+from opregistry.cli.lookup_run import run_lookup
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
 from opregistry.formats import OutputFormat
 

@@ -224,7 +224,8 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     _insert_chunks(conn, tables[OpInput], ({
         "release_id": release_id, "op_name": op["name"], "position": row["position"],
         "name": row.get("name") or f"input{row['position']}", "dtype": row.get("dtype") or "",
-        "trainable": bool(row.get("trainable")), "result": row["result"],
+        "carries_gradient": bool(row.get("trainable")),  # the document's name (format 1)
+        "result": row["result"],
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
     _insert_chunks(conn, tables[OrphanGradient], ({

@@ -130,7 +130,7 @@ class OpInput(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(256))
     dtype: Mapped[str] = mapped_column(String(32))
-    trainable: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource or variant
+    carries_gradient: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource, variant
     result: Mapped[str] = mapped_column(String(16))  # gradient | none | zero | raises
     numeric_error: Mapped[float | None] = mapped_column(Float)
 

@@ -181,7 +181,7 @@ class Store:
 
     def inputs(self, release_id: int, op: str | None = None) -> list[dict[str, Any]]:
         """Per-input probe rows of a release (of one op), ordered by op and position."""
-        sql = ("SELECT op_name, position, name, dtype, trainable, result, numeric_error "
+        sql = ("SELECT op_name, position, name, dtype, carries_gradient, result, numeric_error "
                "FROM op_inputs WHERE release_id = :rid")
         params: dict[str, Any] = {"rid": release_id}
         if op is not None:

@@ -34,7 +34,7 @@ class InputGradient:
     position: int
     name: str
     dtype: str
-    trainable: bool  # float, complex, resource or variant: could carry a gradient
+    carries_gradient: bool  # float, complex, resource or variant (its type)
     result: str  # gradient | none | zero | raises
     numeric_error: float | None = None  # relative, from the numerical check
 
@@ -209,8 +209,8 @@ def input_gradients(store: Store, release_id: int, op: str | None = None
     out: dict[str, list[InputGradient]] = {}
     for row in store.inputs(release_id, op):
         out.setdefault(row["op_name"], []).append(InputGradient(
-            row["position"], row["name"], row["dtype"], bool(row["trainable"]), row["result"],
-            row["numeric_error"]))
+            row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
+            row["result"], row["numeric_error"]))
     return out
 
 
