@@ -1,25 +1,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List
 
 import typer
 
 from opregistry.cli.app import app, fail
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr
-from opregistry.errors import OpregistryError, first_line
+from opregistry.errors import OpregistryError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from opregistry.db.location import DatabaseLocation
 from opregistry.formats import OutputFormat, render
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
-def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
+def _engine(db: str | None, create: bool, write: bool | None = None
+            ) -> tuple[DatabaseLocation, Engine]:
     from opregistry.db.engine import make_engine
     from opregistry.db.location import resolve
 
     location = resolve(db)
-    return location, make_engine(location, create=create)
+    return location, make_engine(location, create=create, write=write)
 
 
 @db_app.command("upgrade")
@@ -42,7 +48,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
     from opregistry.db import migrate
 
     try:
-        location, engine = _engine(db, create=False)
+        location, engine = _engine(db, create=False, write=True)
         migrate.downgrade(engine, revision)
         typer.echo(f"{location.describe()} is at {migrate.current(engine) or 'base'}", err=True)
     except OpregistryError as exc:
@@ -59,8 +65,6 @@ def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> Non
         revision = migrate.current(engine)
     except OpregistryError as exc:
         raise fail(exc) from None
-    except Exception as exc:  # noqa: BLE001 - not a database at all
-        raise fail(OpregistryError(f"cannot read database: {first_line(exc)}")) from None
     head = migrate.heads()
     row = {"revision": revision or "base", "head": ", ".join(head),
            "at_head": revision in head}
@@ -76,7 +80,7 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
          fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
-    from opregistry.db.loader import read_document
+    from opregistry.db.validate import read_document
 
     loaded: list[dict[str, object]] = []
     try:

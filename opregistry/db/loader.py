@@ -10,13 +10,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from opregistry.db import migrate
+from opregistry.db.engine import translated
 from opregistry.db.models import (
     GradientFunction,
     OpDef,
@@ -27,16 +27,12 @@ from opregistry.db.models import (
     ReleaseOp,
     ReleasePythonName,
 )
-from opregistry.db.vocabulary import (
-    EFFECTIVE_STATES,
-    GRADIENT_STATES,
-    INPUT_RESULTS,
-    VERIFICATION_STATES,
-)
-from opregistry.errors import DocumentError, first_line
-from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
+from opregistry.db.validate import read_document, validate
+
+__all__ = ["LoadResult", "collect_garbage", "load", "read_document", "validate"]
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
+_LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
 
 
 @dataclass(frozen=True)
@@ -51,73 +47,6 @@ class LoadResult:
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
-MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
-
-
-def read_document(path: Path) -> Any:
-    """A harvest document from a file: a regular file (a FIFO or a device is refused
-    before it is read), of a sane size, valid UTF-8 JSON, not nested beyond what Python
-    can parse. Any other input is one DocumentError."""
-    import stat
-
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise DocumentError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise DocumentError(f"cannot read {path}: not a regular file")
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"cannot read {path}: {info.st_size} bytes is more than a "
-                            f"harvest document can be ({MAX_DOCUMENT_BYTES} bytes)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise DocumentError(f"cannot read {path}: {first_line(exc)}") from None
-    except RecursionError:
-        raise DocumentError(f"cannot read {path}: JSON nested too deeply") from None
-
-
-def validate(document: Any) -> None:
-    """Raise DocumentError unless ``document`` is a harvest document we can load."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise DocumentError("not an opregistry harvest document")
-    found = document.get("format_version")
-    if found != FORMAT_VERSION or isinstance(found, bool):
-        raise DocumentError(
-            f"harvest document format_version {str(found)[:40]!r} is not supported "
-            f"(this opregistry reads format_version {FORMAT_VERSION})")
-    release = document.get("release")
-    if not isinstance(release, dict) or not release.get("version"):
-        raise DocumentError("harvest document has no release version")
-    ops = document.get("ops")
-    if not isinstance(ops, list) or not ops:
-        raise DocumentError("harvest document has no ops")
-    for op in ops:
-        try:
-            status = op["gradient"]["status"]
-            op["name"], op["op_def"]["name"]  # noqa: B018 - presence check
-        except (KeyError, TypeError):
-            raise DocumentError("harvest document has a malformed op entry") from None
-        if status not in GRADIENT_STATES:
-            raise DocumentError(f"unknown gradient status {status!r} for op {op['name']}")
-        if status == "registered" and not isinstance(op["gradient"].get("function"), dict):
-            raise DocumentError(f"op {op['name']} is registered without a function record")
-        probe = op.get("probe")
-        if probe is not None:
-            _validate_probe(op["name"], probe)
-
-
-def _validate_probe(name: str, probe: Any) -> None:
-    if not isinstance(probe, dict) or probe.get("effective") not in EFFECTIVE_STATES:
-        raise DocumentError(f"op {name} has a malformed probe record")
-    for row in probe.get("inputs", []):
-        if row.get("result") not in INPUT_RESULTS or not isinstance(row.get("position"), int):
-            raise DocumentError(f"op {name} has a malformed per-input probe row")
-    verification = probe.get("verification")
-    if verification is not None and verification.get("status") not in VERIFICATION_STATES:
-        raise DocumentError(f"op {name} has a malformed verification record")
 
 
 def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> dict[str, int]:
@@ -179,11 +108,17 @@ def collect_garbage(conn: Connection) -> None:
 
 
 def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
-    """Load one harvest document; replaces an earlier load of the same release."""
+    """Load one harvest document; replaces an earlier load of the same release.
+
+    Loads into one database run one at a time (SQLite: the write lock taken when the
+    transaction begins; PostgreSQL: a transaction-scoped advisory lock), so of two
+    loads of one release the second replaces the first."""
     validate(document)
     migrate.ensure_current(engine)
     rel = document["release"]
-    with engine.begin() as conn:
+    with translated(engine, "load into"), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
         return _load(conn, document, rel)
 
 

@@ -5,6 +5,7 @@ Standard library only: the lookup path must not pay for importing SQLAlchemy.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,37 @@ class DatabaseLocation:
             raise DatabaseError("the shipped database is read-only: name one to write "
                                 "with --db or OPREGISTRY_DB")
         return self
+
+    def check_file(self, create: bool = False) -> None:
+        """Refuse, with one line, a SQLite path that cannot be a database: a directory,
+        a device or FIFO, a path under /proc or /sys, a missing file (unless
+        ``create``, in an existing writable directory)."""
+        from opregistry.errors import DatabaseError
+
+        path = self.sqlite_path
+        if path is None:
+            return
+        if str(path).startswith(("/proc/", "/sys/")) or str(path) in ("/proc", "/sys"):
+            raise DatabaseError(f"{path} is a system path, not a database file")
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            if not create:
+                raise DatabaseError(f"database not found: {self.describe()}") from None
+            if not path.parent.is_dir():
+                raise DatabaseError(f"directory does not exist: {path.parent}") from None
+            if not os.access(path.parent, os.W_OK):
+                raise DatabaseError(f"cannot create {path}: its directory is not "
+                                    "writable") from None
+            return
+        except OSError as exc:
+            raise DatabaseError(f"cannot open database {path}: "
+                                f"{exc.strerror or exc}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise DatabaseError(f"{path} is a directory, not a database file")
+        if not stat.S_ISREG(info.st_mode):
+            raise DatabaseError(f"{path} is not a regular file (a device or FIFO), "
+                                "not a database file")
 
     def describe(self) -> str:
         if self.shipped:

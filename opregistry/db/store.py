@@ -57,8 +57,7 @@ class Store:
         self._sqlalchemy: Any = None
         if location.sqlite_path is not None:
             path = location.sqlite_path
-            if not path.is_file():
-                raise DatabaseError(f"database not found: {location.describe()}")
+            location.check_file()
             try:
                 self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
             except sqlite3.Error as exc:
