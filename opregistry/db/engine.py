@@ -75,8 +75,7 @@ def translated(location: Any, doing: str) -> Iterator[None]:
 def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseError:
     from sqlalchemy import exc as sa_exc
 
-    where = location.describe() if hasattr(location, "describe") else \
-        getattr(location, "url", location)
+    where = _where(location)
     cause = getattr(exc, "orig", None) or exc
     text = first_line(cause)
     if "locked" in text or "busy" in text.lower() or "could not obtain lock" in text:
@@ -86,3 +85,15 @@ def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseErr
         return DatabaseError(f"cannot {doing} {where}: another process changed it at "
                              f"the same time ({text}); run the command again")
     return DatabaseError(f"cannot {doing} {where}: {text}")
+
+
+def _where(location: Any) -> str:
+    """A location or an engine, as the other messages name a database."""
+    if hasattr(location, "describe"):
+        return str(location.describe())
+    url = getattr(location, "url", None)
+    if url is None:
+        return str(location)
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return str(url.render_as_string(hide_password=True))
