@@ -192,3 +192,18 @@ def test_harvest_save_json_into_an_impossible_directory_fails_before_harvesting(
                                 "--db", str(tmp_path / "h.sqlite")))
     assert code == 2 and err.count("\n") == 1 and "save" in err.lower(), err
     assert time.monotonic() - started < 30  # refused up front, not after a harvest
+
+
+def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(db_copy):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK.replace("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"),
+         str(db_copy), "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        code, _, err = _finish(_cli("lookup", "ArgMax", "--db", str(db_copy),
+                                    OPREGISTRY_BUSY_TIMEOUT="1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and err.count("\n") == 1, err
+    assert "is locked by another process; retried for 1 s" in err

@@ -3,26 +3,14 @@ one translation of driver errors (locks, corrupt files, bad URLs) into DatabaseE
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 
-from opregistry.db.location import DatabaseLocation
+from opregistry.db.location import DatabaseLocation, busy_timeout, is_lock_error, locked_error
 from opregistry.errors import DatabaseError, OpregistryError, first_line
-
-BUSY_ENV_VAR = "OPREGISTRY_BUSY_TIMEOUT"
-DEFAULT_BUSY_SECONDS = 30.0  # a load of every op of a release takes a few seconds
-
-
-def busy_timeout() -> float:
-    """Seconds a command waits for another process's lock before it gives up."""
-    try:
-        return max(0.0, float(os.environ.get(BUSY_ENV_VAR, DEFAULT_BUSY_SECONDS)))
-    except ValueError:
-        return DEFAULT_BUSY_SECONDS
 
 
 def make_engine(location: DatabaseLocation, *, create: bool = False,
@@ -78,9 +66,8 @@ def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseErr
     where = _where(location)
     cause = getattr(exc, "orig", None) or exc
     text = first_line(cause)
-    if "locked" in text or "busy" in text.lower() or "could not obtain lock" in text:
-        return DatabaseError(f"database {where} is locked by another process; retried for "
-                             f"{busy_timeout():g} s (set {BUSY_ENV_VAR} to wait longer)")
+    if is_lock_error(text):
+        return locked_error(where)
     if isinstance(exc, sa_exc.IntegrityError):
         return DatabaseError(f"cannot {doing} {where}: another process changed it at "
                              f"the same time ({text}); run the command again")

@@ -9,7 +9,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from opregistry.errors import DatabaseError
+
 ENV_VAR = "OPREGISTRY_DB"
+BUSY_ENV_VAR = "OPREGISTRY_BUSY_TIMEOUT"
+DEFAULT_BUSY_SECONDS = 30.0  # a load of every op of a release takes a few seconds
 SHIPPED_NAME = "opregistry.sqlite"
 
 
@@ -96,3 +100,22 @@ def _hide_password(url: str) -> str:
         user = rest.split("@", 1)[0].split(":", 1)[0]
         rest = f"{user}:***@{rest.split('@', 1)[1]}"
     return scheme + sep + rest
+
+
+def busy_timeout() -> float:
+    """Seconds a command waits for another process's lock before it gives up."""
+    try:
+        return max(0.0, float(os.environ.get(BUSY_ENV_VAR, DEFAULT_BUSY_SECONDS)))
+    except ValueError:
+        return DEFAULT_BUSY_SECONDS
+
+
+def is_lock_error(text: str) -> bool:
+    """Whether a driver's message says another process holds a lock."""
+    return "database is locked" in text or "database table is locked" in text or \
+        "busy" in text.lower() or "could not obtain lock" in text
+
+
+def locked_error(where: str) -> DatabaseError:
+    return DatabaseError(f"database {where} is locked by another process; retried for "
+                         f"{busy_timeout():g} s (set {BUSY_ENV_VAR} to wait longer)")

@@ -13,7 +13,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from opregistry.db.location import DatabaseLocation, resolve
+from opregistry.db.location import (
+    DatabaseLocation,
+    busy_timeout,
+    is_lock_error,
+    locked_error,
+    resolve,
+)
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
@@ -59,7 +65,8 @@ class Store:
             path = location.sqlite_path
             location.check_file()
             try:
-                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                                               timeout=busy_timeout())
             except sqlite3.Error as exc:
                 raise DatabaseError(f"cannot open database {path}: {exc}") from None
             self._sqlite.row_factory = sqlite3.Row
@@ -87,6 +94,8 @@ class Store:
         except OpregistryError:
             raise
         except Exception as exc:  # noqa: BLE001 - locked, corrupt, not a database...
+            if is_lock_error(first_line(exc)):
+                raise locked_error(self.location.describe()) from None
             raise DatabaseError(
                 f"cannot read database {self.location.describe()}: {first_line(exc)}") from None
 
