@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, List
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
 
 @db_app.command("current")
-def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
+def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+            db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
     from opregistry.db import migrate
 
@@ -69,15 +71,16 @@ def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> Non
     row = {"revision": revision or "base", "head": ", ".join(head),
            "at_head": revision in head}
     if fmt == OutputFormat.table:
-        typer.echo(revision or "base")  # the bare revision, for scripts
+        emit(output_file, revision or "base")  # the bare revision, for scripts
     else:
-        typer.echo(render(fmt, dict(row, head=list(head)), [row], list(row)))
+        emit(output_file, render(fmt, dict(row, head=list(head)), [row], list(row)))
     typer.echo("at head" if revision in head else f"head is {', '.join(head)}", err=True)
 
 
 @db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
-         fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
+         fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+         db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
     from opregistry.db.validate import read_document
@@ -95,4 +98,4 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table:  # the table view is the stderr lines above
-        typer.echo(render(fmt, loaded, loaded))
+        emit(output_file, render(fmt, loaded, loaded))

@@ -3,7 +3,8 @@ from __future__ import annotations
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import diff as changes
@@ -43,6 +44,7 @@ def diff_releases(
     before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
     after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Ops added and removed, gradient status changes and changed gradient functions."""
@@ -52,7 +54,7 @@ def diff_releases(
         raise fail(exc) from None
     rows = flat_changes(result)
     data = dict(result.to_dict(), changes=rows)
-    typer.echo(render(fmt, data, rows, COLUMNS))
+    emit(output_file, render(fmt, data, rows, COLUMNS))
     typer.echo(
         f"{result.before} -> {result.after}: {len(result.added)} added, "
         f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "

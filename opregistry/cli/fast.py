@@ -17,7 +17,8 @@ def try_fast(argv: Sequence[str]) -> int | None:
     if not argv or argv[0] != "lookup":
         return None
     names: list[str] = []
-    options = {"--tf": None, "--format": "table", "--db": os.environ.get("OPREGISTRY_DB")}
+    options = {"--tf": None, "--format": "table", "--db": os.environ.get("OPREGISTRY_DB"),
+               "--output-file": None}
     args = list(argv[1:])
     only_names = False
     while args:
@@ -29,7 +30,7 @@ def try_fast(argv: Sequence[str]) -> int | None:
             only_names = True
             continue
         key, eq, value = arg.partition("=")
-        key = "--format" if key == "-f" else key
+        key = {"-f": "--format", "-o": "--output-file"}.get(key, key)
         if key not in options:
             return None
         if not eq:
@@ -42,4 +43,4 @@ def try_fast(argv: Sequence[str]) -> int | None:
         return None
     from opregistry.cli.lookup_run import run_lookup
 
-    return run_lookup(names, options["--tf"], fmt, options["--db"])
+    return run_lookup(names, options["--tf"], fmt, options["--db"], options["--output-file"])

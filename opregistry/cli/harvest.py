@@ -6,7 +6,8 @@ from typing import Any, List, Optional
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
@@ -42,6 +43,7 @@ def harvest_command(
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Harvest TensorFlow's op and gradient registries into a database.
@@ -70,7 +72,7 @@ def harvest_command(
         typer.echo(f"Error: {failed[0].error}", err=True)
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
-    typer.echo(render(fmt, data, data, COLUMNS))
+    emit(output_file, render(fmt, data, data, COLUMNS))
     typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
                f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
     if failed:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from opregistry.cli.output import write_atomically
 from opregistry.db.store import open_store
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
@@ -13,7 +15,7 @@ from opregistry.registry import lookup as query
 
 
 def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
-               db: str | None) -> int:
+               db: str | None, output_file: str | None = None) -> int:
     """The whole `lookup` command without Typer, so the fast path can share it."""
     results, errors = [], []
     try:
@@ -36,8 +38,15 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         columns = [c for c in COLUMNS if probed or c not in (
             "effective", "inputs", "second_order", "verified")]
         columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
-        print(render(fmt, data, [lookup_row(r) for r in rows], columns))
-        sys.stdout.flush()
+        text = render(fmt, data, [lookup_row(r) for r in rows], columns)
+        if output_file is None:
+            print(text)
+            sys.stdout.flush()
+        elif not errors:  # a report with an unknown op in it is not written
+            try:
+                write_atomically(Path(output_file), text + "\n")
+            except OpregistryError as exc:
+                errors.append(exc)
         for result in results:
             states = sorted({r.gradient for r in result.rows})
             effective = sorted({r.effective for r in result.rows if r.effective})
