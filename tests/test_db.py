@@ -202,3 +202,18 @@ def test_an_older_schema_is_refused_by_the_loader(tmp_path, tf_document):
 def test_shipped_database_is_never_written(tf_document):
     with pytest.raises(DatabaseError, match="read-only"):
         make_engine(resolve(None), create=True)
+
+
+def test_function_sources_are_stored_once_across_releases(db_copy, tf_document):
+    with_source = [op for op in tf_document["ops"] if op["gradient"].get("function", {})
+                   .get("source")]
+    assert len(with_source) > 300  # the collector keeps each gradient function's source
+    before = counts(db_copy)
+    assert before["function_sources"] >= len({op["gradient"]["function"]["source"]
+                                                for op in with_source})
+    again = copy.deepcopy(tf_document)
+    again["release"]["version"] = "9.9.9"
+    load(make_engine(resolve(db_copy)), again)
+    after = counts(db_copy)
+    assert after["function_sources"] == before["function_sources"]
+    assert after["release_ops"] == 2 * before["release_ops"]

@@ -6,6 +6,7 @@ from typing import Any, List, Optional
 import typer
 
 from opregistry.cli.app import app, fail
+from opregistry.cli.diff import SourceOption
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -106,25 +107,25 @@ def upgrade_check_command(
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
     tags: OptionalStr = TagsOption,
+    source: bool = SourceOption,
     fmt: OutputFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
-    from opregistry.cli.diff import COLUMNS as DIFF_COLUMNS
-    from opregistry.cli.diff import flat_changes
+    from opregistry.cli.diff import flat_changes, render_changes
     from opregistry.model.check import upgrade_check
     from opregistry.model.readers.model import ModelError
 
     try:
-        result = upgrade_check(model, before, after, db=db, tags=tags)
+        result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except ModelError as exc:
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
     rows = [r for r in flat_changes(result) if r["change"] != "added"]
-    emit(output_file, render(fmt, dict(result.to_dict(), changes=rows), rows, DIFF_COLUMNS))
+    emit(output_file, render_changes(result, fmt, source, rows))
     missing = [r.op for r in result.removed]
     typer.echo(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
                f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from opregistry.db import migrate
 from opregistry.db.engine import translated
 from opregistry.db.models import (
+    FunctionSource,
     GradientFunction,
     OpDef,
     OpInput,
@@ -70,7 +71,22 @@ def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, An
     return ids
 
 
-def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _source_rows(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """digest -> function_sources row of every gradient function's source text."""
+    rows = {}
+    for entry in entries:
+        text = (entry.get("gradient", entry).get("function") or {}).get("source")
+        if text:
+            rows[_text_digest(text)] = {"digest": _text_digest(text), "text": text}
+    return rows
+
+
+def _function_row(function: dict[str, Any], source_ids: dict[str, int]
+                  ) -> tuple[str, dict[str, Any]]:
     row = {
         "module": function.get("module"),
         "qualname": function.get("qualname"),
@@ -79,8 +95,11 @@ def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "source_hash": function.get("source_hash"),
         "hash_method": function.get("hash_method"),
     }
-    digest = _digest(row)
-    return digest, dict(row, digest=digest)
+    text = function.get("source")
+    source = _text_digest(text) if text else None
+    # a record without source keeps the digest it had before sources were stored
+    digest = _digest(dict(row, source=source) if source else row)
+    return digest, dict(row, digest=digest, source_id=source_ids.get(source) if source else None)
 
 
 def _table(model: Any) -> Table:
@@ -104,6 +123,9 @@ def collect_garbage(conn: Connection) -> None:
         ro.c.gradient_function_id.is_not(None)).union(
         select(og.c.gradient_function_id).where(og.c.gradient_function_id.is_not(None)))
     conn.execute(delete(gf).where(gf.c.id.not_in(used_functions)))
+    fs = _table(FunctionSource)
+    conn.execute(delete(fs).where(fs.c.id.not_in(
+        select(gf.c.source_id).where(gf.c.source_id.is_not(None)))))
     conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
 
 
@@ -134,12 +156,12 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     probed = bool(document.get("probes"))
 
     ops = document["ops"]
-    op_def_rows, op_digest = _op_def_rows(ops)
-    function_rows, function_digest = _function_rows(
-        list(ops) + list(document.get("orphan_gradients", [])))
-
+    entries = list(ops) + list(document.get("orphan_gradients", []))
     tables = {m: _table(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
-                                       PythonName, ReleasePythonName, OpInput)}
+                                       PythonName, ReleasePythonName, OpInput, FunctionSource)}
+    source_ids = _insert_missing(conn, tables[FunctionSource], _source_rows(entries))
+    op_def_rows, op_digest = _op_def_rows(ops)
+    function_rows, function_digest = _function_rows(entries, source_ids)
     before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
     before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
     op_def_ids = _insert_missing(conn, tables[OpDef], op_def_rows)
@@ -218,7 +240,7 @@ def _op_def_rows(ops: list[dict[str, Any]]
     return op_def_rows, op_digest
 
 
-def _function_rows(entries: list[dict[str, Any]]
+def _function_rows(entries: list[dict[str, Any]], source_ids: dict[str, int]
                    ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(digest -> gradient_functions row, op name -> digest), for ops and orphans."""
     function_rows: dict[str, dict[str, Any]] = {}
@@ -226,7 +248,7 @@ def _function_rows(entries: list[dict[str, Any]]
     for entry in entries:
         gradient = entry.get("gradient", entry)
         if gradient.get("function"):
-            digest, row = _function_row(gradient["function"])
+            digest, row = _function_row(gradient["function"], source_ids)
             function_rows[digest] = row
             function_digest[entry["name"]] = digest
     return function_rows, function_digest

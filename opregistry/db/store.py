@@ -197,6 +197,21 @@ class Store:
             params["op"] = op
         return self.rows(sql + " ORDER BY op_name, position", **params)
 
+    def function_sources(self, release_id: int, ops: list[str]) -> dict[str, str]:
+        """op -> the source text of its gradient function in a release (ops whose
+        release was harvested before sources were stored are absent)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ops), 400):
+            chunk = ops[start:start + 400]
+            names = ", ".join(f":op{i}" for i in range(len(chunk)))
+            found.update({r["op_name"]: r["text"] for r in self.rows(
+                "SELECT ro.op_name, fs.text FROM release_ops ro "
+                "JOIN gradient_functions gf ON gf.id = ro.gradient_function_id "
+                "JOIN function_sources fs ON fs.id = gf.source_id "
+                f"WHERE ro.release_id = :rid AND ro.op_name IN ({names})",
+                rid=release_id, **{f"op{i}": op for i, op in enumerate(chunk)})})
+        return found
+
     def op_names(self, name: str | None = None, fold_case: bool = False) -> list[str]:
         """Op names in any release (or those equal to ``name``, in any case)."""
         if name is None:

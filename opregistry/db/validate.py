@@ -25,7 +25,7 @@ from opregistry.db.vocabulary import (
     VERIFICATION_STATES,
 )
 from opregistry.errors import DocumentError, first_line
-from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
+from opregistry.harvest.collector import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
 MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
@@ -198,7 +198,7 @@ FUNCTION = obj({}, {
     "module": text(nullable=True), "qualname": text(nullable=True),
     "file": text(512, nullable=True), "source_file": text(512, nullable=True),
     "line": integer(0, 10 ** 8, nullable=True), "source_hash": text(64, nullable=True),
-    "hash_method": text(16, nullable=True)})
+    "hash_method": text(16, nullable=True), "source": text(MAX_SOURCE, nullable=True)})
 
 GRADIENT = obj({"status": text(16, choices=GRADIENT_STATES)}, {
     "function": FUNCTION, "needs_import": text(nullable=True)})

@@ -83,7 +83,13 @@ class OpRelease:
     verification: Verification | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.function is not None:
+            from opregistry.registry.sources import source_url
+
+            data["function"]["url"] = source_url(self.release, self.function.source_file,
+                                                 self.function.line)
+        return data
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
