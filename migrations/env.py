@@ -12,6 +12,9 @@ def run_migrations_online() -> None:
     engine = config.attributes.get("engine") or create_engine(
         config.get_main_option("sqlalchemy.url"))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # two processes migrating one database queue here (SQLite: BEGIN IMMEDIATE)
+            connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7306071887)")
         context.configure(
             connection=connection,
             target_metadata=target_metadata,

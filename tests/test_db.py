@@ -168,6 +168,28 @@ def test_a_database_at_the_first_revision_upgrades_keeping_every_release(tmp_pat
     assert len(opregistry.releases(db=path)) == 3
 
 
+def test_per_input_rows_survive_the_rename_to_carries_gradient(db_copy):
+    """0003 renames op_inputs.trainable; a database at 0002 keeps every row and value."""
+    import opregistry
+
+    engine = make_engine(resolve(db_copy))
+    before = opregistry.lookup("GatherV2", db=db_copy).rows[0].inputs
+    migrate.downgrade(engine, "0002_probes")
+    with sqlite3.connect(db_copy) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(op_inputs)")]
+        old = conn.execute("SELECT op_name, position, trainable FROM op_inputs "
+                           "ORDER BY op_name, position").fetchall()
+    assert "trainable" in columns and "carries_gradient" not in columns
+    migrate.upgrade(engine)
+    with sqlite3.connect(db_copy) as conn:
+        new = conn.execute("SELECT op_name, position, carries_gradient FROM op_inputs "
+                           "ORDER BY op_name, position").fetchall()
+    assert new == old and len(new) > 500
+    after = opregistry.lookup("GatherV2", db=db_copy).rows[0].inputs
+    assert after == before
+    assert [i.carries_gradient for i in after] == [True, False, False]  # params, indices, axis
+
+
 def test_an_older_schema_is_refused_by_the_loader(tmp_path, tf_document):
     engine = make_engine(resolve(tmp_path / "old.sqlite"), create=True)
     migrate.upgrade(engine)
@@ -180,3 +202,18 @@ def test_an_older_schema_is_refused_by_the_loader(tmp_path, tf_document):
 def test_shipped_database_is_never_written(tf_document):
     with pytest.raises(DatabaseError, match="read-only"):
         make_engine(resolve(None), create=True)
+
+
+def test_function_sources_are_stored_once_across_releases(db_copy, tf_document):
+    with_source = [op for op in tf_document["ops"] if op["gradient"].get("function", {})
+                   .get("source")]
+    assert len(with_source) > 300  # the collector keeps each gradient function's source
+    before = counts(db_copy)
+    assert before["function_sources"] >= len({op["gradient"]["function"]["source"]
+                                                for op in with_source})
+    again = copy.deepcopy(tf_document)
+    again["release"]["version"] = "9.9.9"
+    load(make_engine(resolve(db_copy)), again)
+    after = counts(db_copy)
+    assert after["function_sources"] == before["function_sources"]
+    assert after["release_ops"] == 2 * before["release_ops"]

@@ -168,18 +168,35 @@ def test_ignore_with_reasons_is_in_the_summary():
     assert [x.target for x in guard.lost] == ["variable 'not_ignored'"]
     assert len(caught) == 1 and "not_ignored" in str(caught[0].message)
     summary = guard.summary()
-    assert "ignored variable 'frozen_on_purpose'" in summary
-    assert "'frozen_*': a frozen embedding" in summary
+    assert "ignored variable 'frozen_on_purpose': 1 time, by frozen_* (a frozen " \
+        "embedding; ignore=)" in summary
     with pytest.raises(TypeError):
         opregistry.guard(ignore=["no reason given"])
     # an op by type: the variable's only stop ignored, nothing left to report
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with opregistry.guard(ignore=[("Round", "rounding is the point")],
+        with opregistry.guard(ignore=[("op:Round", "rounding is the point")],
                               summary=False) as guard:
             run()
     assert guard.lost == [] and not caught
-    assert guard.summary().count("'Round': rounding is the point") == 2
+    assert guard.summary().count("by op:Round (rounding is the point") == 2
+    # the project's rules: a target kind, an expired rule (not applied, reported), one
+    # that matched nothing (reported)
+    import datetime
+
+    from opregistry.policy import Policy, Rule
+
+    rules = Policy([Rule("target:not_*", "kept out"), Rule("op:Round", "old",
+                                                          datetime.date(2020, 1, 1)),
+                    Rule("node:nothing_here", "unused")])
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with opregistry.guard(ignore=rules, summary=False) as guard:
+            run()
+    assert [x.target for x in guard.lost] == ["variable 'frozen_on_purpose'"]
+    summary = guard.summary()
+    assert "policy rule expired on 2020-01-01, not applied: op:Round" in summary
+    assert "policy rule matched nothing: node:nothing_here" in summary
 
 
 def test_tf_gradients_in_graph_mode_and_jacobian():

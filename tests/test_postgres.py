@@ -76,7 +76,7 @@ def test_postgres_gives_what_sqlite_gives(postgres_url, tf_document_path, tmp_pa
         done = cli("db", "load", str(tf_document_path), "--db", db)
         assert done.returncode == 0, done.stderr
     current = cli("db", "current", "--db", postgres_url)
-    assert current.returncode == 0 and "0002_probes" in current.stdout + current.stderr
+    assert current.returncode == 0 and "0004_function_sources" in current.stdout + current.stderr
     for args in READS:
         on_pg = cli(*args, "--db", postgres_url)
         on_sqlite = cli(*args, "--db", str(sqlite))
@@ -102,3 +102,29 @@ def test_check_against_postgres(postgres_url, tf_document_path, tmp_path, cli):
     done = cli("check", str(tmp_path / "sm"), "--format", "json", "--db", postgres_url)
     assert done.returncode == 1, done.stderr
     assert "ArgMax" in done.stdout
+
+
+def test_two_loads_at_once_into_a_new_postgres_database(postgres_url, tf_document_path):
+    """Both create the schema and load one release at the same moment: they queue (an
+    advisory lock per migration and per load); the second replaces the first."""
+    import sys
+
+    import sqlalchemy
+
+    admin = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql("CREATE DATABASE contention")
+    admin.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + "/contention"
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    procs = [subprocess.Popen([sys.executable, "-m", "opregistry", "db", "load",
+                               str(tf_document_path), "--db", url], text=True, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert sorted("(replaced)" in e for e in errs) == [False, True], errs
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM releases").scalar() == 1
+    engine.dispose()

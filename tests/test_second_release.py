@@ -118,3 +118,35 @@ def test_upgrade_check_restricts_the_diff_to_the_models_ops(two_releases, tmp_pa
     assert {c["op"] for c in data["changes"] if c["change"] == "gradient"} == expected
     if tf.__version__.startswith("2.21."):
         assert "ClipByValue" in expected  # missing in 2.12, registered in 2.21
+
+
+def test_diff_source_shows_what_changed_and_nothing_for_a_reannotation(two_releases, cli):
+    """Every function whose hash changed gets a diff with real changed lines; functions
+    whose text changed only in what the hash ignores (annotations, docstrings) get none."""
+    from opregistry.registry.sources import normalised
+
+    db, older, newer = two_releases
+    done = cli("diff", SECOND, newer["release"]["version"], "--source", "--format", "json",
+               "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    changed = {c["op"]: c for c in json.loads(done.stdout)["changed_functions"]}
+    a, b = _status(older), _status(newer)
+    both = [n for n in set(a) & set(b) if a[n]["status"] == b[n]["status"] == "registered"
+            and a[n]["function"].get("source") and b[n]["function"].get("source")]
+    reannotated = [n for n in both if a[n]["function"]["source"] != b[n]["function"]["source"]
+                   and a[n]["function"]["source_hash"] == b[n]["function"]["source_hash"]]
+    assert reannotated, "expected functions re-annotated (or re-documented) between releases"
+    assert not set(reannotated) & set(changed)
+    assert changed
+    for op, change in changed.items():
+        text = change["source_diff"]
+        body = [line for line in text.splitlines() if line[:1] in "+-"
+                and not line.startswith(("+++", "---"))]
+        if normalised(a[op]["function"]["source"]) != normalised(b[op]["function"]["source"]):
+            assert body, op  # a real change is shown
+        assert "source not harvested" not in text, op
+        assert f"blob/v{older['release']['version']}/" in text, op  # links to both tags
+    # the table format prints the same diffs after the rows
+    table = cli("diff", SECOND, newer["release"]["version"], "--source", "--db", str(db))
+    some = sorted(changed)[0]
+    assert changed[some]["source_diff"].splitlines()[0] in table.stdout

@@ -41,6 +41,7 @@ def load_commands() -> typer.Typer:
     # each command module registers itself on ``app`` when imported
     from opregistry.cli import (  # noqa: F401
         check,
+        check_files,
         db,
         diff,
         gradcheck,

@@ -6,25 +6,39 @@ from typing import Any, List, Optional
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.diff import SourceOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    IgnoreOption,
+    OptionalList,
+    OptionalStr,
+    OutputFileOption,
+    PolicyOption,
+    ReleaseOption,
+    load_cli_policy,
+    report_policy,
+)
+from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
+from opregistry.formats.check import COLUMNS, finding_rows, summary_line
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
                          "MetaGraph).")
-COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
-           "reason"]
 
 
 class CheckFormat(str, Enum):
-    """The shared formats, plus ``dot``: only a check result is a graph to draw."""
+    """The shared formats, plus ``dot`` (only a check result is a graph to draw) and
+    ``sarif`` (for code scanning)."""
 
     table = "table"
     json = "json"
     csv = "csv"
     markdown = "markdown"
     dot = "dot"
+    sarif = "sarif"
 
 
 @app.command("check")
@@ -37,17 +51,23 @@ def check_command(
         None, "--output", help="Only this output (SIGNATURE:KEY or KEY). Repeatable."),
     tags: OptionalStr = TagsOption,
     strict: bool = typer.Option(
-        False, "--strict", help="Also exit 1 for partial paths: an op of concern on a "
-                                "gradient path where the gradient still arrives by another."),
+        False, "--strict", help="Also exit 1 for partial paths (an op of concern on a "
+                                "gradient path where the gradient still arrives by another) "
+                                "and for policy rules that expired or matched nothing."),
+    ignore: OptionalList = IgnoreOption,
+    policy_file: OptionalStr = PolicyOption,
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
                                     case_sensitive=False, help="Output format."),
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
     from opregistry.model.check import check
     from opregistry.model.readers.model import ModelError
+    from opregistry.policy import apply_to_check
 
+    policy = load_cli_policy(ignore, policy_file)
     wanted: list[tuple[str | None, str]] | None = None
     if output:
         wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
@@ -58,43 +78,27 @@ def check_command(
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = finding_rows(result)
-    # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
-    columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
-    if fmt == CheckFormat.dot:
-        typer.echo(result.to_dot())
-    elif rows or fmt != CheckFormat.table:
-        typer.echo(render(fmt.value, result.to_dict(), rows, columns))
-    targets = {(f.meta_graph, f.signature, f.output, f.target) for f in result.findings}
-    summary = (f"{plural(len(targets), 'blocked target')}"
-               + (f", {plural(len(result.partial_paths), 'partial path')}"
-                  if result.partial_paths else "") + " in "
-               f"{plural(len(result.outputs), 'output')}"
-               + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
-                  if len(result.meta_graphs) > 1 else "")
-               + f" against TensorFlow {result.release}")
-    if result.unknown_ops:
-        summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
-    typer.echo(summary, err=True)
-    if result.findings or (strict and result.partial_paths):
+    result = apply_to_check(result, policy)
+    _render(fmt, result, output_file)
+    typer.echo(summary_line(result), err=True)
+    report_policy(policy, len(result.ignored))
+    if result.findings or (strict and (result.partial_paths or policy.stale)):
         raise typer.Exit(code=EXIT_FINDINGS)
 
 
-def finding_rows(result: Any) -> list[dict[str, Any]]:
-    """One row per (finding or partial path, op): blocked pairs first, each pair's ops
-    in order; a blocked pair with no op to name gets one row saying so."""
-    rows = []
-    for status, items in (("blocked", result.findings), ("partial_path", result.partial_paths)):
-        for item in items:
-            ops = item.blocking_ops if status == "blocked" else item.ops
-            base = {"meta_graph": item.meta_graph, "signature": item.signature,
-                    "output": item.output, "target_kind": item.target_kind,
-                    "target": item.target, "status": status}
-            for b in ops or [None]:
-                rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
-                                 function=b.function if b else None,
-                                 reason=b.reason if b else "no path"))
-    return rows
+def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
+    if fmt == CheckFormat.dot:
+        emit(output_file, result.to_dot())
+    elif fmt == CheckFormat.sarif:
+        from opregistry.formats.sarif import check_sarif
+
+        emit(output_file, check_sarif(result))
+    else:
+        rows = finding_rows(result)
+        # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
+        columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
+        if rows or fmt != CheckFormat.table:
+            emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
 
 
 @app.command("upgrade-check")
@@ -103,24 +107,25 @@ def upgrade_check_command(
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
     tags: OptionalStr = TagsOption,
+    source: bool = SourceOption,
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
-    from opregistry.cli.diff import COLUMNS as DIFF_COLUMNS
-    from opregistry.cli.diff import flat_changes
+    from opregistry.cli.diff import flat_changes, render_changes
     from opregistry.model.check import upgrade_check
     from opregistry.model.readers.model import ModelError
 
     try:
-        result = upgrade_check(model, before, after, db=db, tags=tags)
+        result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except ModelError as exc:
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
     rows = [r for r in flat_changes(result) if r["change"] != "added"]
-    typer.echo(render(fmt, dict(result.to_dict(), changes=rows), rows, DIFF_COLUMNS))
+    emit(output_file, render_changes(result, fmt, source, rows))
     missing = [r.op for r in result.removed]
     typer.echo(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
                f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"

@@ -1,25 +1,32 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List
 
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
-from opregistry.errors import OpregistryError, first_line
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
+from opregistry.errors import OpregistryError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from opregistry.db.location import DatabaseLocation
 from opregistry.formats import OutputFormat, render
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 
-def _engine(db: str | None, create: bool):  # type: ignore[no-untyped-def]
+def _engine(db: str | None, create: bool, write: bool | None = None
+            ) -> tuple[DatabaseLocation, Engine]:
     from opregistry.db.engine import make_engine
     from opregistry.db.location import resolve
 
     location = resolve(db)
-    return location, make_engine(location, create=create)
+    return location, make_engine(location, create=create, write=write)
 
 
 @db_app.command("upgrade")
@@ -42,7 +49,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
     from opregistry.db import migrate
 
     try:
-        location, engine = _engine(db, create=False)
+        location, engine = _engine(db, create=False, write=True)
         migrate.downgrade(engine, revision)
         typer.echo(f"{location.describe()} is at {migrate.current(engine) or 'base'}", err=True)
     except OpregistryError as exc:
@@ -50,7 +57,8 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
 
 @db_app.command("current")
-def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
+def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+            db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
     from opregistry.db import migrate
 
@@ -59,24 +67,23 @@ def current(fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> Non
         revision = migrate.current(engine)
     except OpregistryError as exc:
         raise fail(exc) from None
-    except Exception as exc:  # noqa: BLE001 - not a database at all
-        raise fail(OpregistryError(f"cannot read database: {first_line(exc)}")) from None
     head = migrate.heads()
     row = {"revision": revision or "base", "head": ", ".join(head),
            "at_head": revision in head}
     if fmt == OutputFormat.table:
-        typer.echo(revision or "base")  # the bare revision, for scripts
+        emit(output_file, revision or "base")  # the bare revision, for scripts
     else:
-        typer.echo(render(fmt, dict(row, head=list(head)), [row], list(row)))
+        emit(output_file, render(fmt, dict(row, head=list(head)), [row], list(row)))
     typer.echo("at head" if revision in head else f"head is {', '.join(head)}", err=True)
 
 
 @db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
-         fmt: OutputFormat = FormatOption, db: OptionalStr = DbOption) -> None:
+         fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+         db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
-    from opregistry.db.loader import read_document
+    from opregistry.db.validate import read_document
 
     loaded: list[dict[str, object]] = []
     try:
@@ -91,4 +98,4 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table:  # the table view is the stderr lines above
-        typer.echo(render(fmt, loaded, loaded))
+        emit(output_file, render(fmt, loaded, loaded))

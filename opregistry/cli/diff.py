@@ -3,7 +3,8 @@ from __future__ import annotations
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import diff as changes
@@ -38,21 +39,37 @@ def flat_changes(result: changes.DiffResult) -> list[dict[str, object]]:
     return rows
 
 
+SourceOption = typer.Option(
+    False, "--source", help="Show a unified diff of each changed gradient function "
+                            "(docstrings, annotations and decorators normalised away).")
+
+
+def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
+                   rows: list[dict[str, object]] | None = None) -> str:
+    """The changes (``rows``, default all) in ``fmt``; in the table format with
+    ``source``, then each changed function's diff (JSON carries it as ``source_diff``)."""
+    rows = flat_changes(result) if rows is None else rows
+    text = render(fmt, dict(result.to_dict(), changes=rows), rows, COLUMNS)
+    if source and fmt == OutputFormat.table:
+        text += "".join("\n\n" + c.source_diff().rstrip("\n") for c in result.changed_functions)
+    return text
+
+
 @app.command("diff")
 def diff_releases(
     before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
     after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),
+    source: bool = SourceOption,
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Ops added and removed, gradient status changes and changed gradient functions."""
     try:
-        result = changes.diff(before, after, db=db)
+        result = changes.diff(before, after, db=db, sources=source)
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = flat_changes(result)
-    data = dict(result.to_dict(), changes=rows)
-    typer.echo(render(fmt, data, rows, COLUMNS))
+    emit(output_file, render_changes(result, fmt, source))
     typer.echo(
         f"{result.before} -> {result.after}: {len(result.added)} added, "
         f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "

@@ -6,18 +6,35 @@ from typing import List, Optional
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.options import (
+    DbOption,
+    IgnoreOption,
+    OptionalList,
+    OptionalStr,
+    OutputFileOption,
+    PolicyOption,
+    ReleaseOption,
+    load_cli_policy,
+    report_policy,
+)
+from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import OutputFormat, render
-
-COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
-           "max_rel_error", "tolerance", "ops", "note"]
+from opregistry.formats import render
+from opregistry.formats.gradcheck import COLUMNS, rows, summary
 
 
 class Mode(str, Enum):
     auto = "auto"
     full = "full"
     directional = "directional"
+
+
+class GradcheckFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+    sarif = "sarif"
 
 
 class Precision(str, Enum):
@@ -57,14 +74,24 @@ def gradcheck_command(
     seed: int = typer.Option(0, "--seed", help="Seed of inputs, projections, directions."),
     analysis: bool = typer.Option(True, "--analysis/--no-analysis",
                                   help="Name the ops behind a problem (static analysis)."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Also exit 1 for policy rules that expired or matched "
+                                "nothing."),
+    ignore: OptionalList = IgnoreOption,
+    policy_file: OptionalStr = PolicyOption,
     release: OptionalStr = ReleaseOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: GradcheckFormat = typer.Option(GradcheckFormat.table, "--format", "-f",
+                                        case_sensitive=False, help="Output format."),
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Compare TensorFlow's gradients with finite differences, per input and variable:
     ok, mismatch, none, zero or non-smooth, and the ops responsible."""
     from opregistry.numerical.api import gradcheck
     from opregistry.numerical.targets import load_target
+    from opregistry.policy import apply_to_gradcheck
+
+    policy = load_cli_policy(ignore, policy_file)
 
     try:
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,
@@ -75,26 +102,14 @@ def gradcheck_command(
                            outputs=output or None, training=training)
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
-             "target": c.target, "verdict": c.verdict, "method": c.method,
-             "max_abs_error": _g(c.max_abs_error), "max_rel_error": _g(c.max_rel_error),
-             "tolerance": _g(c.tolerance),
-             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops),
-             "note": c.note} for c in result.checks]
-    typer.echo(render(fmt, result.to_dict(), rows, COLUMNS))
-    summary = (f"{len(result.problems)} problem(s) in {len(result.checks)} check(s), "
-               f"{result.dtype}, {result.forward_passes} forward passes")
-    if result.cast_note:
-        summary += f"; {result.cast_note}"
-    if result.nondeterminism:
-        summary += (f"; nondeterministic: two identical forward passes differ by "
-                    f"{result.nondeterminism:.3g} (tolerance widened)")
-    if result.analysis_note:
-        summary += f"; {result.analysis_note}"
-    typer.echo(summary, err=True)
-    if not result.ok:
+    result = apply_to_gradcheck(result, policy)
+    if fmt == GradcheckFormat.sarif:
+        from opregistry.formats.sarif import gradcheck_sarif
+
+        emit(output_file, gradcheck_sarif(result))
+    else:
+        emit(output_file, render(fmt.value, result.to_dict(), rows(result), COLUMNS))
+    typer.echo(summary(result), err=True)
+    report_policy(policy, len(result.ignored))
+    if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)
-
-
-def _g(value: float | None) -> str | None:
-    return None if value is None else f"{value:.3g}"

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr
+from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
@@ -42,6 +43,7 @@ def harvest_command(
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Harvest TensorFlow's op and gradient registries into a database.
@@ -49,7 +51,7 @@ def harvest_command(
     Without options, harvests the TensorFlow of this interpreter.
     """
     from opregistry.db.location import resolve
-    from opregistry.harvest.runner import RECIPES, iter_harvest
+    from opregistry.harvest.runner import RECIPES
 
     versions = list(tf_versions or [])
     if all_releases:
@@ -60,15 +62,9 @@ def harvest_command(
         targets = [HarvestTarget(python=python)]
     try:
         location = resolve(db).writable()
-        outcomes = []
-        bar = _Progress(len(targets)) if len(targets) > 1 else None
-        for outcome in iter_harvest(targets, db=location, rebuild_env=rebuild_env,
-                                    discard_env=discard_env, save_documents=save_json,
-                                    probes=probes, numeric=numeric,
-                                    on_start=bar.start if bar else None):
-            outcomes.append(outcome)
-            if bar:
-                bar.done(outcome)
+        outcomes = _harvest(targets, location, dict(
+            rebuild_env=rebuild_env, discard_env=discard_env, save_documents=save_json,
+            probes=probes, numeric=numeric))
     except OpregistryError as exc:
         raise fail(exc) from None
     failed = [o for o in outcomes if not o.ok]
@@ -76,7 +72,7 @@ def harvest_command(
         typer.echo(f"Error: {failed[0].error}", err=True)
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
-    typer.echo(render(fmt, data, data, COLUMNS))
+    emit(output_file, render(fmt, data, data, COLUMNS))
     typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
                f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
     if failed:
@@ -111,3 +107,18 @@ class _Progress:
         self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
         if self.finished == self.total and self.tty:
             sys.stderr.write("\n")
+
+
+def _harvest(targets: list[HarvestTarget], location: Any, options: dict[str, Any]
+             ) -> list[Any]:
+    """Harvest every target in turn, with a progress bar when there are several."""
+    from opregistry.harvest.runner import iter_harvest
+
+    outcomes = []
+    bar = _Progress(len(targets)) if len(targets) > 1 else None
+    for outcome in iter_harvest(targets, db=location, on_start=bar.start if bar else None,
+                                **options):
+        outcomes.append(outcome)
+        if bar:
+            bar.done(outcome)
+    return outcomes

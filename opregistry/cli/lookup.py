@@ -5,8 +5,14 @@ from typing import List
 import typer
 
 from opregistry.cli.app import app
-from opregistry.cli.fast import run_lookup
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.lookup_run import run_lookup
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    OptionalStr,
+    OutputFileOption,
+    ReleaseOption,
+)
 from opregistry.formats import OutputFormat
 
 
@@ -16,9 +22,10 @@ def lookup(
         ..., metavar="OP...", help="Op names (any case) or Python names (tf.math.floor)."),
     release: OptionalStr = ReleaseOption,
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Gradient status of ops in every release (or one), and where the gradient lives."""
-    code = run_lookup(names, release, fmt, db)
+    code = run_lookup(names, release, fmt, db, output_file)
     if code:
         raise typer.Exit(code=code)

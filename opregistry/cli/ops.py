@@ -3,10 +3,17 @@ from __future__ import annotations
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.fast import flat
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    OptionalStr,
+    OutputFileOption,
+    ReleaseOption,
+)
+from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
+from opregistry.formats.lookup import lookup_row
 from opregistry.registry import lookup as query
 
 COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", "public",
@@ -25,6 +32,7 @@ def list_ops(
     public_only: bool = typer.Option(
         False, "--public/--all", help="Only ops in tf.raw_ops, or every registered op."),
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """List the ops of a release (default: the newest), filtered by gradient status."""
@@ -33,6 +41,7 @@ def list_ops(
                           db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
-    typer.echo(render(fmt, [r.to_dict() for r in found], [flat(r) for r in found], COLUMNS))
+    emit(output_file, render(fmt, [r.to_dict() for r in found],
+                             [lookup_row(r) for r in found], COLUMNS))
     rel = found[0].release if found else (release or "latest")
     typer.echo(f"{plural(len(found), 'op')} in {rel}", err=True)

@@ -1,7 +1,7 @@
 """Options shared by every command, defined once."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -15,4 +15,38 @@ FormatOption = typer.Option(OutputFormat.table, "--format", "-f", case_sensitive
 ReleaseOption = typer.Option(
     None, "--tf", help="Release, e.g. 2.21.0, 2.21 (newest patch) or latest.")
 
+OutputFileOption = typer.Option(
+    None, "--output-file", "-o", metavar="FILE",
+    help="Write the report to FILE instead of stdout (atomically; not on an error).")
+IgnoreOption = typer.Option(
+    None, "--ignore", metavar="PATTERN[=REASON]",
+    help="Ignore findings at ops, nodes, targets or outputs matching PATTERN "
+         "(op:ArgMax, target:head/*, node:..., output:...). Repeatable; adds to the "
+         "policy file's rules.")
+PolicyOption = typer.Option(
+    None, "--policy", metavar="FILE",
+    help="Policy file of ignore rules (default: the nearest .opregistry.toml, or "
+         "pyproject.toml with [tool.opregistry]).")
+
 OptionalStr = Optional[str]
+OptionalList = Optional[List[str]]
+
+
+def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
+    """The policy of ``--ignore`` and ``--policy`` (or the file found), or one error line."""
+    from opregistry.cli.app import fail
+    from opregistry.errors import OpregistryError
+    from opregistry.policy import load_policy
+
+    try:
+        return load_policy(ignore or (), path=policy_file)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+
+
+def report_policy(policy: Any, ignored: int) -> None:
+    """The policy's lines on stderr: what it ignored, rules expired or unused."""
+    from opregistry.policy import summary
+
+    for line in summary(ignored, policy):
+        typer.echo(line, err=True)

@@ -3,7 +3,14 @@ from __future__ import annotations
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, ReleaseOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    OptionalStr,
+    OutputFileOption,
+    ReleaseOption,
+)
+from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, render
 from opregistry.registry import probe_report as coverage
@@ -13,6 +20,7 @@ from opregistry.registry import probe_report as coverage
 def probe_report(
     release: OptionalStr = ReleaseOption,
     fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """How much of a release the probes covered, the error distribution of the numerical
@@ -24,7 +32,7 @@ def probe_report(
     if fmt != OutputFormat.table:
         rows = [{"op": f.op, "dtype": f.dtype, "max_error": f.max_error,
                  "tolerance": f.tolerance} for f in report.flagged_ops]
-        typer.echo(render(fmt, report.to_dict(), rows))
+        emit(output_file, render(fmt, report.to_dict(), rows))
     else:
         summary = [
             {"measure": "ops with a registered gradient", "value": report.registered},
@@ -40,17 +48,18 @@ def probe_report(
             *({"measure": f"second order: {k}", "value": v}
               for k, v in report.second_order.items()),
         ]
-        typer.echo(render(fmt, None, summary))  # type: ignore[arg-type]
-        typer.echo("\nrelative error of the checked gradients (max over the Jacobian)")
-        typer.echo(render(fmt, None, [{"error": b, "ops": n} for b, n in report.error_histogram]))
+        parts = [render(fmt, None, summary),  # type: ignore[arg-type]
+                 "\nrelative error of the checked gradients (max over the Jacobian)",
+                 render(fmt, None, [{"error": b, "ops": n} for b, n in report.error_histogram])]
         if report.flagged_ops:
-            typer.echo("\nflagged (theoretical and numerical Jacobians disagree)")
-            typer.echo(render(fmt, None, [{
+            parts.append("\nflagged (theoretical and numerical Jacobians disagree)")
+            parts.append(render(fmt, None, [{
                 "op": f.op, "dtype": (f.dtype or "").replace("DT_", "").lower(),
                 "error": f"{f.max_error:.3g}", "tolerance": f"{f.tolerance:g}",
                 "inputs": " ".join(f"{i.name}:{i.numeric_error:.2g}" for i in f.inputs
                                    if i.numeric_error is not None)}
                 for f in report.flagged_ops]))
+        emit(output_file, "\n".join(parts))
     typer.echo(f"{report.release}: {report.probed_share:.1%} probed per input, "
                f"{report.checked_share:.1%} of differentiable ops checked numerically, "
                f"{report.flagged} flagged", err=True)

@@ -1,11 +1,17 @@
 """``opregistry run script.py [args]``: a script run unmodified under the guard."""
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 
 from opregistry.cli.app import app, fail
+from opregistry.cli.options import (
+    IgnoreOption,
+    OptionalList,
+    OptionalStr,
+    PolicyOption,
+    ReleaseOption,
+    load_cli_policy,
+)
 from opregistry.errors import OpregistryError
 
 
@@ -16,26 +22,21 @@ def run_command(
     ctx: typer.Context,
     script: str = typer.Argument(..., help="The Python script to run (then its arguments)."),
     strict: bool = typer.Option(False, "--strict",
-                                help="Exit 1 when a gradient was lost (if the script "
-                                     "itself exits 0)."),
+                                help="Exit 1 when a gradient was lost or a policy rule "
+                                     "expired or matched nothing (if the script exits 0)."),
     action: str = typer.Option("warn", "--action", help="warn | raise | log"),
-    ignore: Optional[List[str]] = typer.Option(
-        None, "--ignore", help="PATTERN=REASON: a target or op not to report (repeatable)."),
-    tf: Optional[str] = typer.Option(None, "--tf", help="Release whose facts to use."),
+    ignore: OptionalList = IgnoreOption,
+    policy_file: OptionalStr = PolicyOption,
+    tf: OptionalStr = ReleaseOption,
 ) -> None:
     """Run SCRIPT with opregistry.guard installed (like python -m cProfile); the
     summary goes to stdout at the end, the warnings to stderr as they happen. Exit
     code: the script's, or 1 with --strict when a gradient was lost."""
     from opregistry.guard.runner import run_script
 
-    rules = []
-    for text in ignore or []:
-        pattern, sep, reason = text.partition("=")
-        if not sep or not pattern or not reason:
-            raise fail(OpregistryError(f"--ignore wants PATTERN=REASON, got {text!r}"))
-        rules.append((pattern, reason))
+    policy = load_cli_policy(ignore, policy_file)
     try:
-        code = run_script(script, list(ctx.args), action=action, ignore=rules or None,
+        code = run_script(script, list(ctx.args), action=action, ignore=policy,
                           release=tf, strict=strict)
     except OpregistryError as exc:
         raise fail(exc) from None

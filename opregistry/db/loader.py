@@ -10,14 +10,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from opregistry.db import migrate
+from opregistry.db.engine import translated
 from opregistry.db.models import (
+    FunctionSource,
     GradientFunction,
     OpDef,
     OpInput,
@@ -27,16 +28,12 @@ from opregistry.db.models import (
     ReleaseOp,
     ReleasePythonName,
 )
-from opregistry.db.vocabulary import (
-    EFFECTIVE_STATES,
-    GRADIENT_STATES,
-    INPUT_RESULTS,
-    VERIFICATION_STATES,
-)
-from opregistry.errors import DocumentError, first_line
-from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
+from opregistry.db.validate import read_document, validate
+
+__all__ = ["LoadResult", "collect_garbage", "load", "read_document", "validate"]
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
+_LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
 
 
 @dataclass(frozen=True)
@@ -51,73 +48,6 @@ class LoadResult:
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
-MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
-
-
-def read_document(path: Path) -> Any:
-    """A harvest document from a file: a regular file (a FIFO or a device is refused
-    before it is read), of a sane size, valid UTF-8 JSON, not nested beyond what Python
-    can parse. Any other input is one DocumentError."""
-    import stat
-
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise DocumentError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise DocumentError(f"cannot read {path}: not a regular file")
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"cannot read {path}: {info.st_size} bytes is more than a "
-                            f"harvest document can be ({MAX_DOCUMENT_BYTES} bytes)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise DocumentError(f"cannot read {path}: {first_line(exc)}") from None
-    except RecursionError:
-        raise DocumentError(f"cannot read {path}: JSON nested too deeply") from None
-
-
-def validate(document: Any) -> None:
-    """Raise DocumentError unless ``document`` is a harvest document we can load."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise DocumentError("not an opregistry harvest document")
-    found = document.get("format_version")
-    if found != FORMAT_VERSION or isinstance(found, bool):
-        raise DocumentError(
-            f"harvest document format_version {str(found)[:40]!r} is not supported "
-            f"(this opregistry reads format_version {FORMAT_VERSION})")
-    release = document.get("release")
-    if not isinstance(release, dict) or not release.get("version"):
-        raise DocumentError("harvest document has no release version")
-    ops = document.get("ops")
-    if not isinstance(ops, list) or not ops:
-        raise DocumentError("harvest document has no ops")
-    for op in ops:
-        try:
-            status = op["gradient"]["status"]
-            op["name"], op["op_def"]["name"]  # noqa: B018 - presence check
-        except (KeyError, TypeError):
-            raise DocumentError("harvest document has a malformed op entry") from None
-        if status not in GRADIENT_STATES:
-            raise DocumentError(f"unknown gradient status {status!r} for op {op['name']}")
-        if status == "registered" and not isinstance(op["gradient"].get("function"), dict):
-            raise DocumentError(f"op {op['name']} is registered without a function record")
-        probe = op.get("probe")
-        if probe is not None:
-            _validate_probe(op["name"], probe)
-
-
-def _validate_probe(name: str, probe: Any) -> None:
-    if not isinstance(probe, dict) or probe.get("effective") not in EFFECTIVE_STATES:
-        raise DocumentError(f"op {name} has a malformed probe record")
-    for row in probe.get("inputs", []):
-        if row.get("result") not in INPUT_RESULTS or not isinstance(row.get("position"), int):
-            raise DocumentError(f"op {name} has a malformed per-input probe row")
-    verification = probe.get("verification")
-    if verification is not None and verification.get("status") not in VERIFICATION_STATES:
-        raise DocumentError(f"op {name} has a malformed verification record")
 
 
 def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> dict[str, int]:
@@ -141,7 +71,22 @@ def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, An
     return ids
 
 
-def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _source_rows(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """digest -> function_sources row of every gradient function's source text."""
+    rows = {}
+    for entry in entries:
+        text = (entry.get("gradient", entry).get("function") or {}).get("source")
+        if text:
+            rows[_text_digest(text)] = {"digest": _text_digest(text), "text": text}
+    return rows
+
+
+def _function_row(function: dict[str, Any], source_ids: dict[str, int]
+                  ) -> tuple[str, dict[str, Any]]:
     row = {
         "module": function.get("module"),
         "qualname": function.get("qualname"),
@@ -150,8 +95,11 @@ def _function_row(function: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "source_hash": function.get("source_hash"),
         "hash_method": function.get("hash_method"),
     }
-    digest = _digest(row)
-    return digest, dict(row, digest=digest)
+    text = function.get("source")
+    source = _text_digest(text) if text else None
+    # a record without source keeps the digest it had before sources were stored
+    digest = _digest(dict(row, source=source) if source else row)
+    return digest, dict(row, digest=digest, source_id=source_ids.get(source) if source else None)
 
 
 def _table(model: Any) -> Table:
@@ -175,15 +123,24 @@ def collect_garbage(conn: Connection) -> None:
         ro.c.gradient_function_id.is_not(None)).union(
         select(og.c.gradient_function_id).where(og.c.gradient_function_id.is_not(None)))
     conn.execute(delete(gf).where(gf.c.id.not_in(used_functions)))
+    fs = _table(FunctionSource)
+    conn.execute(delete(fs).where(fs.c.id.not_in(
+        select(gf.c.source_id).where(gf.c.source_id.is_not(None)))))
     conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
 
 
 def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
-    """Load one harvest document; replaces an earlier load of the same release."""
+    """Load one harvest document; replaces an earlier load of the same release.
+
+    Loads into one database run one at a time (SQLite: the write lock taken when the
+    transaction begins; PostgreSQL: a transaction-scoped advisory lock), so of two
+    loads of one release the second replaces the first."""
     validate(document)
     migrate.ensure_current(engine)
     rel = document["release"]
-    with engine.begin() as conn:
+    with translated(engine, "load into"), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
         return _load(conn, document, rel)
 
 
@@ -199,12 +156,12 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     probed = bool(document.get("probes"))
 
     ops = document["ops"]
-    op_def_rows, op_digest = _op_def_rows(ops)
-    function_rows, function_digest = _function_rows(
-        list(ops) + list(document.get("orphan_gradients", [])))
-
+    entries = list(ops) + list(document.get("orphan_gradients", []))
     tables = {m: _table(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
-                                       PythonName, ReleasePythonName, OpInput)}
+                                       PythonName, ReleasePythonName, OpInput, FunctionSource)}
+    source_ids = _insert_missing(conn, tables[FunctionSource], _source_rows(entries))
+    op_def_rows, op_digest = _op_def_rows(ops)
+    function_rows, function_digest = _function_rows(entries, source_ids)
     before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
     before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
     op_def_ids = _insert_missing(conn, tables[OpDef], op_def_rows)
@@ -224,7 +181,8 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     _insert_chunks(conn, tables[OpInput], ({
         "release_id": release_id, "op_name": op["name"], "position": row["position"],
         "name": row.get("name") or f"input{row['position']}", "dtype": row.get("dtype") or "",
-        "trainable": bool(row.get("trainable")), "result": row["result"],
+        "carries_gradient": bool(row.get("trainable")),  # the document's name (format 1)
+        "result": row["result"],
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
     _insert_chunks(conn, tables[OrphanGradient], ({
@@ -282,7 +240,7 @@ def _op_def_rows(ops: list[dict[str, Any]]
     return op_def_rows, op_digest
 
 
-def _function_rows(entries: list[dict[str, Any]]
+def _function_rows(entries: list[dict[str, Any]], source_ids: dict[str, int]
                    ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(digest -> gradient_functions row, op name -> digest), for ops and orphans."""
     function_rows: dict[str, dict[str, Any]] = {}
@@ -290,7 +248,7 @@ def _function_rows(entries: list[dict[str, Any]]
     for entry in entries:
         gradient = entry.get("gradient", entry)
         if gradient.get("function"):
-            digest, row = _function_row(gradient["function"])
+            digest, row = _function_row(gradient["function"], source_ids)
             function_rows[digest] = row
             function_digest[entry["name"]] = digest
     return function_rows, function_digest

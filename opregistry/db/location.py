@@ -5,10 +5,15 @@ Standard library only: the lookup path must not pay for importing SQLAlchemy.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from opregistry.errors import DatabaseError
+
 ENV_VAR = "OPREGISTRY_DB"
+BUSY_ENV_VAR = "OPREGISTRY_BUSY_TIMEOUT"
+DEFAULT_BUSY_SECONDS = 30.0  # a load of every op of a release takes a few seconds
 SHIPPED_NAME = "opregistry.sqlite"
 
 
@@ -27,6 +32,37 @@ class DatabaseLocation:
             raise DatabaseError("the shipped database is read-only: name one to write "
                                 "with --db or OPREGISTRY_DB")
         return self
+
+    def check_file(self, create: bool = False) -> None:
+        """Refuse, with one line, a SQLite path that cannot be a database: a directory,
+        a device or FIFO, a path under /proc or /sys, a missing file (unless
+        ``create``, in an existing writable directory)."""
+        from opregistry.errors import DatabaseError
+
+        path = self.sqlite_path
+        if path is None:
+            return
+        if str(path).startswith(("/proc/", "/sys/")) or str(path) in ("/proc", "/sys"):
+            raise DatabaseError(f"{path} is a system path, not a database file")
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            if not create:
+                raise DatabaseError(f"database not found: {self.describe()}") from None
+            if not path.parent.is_dir():
+                raise DatabaseError(f"directory does not exist: {path.parent}") from None
+            if not os.access(path.parent, os.W_OK):
+                raise DatabaseError(f"cannot create {path}: its directory is not "
+                                    "writable") from None
+            return
+        except OSError as exc:
+            raise DatabaseError(f"cannot open database {path}: "
+                                f"{exc.strerror or exc}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise DatabaseError(f"{path} is a directory, not a database file")
+        if not stat.S_ISREG(info.st_mode):
+            raise DatabaseError(f"{path} is not a regular file (a device or FIFO), "
+                                "not a database file")
 
     def describe(self) -> str:
         if self.shipped:
@@ -64,3 +100,22 @@ def _hide_password(url: str) -> str:
         user = rest.split("@", 1)[0].split(":", 1)[0]
         rest = f"{user}:***@{rest.split('@', 1)[1]}"
     return scheme + sep + rest
+
+
+def busy_timeout() -> float:
+    """Seconds a command waits for another process's lock before it gives up."""
+    try:
+        return max(0.0, float(os.environ.get(BUSY_ENV_VAR, DEFAULT_BUSY_SECONDS)))
+    except ValueError:
+        return DEFAULT_BUSY_SECONDS
+
+
+def is_lock_error(text: str) -> bool:
+    """Whether a driver's message says another process holds a lock."""
+    return "database is locked" in text or "database table is locked" in text or \
+        "busy" in text.lower() or "could not obtain lock" in text
+
+
+def locked_error(where: str) -> DatabaseError:
+    return DatabaseError(f"database {where} is locked by another process; retried for "
+                         f"{busy_timeout():g} s (set {BUSY_ENV_VAR} to wait longer)")

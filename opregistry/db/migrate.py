@@ -14,6 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
+from opregistry.db.engine import translated
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError
 
@@ -35,15 +36,18 @@ def _config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    command.upgrade(_config(engine), revision)
+    with translated(engine, "upgrade"):
+        command.upgrade(_config(engine), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
-    command.downgrade(_config(engine), revision)
+    with translated(engine, "downgrade"):
+        command.downgrade(_config(engine), revision)
 
 
 def stamp(engine: Engine, revision: str) -> None:
-    command.stamp(_config(engine), revision)
+    with translated(engine, "stamp"):
+        command.stamp(_config(engine), revision)
 
 
 def heads() -> list[str]:
@@ -53,7 +57,7 @@ def heads() -> list[str]:
 
 
 def current(engine: Engine) -> str | None:
-    with engine.connect() as connection:
+    with translated(engine, "read"), engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
@@ -63,7 +67,8 @@ def ensure_current(engine: Engine) -> None:
     if revision == HEAD_REVISION:
         return
     if revision is None:
-        tables = set(inspect(engine).get_table_names())
+        with translated(engine, "read"):
+            tables = set(inspect(engine).get_table_names())
         if tables - {"alembic_version"}:
             raise DatabaseError("the database has tables but no opregistry schema revision")
         upgrade(engine)

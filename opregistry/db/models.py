@@ -86,6 +86,19 @@ class GradientFunction(Base):
     line: Mapped[int | None] = mapped_column(Integer)
     source_hash: Mapped[str | None] = mapped_column(String(64), index=True)
     hash_method: Mapped[str | None] = mapped_column(String(16))
+    # revision 0004; NULL for releases harvested before it
+    source_id: Mapped[int | None] = mapped_column(ForeignKey("function_sources.id"))
+
+
+class FunctionSource(Base):
+    """The source text of a gradient function, stored once however many releases and
+    function records (a line number moves, the text stays) share it."""
+
+    __tablename__ = "function_sources"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the text
+    text: Mapped[str] = mapped_column(Text)
 
 
 class ReleaseOp(Base):
@@ -130,7 +143,7 @@ class OpInput(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(256))
     dtype: Mapped[str] = mapped_column(String(32))
-    trainable: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource or variant
+    carries_gradient: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource, variant
     result: Mapped[str] = mapped_column(String(16))  # gradient | none | zero | raises
     numeric_error: Mapped[float | None] = mapped_column(Float)
 

@@ -13,7 +13,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from opregistry.db.location import DatabaseLocation, resolve
+from opregistry.db.location import (
+    DatabaseLocation,
+    busy_timeout,
+    is_lock_error,
+    locked_error,
+    resolve,
+)
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
@@ -57,10 +63,10 @@ class Store:
         self._sqlalchemy: Any = None
         if location.sqlite_path is not None:
             path = location.sqlite_path
-            if not path.is_file():
-                raise DatabaseError(f"database not found: {location.describe()}")
+            location.check_file()
             try:
-                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+                self._sqlite = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                                               timeout=busy_timeout())
             except sqlite3.Error as exc:
                 raise DatabaseError(f"cannot open database {path}: {exc}") from None
             self._sqlite.row_factory = sqlite3.Row
@@ -88,6 +94,8 @@ class Store:
         except OpregistryError:
             raise
         except Exception as exc:  # noqa: BLE001 - locked, corrupt, not a database...
+            if is_lock_error(first_line(exc)):
+                raise locked_error(self.location.describe()) from None
             raise DatabaseError(
                 f"cannot read database {self.location.describe()}: {first_line(exc)}") from None
 
@@ -181,13 +189,28 @@ class Store:
 
     def inputs(self, release_id: int, op: str | None = None) -> list[dict[str, Any]]:
         """Per-input probe rows of a release (of one op), ordered by op and position."""
-        sql = ("SELECT op_name, position, name, dtype, trainable, result, numeric_error "
+        sql = ("SELECT op_name, position, name, dtype, carries_gradient, result, numeric_error "
                "FROM op_inputs WHERE release_id = :rid")
         params: dict[str, Any] = {"rid": release_id}
         if op is not None:
             sql += " AND op_name = :op"
             params["op"] = op
         return self.rows(sql + " ORDER BY op_name, position", **params)
+
+    def function_sources(self, release_id: int, ops: list[str]) -> dict[str, str]:
+        """op -> the source text of its gradient function in a release (ops whose
+        release was harvested before sources were stored are absent)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ops), 400):
+            chunk = ops[start:start + 400]
+            names = ", ".join(f":op{i}" for i in range(len(chunk)))
+            found.update({r["op_name"]: r["text"] for r in self.rows(
+                "SELECT ro.op_name, fs.text FROM release_ops ro "
+                "JOIN gradient_functions gf ON gf.id = ro.gradient_function_id "
+                "JOIN function_sources fs ON fs.id = gf.source_id "
+                f"WHERE ro.release_id = :rid AND ro.op_name IN ({names})",
+                rid=release_id, **{f"op{i}": op for i, op in enumerate(chunk)})})
+        return found
 
     def op_names(self, name: str | None = None, fold_case: bool = False) -> list[str]:
         """Op names in any release (or those equal to ``name``, in any case)."""

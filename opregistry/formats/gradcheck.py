@@ -4,6 +4,37 @@ from __future__ import annotations
 
 from typing import Any
 
+COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
+           "max_rel_error", "tolerance", "ops", "note"]
+
+
+def rows(result: Any) -> list[dict[str, Any]]:
+    """One row per check, for the table, CSV and markdown formats."""
+    return [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
+             "target": c.target, "verdict": c.verdict, "method": c.method,
+             "max_abs_error": _g(c.max_abs_error), "max_rel_error": _g(c.max_rel_error),
+             "tolerance": _g(c.tolerance),
+             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops),
+             "note": c.note} for c in result.checks]
+
+
+def summary(result: Any) -> str:
+    """The line the command prints on stderr after the checks."""
+    text = (f"{len(result.problems)} problem(s) in {len(result.checks)} check(s), "
+            f"{result.dtype}, {result.forward_passes} forward passes")
+    if result.cast_note:
+        text += f"; {result.cast_note}"
+    if result.nondeterminism:
+        text += (f"; nondeterministic: two identical forward passes differ by "
+                 f"{result.nondeterminism:.3g} (tolerance widened)")
+    if result.analysis_note:
+        text += f"; {result.analysis_note}"
+    return text
+
+
+def _g(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3g}"
+
 
 def message(result: Any) -> str:
     """A few readable lines, one per problem: what an AssertionError shows."""

@@ -15,14 +15,14 @@ from typing import Any
 
 from opregistry.guard.policy import (
     ACTIONS,
+    GuardPolicy,
     Lost,
     NonDifferentiableError,
     NonDifferentiableWarning,
-    Policy,
 )
 
 __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
-           "Policy", "current", "guard", "install", "uninstall"]
+           "GuardPolicy", "current", "guard", "install", "uninstall"]
 
 
 class Guard:
@@ -81,8 +81,10 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
 
     ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
     ``raise`` (NonDifferentiableError from the gradient call, before any optimizer
-    step) or ``log`` (the ``opregistry.guard`` logger). ``ignore``: {pattern: reason}
-    for targets (variable names) or ops (type or node name), fnmatch patterns.
+    step) or ``log`` (the ``opregistry.guard`` logger). ``ignore``: the project's ignore
+    rules (``opregistry.policy``), as ``{pattern: reason}`` (``op:ArgMax``,
+    ``node:*/argmax``, ``target:frozen/*``, ``output:...`` or a bare glob for any) or a
+    Policy (``opregistry.policy.load_policy()`` reads the project's policy file).
     ``release``: whose facts (default: the installed TensorFlow's, else the nearest in
     the database). The summary goes to stderr at the end when anything was seen."""
     return Guard(action, ignore, release=release, db=db, summary=summary)

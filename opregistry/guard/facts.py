@@ -111,7 +111,7 @@ def why(facts: dict[str, OpFacts], op: str, reason: str, detail: str = "") -> st
     """A BlockingOp reason in a sentence."""
     fact = facts.get(op)
     if reason == "none":
-        results = {i.result for i in fact.inputs if i.trainable} if fact else set()
+        results = {i.result for i in fact.inputs if i.carries_gradient} if fact else set()
         if results == {"zero"}:
             return f"none: {op}'s gradient is zero for every input"
         if results == {"raises"}:

@@ -1,12 +1,14 @@
 """What the guard does with what it finds: warn, raise or log, once per (target, op
-site); what is ignored and why; the summary of everything seen."""
+site); what the project's ignore rules (``opregistry.policy``: ``op:ArgMax``,
+``target:head/*``, each with its reason and optional expiry) leave out; the summary of
+everything seen."""
 from __future__ import annotations
 
-import fnmatch
 import logging
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from opregistry.errors import OpregistryError
 from opregistry.guard.sites import Site, shown
@@ -60,6 +62,7 @@ class Lost:
     loss_site: Site | None
     stops: tuple[StopSite, ...]
     facts: str  # which release's facts were used, in words
+    loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
 
     def keys(self) -> list[tuple[str, str, Site | None]]:
         """(target, op, site) for once-per-site reporting (the loss line where no op)."""
@@ -86,29 +89,29 @@ class Lost:
         return head
 
 
-@dataclass
-class Ignore:
-    """Targets or ops not to report: fnmatch patterns, each with its reason."""
+def ignore_rules(ignore: Any) -> Any:
+    """An ``opregistry.policy.Policy`` from ``ignore=``: a Policy itself (say, from
+    ``load_policy()`` and the project's policy file), ``{pattern: reason}``, or
+    ``(pattern, reason)`` pairs and ``Rule`` objects. Every rule says why."""
+    from opregistry.policy import Policy as Rules
+    from opregistry.policy import Rule
 
-    rules: list[tuple[str, str]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, ignore: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> Ignore:
-        if ignore is None:
-            return cls()
-        pairs = list(ignore.items()) if isinstance(ignore, Mapping) else list(ignore)
-        for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and
-                    all(isinstance(p, str) and p for p in pair)):
-                raise TypeError("ignore= takes {pattern: reason} or (pattern, reason) "
-                                f"pairs, each with a reason; got {pair!r}")
-        return cls(pairs)
-
-    def match(self, *names: str) -> tuple[str, str] | None:
-        for pattern, reason in self.rules:
-            if any(fnmatch.fnmatchcase(n, pattern) for n in names):
-                return pattern, reason
-        return None
+    if ignore is None:
+        return Rules([])
+    if isinstance(ignore, Rules):
+        return ignore
+    pairs = list(ignore.items()) if isinstance(ignore, Mapping) else list(ignore)
+    rules = []
+    for pair in pairs:
+        if isinstance(pair, Rule):
+            rules.append(pair)
+            continue
+        if not (isinstance(pair, tuple) and len(pair) == 2 and
+                all(isinstance(p, str) and p.strip() for p in pair)):
+            raise TypeError("ignore= takes {pattern: reason}, (pattern, reason) pairs or "
+                            f"an opregistry.policy.Policy; every rule says why: {pair!r}")
+        rules.append(Rule(pair[0].strip(), pair[1].strip(), origin="ignore="))
+    return Rules(rules)
 
 
 @dataclass
@@ -117,18 +120,18 @@ class Entry:
 
     lost: Lost
     count: int = 0
-    ignored: tuple[str, str] | None = None  # (pattern, reason)
+    ignored: Any = None  # the opregistry.policy.Rule that ignored it
 
 
-class Policy:
+class GuardPolicy:
     """Reports every Lost once per (target, op site); counts everything it sees."""
 
     def __init__(self, action: str = "warn", ignore: Mapping[str, str] |
-                 Iterable[tuple[str, str]] | None = None):
+                 Iterable[tuple[str, str]] | Any = None):
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         self.action = action
-        self.ignore = Ignore.of(ignore)
+        self.rules = ignore_rules(ignore)
         self.entries: dict[tuple[str, str, Site | None], Entry] = {}
 
     def handle(self, found: list[Lost]) -> None:
@@ -148,28 +151,16 @@ class Policy:
             self._report(fresh)
 
     def _filter(self, lost: Lost) -> Lost | None:
-        """``lost`` without its ignored ops (None: nothing left, counted as ignored)."""
-        rule = self.ignore.match(lost.target, _bare(lost.target))
-        kept = []
-        for stop in lost.stops:
-            op_rule = self.ignore.match(stop.op, stop.node)
-            if op_rule is None:
-                kept.append(stop)
-            else:
-                self._count_ignored(lost, (lost.target, stop.op, stop.site), op_rule)
-        if rule is not None:
-            for key in lost.keys():
-                self._count_ignored(lost, key, rule)
-            return None
-        if lost.stops and not kept:
-            return None
-        return Lost(lost.target, lost.kind, lost.call, lost.call_site, lost.loss,
-                    lost.loss_site, tuple(kept), lost.facts)
-
-    def _count_ignored(self, lost: Lost, key: tuple[str, str, Site | None],
-                       rule: tuple[str, str]) -> None:
-        entry = self.entries.setdefault(key, Entry(lost, ignored=rule))
-        entry.count += 1
+        """``lost``, or None when a rule ignores it (its target, its loss, or every op
+        where its paths stop), as ``check`` ignores a finding; counted either way."""
+        rule = self.rules.rule_for([lost.loss_node] if lost.loss_node else [],
+                                   _bare(lost.target), [(s.op, s.node) for s in lost.stops])
+        if rule is None:
+            return lost
+        for key in lost.keys():
+            entry = self.entries.setdefault(key, Entry(lost, ignored=rule))
+            entry.count += 1
+        return None
 
     def _report(self, fresh: list[Lost]) -> None:
         text = "\n".join(lost.message() for lost in fresh)
@@ -188,7 +179,7 @@ class Policy:
         return [e for e in self.entries.values() if e.ignored is None]
 
     def summary(self) -> str:
-        return summary_text(list(self.entries.items()))
+        return "\n".join([summary_text(list(self.entries.items()))] + self.rules.report())
 
 
 def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str:
@@ -205,9 +196,8 @@ def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str
                      f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")
         lines.append(f"    {_stop_text(key, entry)}")
     for key, entry in sorted(ignored, key=lambda i: (i[0][0], shown(i[0][2]))):
-        pattern, reason = entry.ignored or ("", "")
-        lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, "
-                     f"{pattern!r}: {reason}")
+        lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, by "
+                     f"{entry.ignored.describe()}")
         lines.append(f"    {_stop_text(key, entry)}")
     return "\n".join(lines)
 

@@ -14,7 +14,8 @@ from opregistry.errors import OpregistryError
 def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any = None,
                release: str | None = None, strict: bool = False) -> int:
     """The script's exit code (1 for an uncaught exception, printed as Python does;
-    with ``strict``, 1 when a gradient was lost); the summary printed to stdout."""
+    with ``strict``, 1 when a gradient was lost or an ignore rule expired or matched
+    nothing); the summary printed to stdout."""
     import opregistry.guard as guard
 
     if not os.path.isfile(path):
@@ -38,6 +39,6 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
         sys.argv, sys.path[:] = saved_argv, saved_path
     sys.stdout.flush()
     print(installed.summary())
-    if strict and code == 0 and installed.lost:
+    if strict and code == 0 and (installed.lost or installed.session.policy.rules.stale):
         return 1
     return code

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any
 
 from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.hooks import GraphCache
-from opregistry.guard.policy import Lost, Policy
+from opregistry.guard.policy import GuardPolicy, Lost
 from opregistry.guard.sites import Site, traceback_site
 
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
@@ -17,7 +18,7 @@ EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
 class Session:
     def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
                  db: Any = None):
-        self.policy = Policy(action, ignore)
+        self.policy = GuardPolicy(action, ignore)
         self._release, self._db = release, db
         self._facts: Facts | None = None
         self.cache = GraphCache()
@@ -54,6 +55,8 @@ class Session:
         found = []
         for name, none in zip(names, nones):
             lost = self._lost(name, none, verdicts.get(name), call, site, loss, loss_site)
+            if lost is not None and "'" in loss:  # "Mean 'Mean'": output: rules name it
+                lost = replace(lost, loss_node=loss.split("'")[1])
             if lost is not None:
                 found.append(lost)
         if found:

@@ -358,6 +358,9 @@ def _function_info(fn, site_dir):
         info["file"] = _relative(code.co_filename, site_dir)
         info["line"] = code.co_firstlineno
     info["source_hash"], info["hash_method"] = source_hash(target)
+    source = _source_text(target)
+    if source is not None and len(source) <= MAX_SOURCE:
+        info["source"] = source  # what `diff --source` shows (normalised there)
     return info
 
 
@@ -422,12 +425,22 @@ def _canonical(node, top=False):
     return [kind, fields]
 
 
+MAX_SOURCE = 256 * 1024  # a gradient function's source; longer ones are not kept
+
+
+def _source_text(fn):
+    """The function's dedented source, or None where Python has none (builtins)."""
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except (TypeError, OSError, IOError):
+        return None
+
+
 def source_hash(fn):
     """(hash, method) of a function's source that ignores formatting, comments,
     docstrings, decorators, type annotations and the function's own name."""
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (TypeError, OSError, IOError):
+    source = _source_text(fn)
+    if source is None:
         return None, None
     try:
         tree = ast.parse(source)

@@ -286,6 +286,8 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
 
     location = db if isinstance(db, DatabaseLocation) else resolve(db)
     engine = make_engine(location, create=True)
+    if save_documents:  # before a harvest that takes a minute, not after it
+        _save_directory(Path(save_documents))
     for target in list(targets or [HarvestTarget()]):
         if on_start:
             on_start(target)
@@ -317,9 +319,21 @@ def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool,
             discard_venv(recipe)
 
 
+def _save_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarvestError(f"cannot save harvest documents in {directory}: "
+                           f"{exc.strerror or exc}") from None
+
+
 def _save(document: dict[str, Any], directory: Path) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
+    _save_directory(directory)
     rel = document["release"]
     path = directory / f"{rel['package']}-{rel['version']}.json"
-    path.write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
+    try:
+        path.write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
+    except OSError as exc:
+        raise HarvestError(f"cannot save harvest document {path}: "
+                           f"{exc.strerror or exc}") from None
     return str(path)

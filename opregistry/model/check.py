@@ -127,7 +127,7 @@ class _no_gc:
 
 
 def upgrade_check(model: Any, before: str, after: str, *,
-                  db: Any = None, tags: str | None = None) -> Any:
+                  db: Any = None, tags: str | None = None, sources: bool = False) -> Any:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
@@ -137,7 +137,7 @@ def upgrade_check(model: Any, before: str, after: str, *,
     from opregistry.registry.diff import diff
 
     ops = set().union(*(m.op_types for m in load_models(model, tags=tags)))
-    result = diff(before, after, db=db)
+    result = diff(before, after, db=db, sources=sources)
     keep = lambda items: tuple(i for i in items if i.op in ops)  # noqa: E731
     return replace(result, added=keep(result.added), removed=keep(result.removed),
                    transitions=keep(result.transitions),

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from opregistry.model import library
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model, ModelError, Node
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
-MAX_CALL_DEPTH = 200  # nested function calls (Keras nests a handful)
 MIN_BUDGET, BUDGET_PER_NODE = 4_000_000, 20  # instances of the flattened graph
 
 
@@ -26,16 +26,7 @@ def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     return flat
 
 
-def _chain(names: list[str]) -> str:
-    """A call chain, shortened in the middle when long."""
-    shown = names if len(names) <= 6 else names[:3] + ["..."] + names[-3:]
-    return " -> ".join(shown)
-
 _IDENTITY_LIKE = ("Identity", "IdentityN")
-# ops whose function attributes hold bodies the analysis inlines
-_FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
-                             "Case", "StatelessCase", "While", "StatelessWhile",
-                             "TPUPartitionedCall", "RemoteCall"})
 
 
 # ------------------------------------------------------------------------ flattening
@@ -97,7 +88,7 @@ class Flat:
                 out.extend(node.attr[name].list.type if name in node.attr else [])
                 continue
             if arg.get("type"):
-                dtype = _dtype_number(arg["type"])
+                dtype = _schema.DATA_TYPE_NUMBERS.get(arg["type"], 0)
             elif arg.get("type_attr") and arg["type_attr"] in node.attr:
                 dtype = node.attr[arg["type_attr"]].type
             elif arg.get("type_attr"):
@@ -120,7 +111,7 @@ class Flat:
             facts = self.facts.get(op)
             attrs = facts.definition.get("attrs", []) if facts else []
             self._defaults[op] = {
-                a["name"]: _dtype_number(a["default"]["type"]) for a in attrs
+                a["name"]: _schema.DATA_TYPE_NUMBERS.get(a["default"]["type"], 0) for a in attrs
                 if a.get("type") == "type" and isinstance(a.get("default"), dict) and
                 isinstance(a["default"].get("type"), str)}
         return self._defaults[op]
@@ -178,7 +169,7 @@ class Flat:
         local = dict(zip(nodes, range(first, first + len(nodes))))
         if not ctx:
             self.top = local
-            self._check_size(nodes)
+            library.check_size(self.model, nodes, self.budget)
         self.keys.extend(nodes if not ctx else [ctx + name for name in nodes])
         self.nodes.extend(nodes.values())
         self.functions.extend([function] * len(nodes))
@@ -206,7 +197,7 @@ class Flat:
                 refs = [self._resolve(text, local, args) for text in node.input
                         if not text.startswith("^")]
             append(refs)
-        calls = set(ops[first:]) & (_FUNCTIONAL_OPS | self.model.functions.keys())
+        calls = set(ops[first:]) & (library.FUNCTIONAL_OPS | self.model.functions.keys())
         if calls:
             for inst in range(first, first + len(nodes)):
                 if ops[inst] in calls:
@@ -237,65 +228,10 @@ class Flat:
                              f"outside 0..{MAX_OUTPUTS - 1}")
         return _tensor(inst, index)
 
-    def _check_size(self, nodes: dict[str, Any]) -> None:
-        """Refuse, before inlining anything, a library whose inlined size is beyond the
-        budget (each function's size counted once, with the calls it makes), or that
-        calls itself: the cost of a check stays linear in what the file holds."""
-        if not self.model.functions:
-            return  # a frozen graph: nothing to inline
-        callers = _FUNCTIONAL_OPS | self.model.functions.keys()
-        sizes: dict[str, int] = {}
-        active: list[str] = []
-
-        def size(name: str) -> int:
-            if name in sizes:
-                return sizes[name]
-            if name in active:  # TensorFlow rejects recursive functions too
-                chain = active[active.index(name):] + [name]
-                raise ModelError(f"{self.model.source}: function {name} calls itself "
-                                 f"({_chain(chain)})")
-            if len(active) >= MAX_CALL_DEPTH:
-                raise ModelError(f"{self.model.source}: function calls nest deeper than "
-                                 f"{MAX_CALL_DEPTH} ({_chain(active)})")
-            active.append(name)
-            total = calls_in(self.model.functions[name].nodes)
-            active.pop()
-            sizes[name] = total
-            return total
-
-        def calls_in(body: dict[str, Any]) -> int:
-            total = len(body)
-            for node in body.values():
-                if node.op not in callers:
-                    continue
-                for name in self._bodies(node):
-                    total += size(name)
-                    if total > self.budget:
-                        return total
-            return total
-
-        if calls_in(nodes) > self.budget:
-            raise ModelError(
-                f"{self.model.source}: inlining its function library would create more "
-                f"than {self.budget:,} nodes")
-
-    def _bodies(self, node: Node) -> list[str]:
-        if node.op in self.model.functions:  # a library function called as an op
-            return [node.op]
-        if node.op not in _FUNCTIONAL_OPS:
-            return []
-        names = []
-        for key in ("f", "then_branch", "else_branch", "body"):
-            if key in node.attr and node.attr[key].func.name:
-                names.append(node.attr[key].func.name)
-        if "branches" in node.attr:
-            names.extend(f.name for f in node.attr["branches"].list.func)
-        return [n for n in names if n in self.model.functions]
-
     def _inline(self, inst: int) -> None:
         node = self.nodes[inst]
-        bodies = self._bodies(node)
-        if not bodies:  # (recursion and size were refused by _check_size up front)
+        bodies = library.bodies(self.model, node)
+        if not bodies:  # (recursion and size were refused by check_size up front)
             return
         skip = 1 if node.op in ("If", "StatelessIf", "Case", "StatelessCase") else 0
         call_inputs = self.inputs[inst][skip:]
@@ -337,32 +273,12 @@ class Flat:
 
     def custom_gradient_inputs(self, function: str, node: Node
                                ) -> tuple[set[int] | None, int]:
-        """Positions of the custom-gradient IdentityN ``node`` to which its saved
-        gradient ``function`` gives a gradient (None: not known, assume all), and the
-        number of leading positions that hold the forward results.
-
-        The function takes the upstream gradients (one per IdentityN output, first)
-        and captured tensors, and returns one gradient per differentiated input: the
-        IdentityN's inputs after the forward results, matched from the end. An output
-        that does not depend on any upstream gradient is constant (zeros, or None at
-        trace time): that input gets no gradient. The forward results get none either:
-        the custom gradient replaces their own gradient."""
-        body = self.model.functions.get(function)
-        n_inputs = sum(1 for text in node.input if not text.startswith("^"))
-        key = (function, n_inputs)
-        if key in self._custom_gradients:
-            return self._custom_gradients[key]
-        given: set[int] | None = None
-        first = 0
-        if body is not None and len(body.output_args) <= n_inputs:
-            upstream = {arg for arg, _ in body.input_args[:n_inputs]}
-            first = n_inputs - len(body.output_args)
-            given = set()
-            for k, (out_arg, _) in enumerate(body.output_args):
-                if _reaches_args(body, body.ret.get(out_arg, ""), upstream):
-                    given.add(first + k)
-        self._custom_gradients[key] = given, first
-        return given, first
+        """``library.custom_gradient_inputs``, once per (function, input count)."""
+        key = (function, sum(1 for text in node.input if not text.startswith("^")))
+        if key not in self._custom_gradients:
+            self._custom_gradients[key] = library.custom_gradient_inputs(
+                self.model, function, key[1])
+        return self._custom_gradients[key]
 
     def passes_key(self, node: Node) -> Any:
         """The key under which whether ``node`` passes a gradient per input position
@@ -393,34 +309,13 @@ class Flat:
                 names.append(arg["name"])
         return names
 
-    def trainable(self, t: int) -> bool:
+    def carries_gradient(self, t: int) -> bool:
         """Whether tensor ``t`` can carry a gradient (by its type)."""
         types = self.out_types[t & _INST]
         index = t >> _OUT
         return (types[index] if index < len(types) else (types[0] if types else 0)) \
-            in _CARRIERS
+            in _schema.GRADIENT_CARRIERS
 
-
-def _reaches_args(body: Any, tensor: str, args: set[str]) -> bool:
-    """Whether ``tensor`` of a function body depends on one of its arguments ``args``
-    (any data edge; calls inside the body count as depending on all their inputs)."""
-    seen: set[str] = set()
-    stack = [tensor.split(":")[0]]
-    while stack:
-        name = stack.pop()
-        if name in args:
-            return True
-        if name in seen or name not in body.nodes:
-            continue
-        seen.add(name)
-        stack.extend(text.split(":")[0] for text in body.nodes[name].input
-                     if not text.startswith("^"))
-    return False
-
-
-# gradients flow along these types (and their _REF forms; 0: not known)
-_CARRIERS = frozenset(_schema.DIFFERENTIABLE_TYPES | {0} |
-                      {t + _schema.REF_OFFSET for t in _schema.DIFFERENTIABLE_TYPES})
 
 def _attr_key(value: Any) -> Any:
     """A hashable summary of a type, number or type-list attr."""
@@ -432,11 +327,4 @@ def _attr_key(value: Any) -> Any:
     return (0, value.i)
 
 
-def _dtype_number(name: str) -> int:
-    return _DTYPES.get(name, 0)
 
-
-_DTYPES = {"DT_FLOAT": 1, "DT_DOUBLE": 2, "DT_INT32": 3, "DT_UINT8": 4, "DT_INT16": 5,
-           "DT_INT8": 6, "DT_STRING": 7, "DT_COMPLEX64": 8, "DT_INT64": 9, "DT_BOOL": 10,
-           "DT_BFLOAT16": 14, "DT_COMPLEX128": 18, "DT_HALF": 19, "DT_RESOURCE": 20,
-           "DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23}

@@ -84,6 +84,8 @@ class CheckResult:
     # (finding index) -> (node keys, edges) of the subgraph between target and output
     subgraphs: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(
         default_factory=list, repr=False)
+    # findings and partial paths a policy ignores (``opregistry.policy.Ignored``)
+    ignored: list[Any] = field(default_factory=list)
 
     def to_dot(self) -> str:
         """Graphviz of the findings (``opregistry.formats.dot``)."""
@@ -125,4 +127,5 @@ class CheckResult:
                 "targets": [asdict(t) for t in self.targets],
                 "unused_variables": self.unused_variables,
                 "unknown_ops": self.unknown_ops,
-                "unsaved_custom_gradients": self.unsaved_custom_gradients}
+                "unsaved_custom_gradients": self.unsaved_custom_gradients,
+                "ignored": [i.to_dict() for i in self.ignored]}

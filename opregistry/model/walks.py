@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from opregistry.model.flatten import _CARRIERS, _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
+from opregistry.model.flatten import _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
+from opregistry.model.readers._schema import GRADIENT_CARRIERS
 from opregistry.model.readers.model import Node
 from opregistry.model.results import BlockingOp
 
@@ -89,7 +90,7 @@ def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
     found: dict[tuple[int, int], tuple[int, int, int, str]] = {}
     values: list[int] = []  # integer tensors whose value the gradient region uses
     for inst, position, ref in raw:
-        if flat.trainable(ref):
+        if flat.carries_gradient(ref):
             reason = passes(flat, inst, position)
             if reason is not None and reason != REPLACED:
                 found[(inst, position)] = (inst, position, ref, reason)
@@ -111,7 +112,7 @@ def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
             reason = passes(flat, inst, position)
             if reason == REPLACED:
                 continue
-            if flat.trainable(edge):  # where a gradient would have turned into an integer
+            if flat.carries_gradient(edge):  # where a gradient would have turned into an integer
                 found.setdefault((inst, position), (inst, position, edge,
                                                     reason or "integer_edge"))
             elif reason is None:
@@ -182,11 +183,11 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
     ``record``, also the edges (instance, position, input) where it stopped."""
     reached: set[int] = set()
     stopped: list[tuple[int, int, int]] = []
-    if not flat.trainable(output):
+    if not flat.carries_gradient(output):
         return reached, stopped
     inputs, out_types, ops, transparent = flat.inputs, flat.out_types, flat.ops, \
         flat.transparent
-    trainable, cache, carriers = flat.trainable, flat.passes_cache, _CARRIERS
+    carries, cache, carriers = flat.carries_gradient, flat.passes_cache, GRADIENT_CARRIERS
     stack = [output]
     pop, push, add, stop = stack.pop, stack.append, reached.add, stopped.append
     while stack:  # depth-first: the order does not matter, the set does
@@ -196,7 +197,7 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
         add(t)
         inst = t & _INST
         if inst in transparent:
-            stack.extend(r for r in transparent[inst].get(t >> _OUT, []) if trainable(r))
+            stack.extend(r for r in transparent[inst].get(t >> _OUT, []) if carries(r))
             continue
         op = ops[inst]
         # variadic ops are cached under (op, counts) by passes: not found here
@@ -207,7 +208,7 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
             # an edge to a tensor reached already can still be where a path stops
             if ref is None or (ref in reached and not record):
                 continue
-            # trainable(ref), inlined: this runs once per edge of the model
+            # carries_gradient(ref), inlined: this runs once per edge of the model
             types = out_types[ref & _INST]
             index = ref >> _OUT
             if (types[index] if index < len(types) else (types[0] if types else 0)) \
@@ -232,7 +233,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
     seen: set[int] = set()
     queue = deque([source])
     blocking: dict[int, BlockingOp] = {}
-    nodes, functions, trainable = flat.nodes, flat.functions, flat.trainable
+    nodes, functions, carries = flat.nodes, flat.functions, flat.carries_gradient
     while queue:
         t = queue.popleft()
         if t in seen:
@@ -252,7 +253,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
                 continue  # the body consumes the input through its arguments
             for out_index in range(len(flat.out_types[inst])):
                 out = _tensor(inst, out_index)
-                if trainable(out):
+                if carries(out):
                     queue.append(out)
                 elif out in dep:
                     blocking[inst] = BlockingOp(node.name, node.op, functions[inst],

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from opregistry.numerical.checker import Checker, SecondOrderChecker
+from opregistry.numerical.checker import Checker
 from opregistry.numerical.differences import tolerance as _tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
+from opregistry.numerical.second_order import SecondOrderChecker
 from opregistry.numerical.subject import _state_kept, _Subject
 
 

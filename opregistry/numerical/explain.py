@@ -60,24 +60,31 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
         explained = path_ops(model, facts or {}, wanted, flat=flat) if wanted else {}
         for c in mine:
             key = (back.get(c.output, c.output), c.target)
-            if key in blocked and c.verdict not in ("none", "unrelated"):
-                c = replace(c, verdict="none", blocking_ops=blocked[key],
-                            note=_join(c.note, "no gradient path in the model: TensorFlow "
-                                       "gives none, whatever the finite differences say"))
-            info = explained.get(key)
-            if info is not None:
-                related, graded, ops = info
-                if c.gradient == "zero" and related and not graded and facts is not None \
-                        and (order == 1 or c.verdict != "ok"):
-                    c = replace(c, verdict="none",
-                                note="no gradient path (TensorFlow returned zeros)")
-                if c.verdict in ("none", "ok") and c.gradient == "none" and not related:
-                    c = replace(c, verdict="unrelated", note="the output does not depend on it")
-                elif c.verdict in PROBLEMS and facts is not None and not c.blocking_ops:
-                    c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
+            c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
     result.checks = checks
+
+
+def _revised(c: Any, blocking: Any, info: Any, named: bool, order: int) -> Any:
+    """One check after the analysis: ``blocking`` (the ops, when the analysis finds the
+    pair blocked), ``info`` (related, gradient path, ops on the paths) for a problem;
+    ``named``: the release's facts were available."""
+    if blocking is not None and c.verdict not in ("none", "unrelated"):
+        c = replace(c, verdict="none", blocking_ops=blocking,
+                    note=_join(c.note, "no gradient path in the model: TensorFlow "
+                               "gives none, whatever the finite differences say"))
+    if info is None:
+        return c
+    related, graded, ops = info
+    if c.gradient == "zero" and related and not graded and named \
+            and (order == 1 or c.verdict != "ok"):
+        c = replace(c, verdict="none", note="no gradient path (TensorFlow returned zeros)")
+    if c.verdict in ("none", "ok") and c.gradient == "none" and not related:
+        c = replace(c, verdict="unrelated", note="the output does not depend on it")
+    elif c.verdict in PROBLEMS and named and not c.blocking_ops:
+        c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
+    return c
 
 
 def _join(first: str, second: str) -> str:

@@ -43,6 +43,7 @@ class TargetCheck:
     gradient: str = "value"  # what TensorFlow returned: none | zero | value
     note: str = ""
     blocking_ops: tuple[Any, ...] = ()  # BlockingOp: ops the static analysis names
+    ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
 @dataclass
@@ -67,7 +68,12 @@ class GradcheckResult:
 
     @property
     def problems(self) -> list[TargetCheck]:
-        return [c for c in self.checks if c.verdict in PROBLEMS]
+        """Checks with a problem verdict that no policy rule ignores."""
+        return [c for c in self.checks if c.verdict in PROBLEMS and not c.ignored_by]
+
+    @property
+    def ignored(self) -> list[TargetCheck]:
+        return [c for c in self.checks if c.ignored_by]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

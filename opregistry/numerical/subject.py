@@ -89,21 +89,11 @@ class _Subject:
         specs = [tf.TensorSpec(v.shape, v.dtype, name=n) for v, n in zip(values, names_in)]
         concrete = traced.get_concrete_function(*specs)
         structure = concrete.structured_outputs
-        from opregistry.model.readers.traced import _method_owner, _output_names, variable_names
+        from opregistry.model.readers.traced import _output_names
 
         flat = tf.nest.flatten(structure, expand_composites=True)
         names = _output_names(tf, structure)
-        keep = [i for i, t in enumerate(flat) if getattr(t, "dtype", None) is not None
-                and t.dtype.is_floating]
-        if not keep:
-            raise GradcheckError(f"{source} has no floating-point output to differentiate")
-        if wanted:
-            unknown = sorted(set(wanted) - {names[i] for i in keep})
-            if unknown:
-                raise GradcheckError(
-                    f"{source} has no floating-point output {', '.join(unknown)} (it has: "
-                    f"{', '.join(names[i] for i in keep)})")
-            keep = [i for i in keep if names[i] in set(wanted)]
+        keep = _float_outputs(flat, names, wanted, source)
 
         def forward(*args: Any) -> list[Any]:
             out = tf.nest.flatten(traced(*args), expand_composites=True)
@@ -124,21 +114,7 @@ class _Subject:
                 forward(*values)
             variables = [v for v in tape.watched_variables() if v.trainable]
         variables = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
-        captures = {id(t) for _, t in concrete.graph.captures}
-        placeholders = [t for t in concrete.inputs if id(t) not in captures]
-        targets = []
-        for index, value in enumerate(values):
-            if value.dtype.is_floating:
-                name = placeholders[index].op.name if index < len(placeholders) else ""
-                targets.append(_Target("input", name or f"input_{index}", index,
-                                       int(tf.size(value)), tuple(value.shape)))
-        # distinct variables that share a name (tf.Variable(1.0) is always "Variable")
-        # are told apart by their attribute path, as check names them
-        owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else _method_owner(fn)
-        var_names = variable_names(tf, variables, owner)
-        for index, var in enumerate(variables):
-            targets.append(_Target("variable", var_names[id(var)], index,
-                                   int(tf.size(var)), tuple(var.shape)))
+        targets = _targets(tf, fn, concrete, values, variables)
         if not targets:
             raise GradcheckError(f"{source} has no floating-point input or trainable "
                                  "variable to check")
@@ -335,3 +311,43 @@ def _as_tensor(tf: Any, value: Any) -> Any:
 
 def _cast(tf: Any, value: Any, dtype: Any) -> Any:
     return tf.cast(value, dtype) if value.dtype.is_floating else value
+
+
+def _float_outputs(flat: list[Any], names: list[str], wanted: Sequence[str] | None,
+                   source: str) -> list[int]:
+    """Positions of the floating-point outputs to check (all, or those ``wanted``)."""
+    keep = [i for i, t in enumerate(flat) if getattr(t, "dtype", None) is not None
+            and t.dtype.is_floating]
+    if not keep:
+        raise GradcheckError(f"{source} has no floating-point output to differentiate")
+    if wanted:
+        unknown = sorted(set(wanted) - {names[i] for i in keep})
+        if unknown:
+            raise GradcheckError(
+                f"{source} has no floating-point output {', '.join(unknown)} (it has: "
+                f"{', '.join(names[i] for i in keep)})")
+        keep = [i for i in keep if names[i] in set(wanted)]
+    return keep
+
+
+def _targets(tf: Any, fn: Any, concrete: Any, values: list[Any], variables: list[Any]
+             ) -> list[_Target]:
+    """The float inputs (named by their placeholders) and the variables."""
+    from opregistry.model.readers.traced import _method_owner, variable_names
+
+    captures = {id(t) for _, t in concrete.graph.captures}
+    placeholders = [t for t in concrete.inputs if id(t) not in captures]
+    targets = []
+    for index, value in enumerate(values):
+        if value.dtype.is_floating:
+            name = placeholders[index].op.name if index < len(placeholders) else ""
+            targets.append(_Target("input", name or f"input_{index}", index,
+                                   int(tf.size(value)), tuple(value.shape)))
+    # distinct variables that share a name (tf.Variable(1.0) is always "Variable")
+    # are told apart by their attribute path, as check names them
+    owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else _method_owner(fn)
+    var_names = variable_names(tf, variables, owner)
+    for index, var in enumerate(variables):
+        targets.append(_Target("variable", var_names[id(var)], index,
+                               int(tf.size(var)), tuple(var.shape)))
+    return targets

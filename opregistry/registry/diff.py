@@ -1,7 +1,7 @@
 """What changed between two releases (the ``diff`` command and API)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from opregistry.db.store import using
@@ -24,9 +24,32 @@ class FunctionChange:
     op: str
     before: GradientFunctionInfo
     after: GradientFunctionInfo
+    before_release: str = ""
+    after_release: str = ""
+    # the source texts, when the diff was asked for them (None: not harvested)
+    before_source: str | None = None
+    after_source: str | None = None
+    with_source: bool = False
+
+    def source_diff(self) -> str:
+        """A unified diff of the normalised sources, headed by links to TensorFlow's
+        source at both releases."""
+        from opregistry.registry.sources import unified_diff
+
+        return unified_diff(self.op, (self.before_release, self.before_source, self.before),
+                            (self.after_release, self.after_source, self.after))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "before": asdict(self.before), "after": asdict(self.after)}
+        from opregistry.registry.sources import source_url
+
+        data: dict[str, Any] = {"op": self.op}
+        for key, info, release in (("before", self.before, self.before_release),
+                                   ("after", self.after, self.after_release)):
+            data[key] = dict(asdict(info), url=source_url(release, info.source_file,
+                                                          info.line))
+        if self.with_source:
+            data["source_diff"] = self.source_diff()
+        return data
 
 
 @dataclass(frozen=True)
@@ -68,9 +91,10 @@ class DiffResult:
         }
 
 
-def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
+def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
-    transitions, and gradient functions whose normalised source changed."""
+    transitions, and gradient functions whose normalised source changed (with
+    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``)."""
     with using(db) as store:
         a, b = store.release(before), store.release(after)
         rows_a, rows_b = release_ops(store, a.id), release_ops(store, b.id)
@@ -85,7 +109,8 @@ def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
             elif old.function and new.function and old.function.source_hash and \
                     new.function.source_hash and \
                     old.function.source_hash != new.function.source_hash:
-                changed.append(FunctionChange(name, old.function, new.function))
+                changed.append(FunctionChange(name, old.function, new.function,
+                                              a.version, b.version))
             if old.effective and new.effective and old.effective != new.effective:
                 effective_t.append(Transition(name, old.effective, new.effective, new.public))
             before_inputs = {i.position: i for i in old.inputs}
@@ -99,6 +124,12 @@ def diff(before: str, after: str, *, db: Any = None) -> DiffResult:
                     old.verification.status != new.verification.status:
                 verified_t.append(Transition(name, old.verification.status,
                                              new.verification.status, new.public))
+        if sources and changed:
+            names = [c.op for c in changed]
+            text_a, text_b = store.function_sources(a.id, names), store.function_sources(
+                b.id, names)
+            changed = [replace(c, before_source=text_a.get(c.op), after_source=text_b.get(c.op),
+                               with_source=True) for c in changed]
         return DiffResult(before=a.version, after=b.version, added=tuple(added),
                           removed=tuple(removed), transitions=tuple(transitions),
                           changed_functions=tuple(changed),

@@ -34,7 +34,7 @@ class InputGradient:
     position: int
     name: str
     dtype: str
-    trainable: bool  # float, complex, resource or variant: could carry a gradient
+    carries_gradient: bool  # float, complex, resource or variant (its type)
     result: str  # gradient | none | zero | raises
     numeric_error: float | None = None  # relative, from the numerical check
 
@@ -83,7 +83,13 @@ class OpRelease:
     verification: Verification | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.function is not None:
+            from opregistry.registry.sources import source_url
+
+            data["function"]["url"] = source_url(self.release, self.function.source_file,
+                                                 self.function.line)
+        return data
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
@@ -209,8 +215,8 @@ def input_gradients(store: Store, release_id: int, op: str | None = None
     out: dict[str, list[InputGradient]] = {}
     for row in store.inputs(release_id, op):
         out.setdefault(row["op_name"], []).append(InputGradient(
-            row["position"], row["name"], row["dtype"], bool(row["trainable"]), row["result"],
-            row["numeric_error"]))
+            row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
+            row["result"], row["numeric_error"]))
     return out
 
 

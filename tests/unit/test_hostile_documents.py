@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from documents import document, op  # tests/unit is on sys.path
 
-from opregistry.db.loader import read_document, validate
+from opregistry.db.validate import read_document, validate
 from opregistry.errors import DocumentError
 from opregistry.harvest.collector import FORMAT
 
@@ -48,3 +49,149 @@ def test_db_load_of_a_device_is_one_line(tmp_path):
                           env=env, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "not a regular file" in done.stderr
+
+
+# ---------------------------------------------------------------- the written schema
+# Each case: a change to a valid document, and the JSON path the error must name.
+# These are the documents that ended in a traceback, or were stored although invalid.
+
+def _base():
+    return document("2.21.0", [
+        op("Floor", "registered", "none", [("x", "none")]),
+        op("MatMul", "registered", "differentiable", [("a", "gradient"), ("b", "gradient")]),
+        op("Shape", "no_gradient")])
+
+
+def _set(path, value):
+    def change(doc):
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return change
+
+
+def _delete(path):
+    def change(doc):
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return change
+
+
+def _deep(levels):
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+HOSTILE = {
+    "op name a list": (_set(["ops", 0, "name"], ["Floor"]), r"\$\.ops\[0\]\.name"),
+    "op name an object": (_set(["ops", 0, "name"], {"a": 1}), r"\$\.ops\[0\]\.name"),
+    "op name null": (_set(["ops", 0, "name"], None), r"\$\.ops\[0\]\.name"),
+    "op name a lone surrogate": (_set(["ops", 0, "name"], "\ud800"), r"\$\.ops\[0\]\.name"),
+    "op name with spaces": (_set(["ops", 0, "name"], "Floor; DROP"), r"\$\.ops\[0\]\.name"),
+    "duplicate op names": (_set(["ops", 1, "name"], "Floor"), r"\$\.ops\[1\]\.name.*twice"),
+    "public a string": (_set(["ops", 0, "public"], "yes"), r"\$\.ops\[0\]\.public"),
+    "probes a list": (_set(["probes"], [1, 2]), r"\$\.probes"),
+    "probe a list": (_set(["ops", 0, "probe"], []), r"\$\.ops\[0\]\.probe"),
+    "probe without effective": (_delete(["ops", 0, "probe", "effective"]),
+                                r"\$\.ops\[0\]\.probe: missing key 'effective'"),
+    "input without result": (_delete(["ops", 0, "probe", "inputs", 0, "result"]),
+                             r"\$\.ops\[0\]\.probe\.inputs\[0\]"),
+    "position 2**80": (_set(["ops", 0, "probe", "inputs", 0, "position"], 2 ** 80),
+                       r"\$\.ops\[0\]\.probe\.inputs\[0\]\.position"),
+    "position a float": (_set(["ops", 0, "probe", "inputs", 0, "position"], 0.5),
+                         r"\.position: expected an integer"),
+    "position true": (_set(["ops", 0, "probe", "inputs", 0, "position"], True),
+                      r"\.position: expected an integer"),
+    "duplicate positions": (_set(["ops", 1, "probe", "inputs", 1, "position"], 0),
+                            r"\$\.ops\[1\]\.probe\.inputs\[1\]\.position.*twice"),
+    "gradient status unknown": (_set(["ops", 0, "gradient", "status"], "maybe"),
+                                r"\$\.ops\[0\]\.gradient\.status"),
+    "registered without function": (_delete(["ops", 0, "gradient", "function"]),
+                                    r"\$\.ops\[0\]\.gradient"),
+    "function line a string": (_set(["ops", 0, "gradient", "function", "line"], "1"),
+                               r"\.function\.line"),
+    "op_def missing": (_delete(["ops", 0, "op_def"]), r"missing key 'op_def'"),
+    "op_def for another op": (_set(["ops", 0, "op_def", "name"], "Ceil"),
+                              r"\$\.ops\[0\]\.op_def\.name"),
+    "an integer version": (_set(["release", "version"], 221), r"\$\.release\.version"),
+    "a 5 MB version": (_set(["release", "version"], "2" * 5_000_000), r"\$\.release\.version"),
+    "a version that is not one": (_set(["release", "version"], "../../etc"),
+                                  r"\$\.release\.version"),
+    "probe seconds NaN": (_set(["probes", "seconds"], float("nan")), r"\$\.probes\.seconds"),
+    "probe seconds infinite": (_set(["probes", "seconds"], float("inf")),
+                               r"\$\.probes\.seconds"),
+    "verification error NaN": (_set(["ops", 0, "probe", "verification"],
+                                    {"status": "verified", "max_error": float("nan")}),
+                               r"\.verification\.max_error"),
+    "NaN in a free-form field": (_set(["ops", 0, "op_def", "extra"], [float("nan")]),
+                                 r"\$\.ops\[0\]\.op_def\.extra\[0\]"),
+    "a 200,000-deep value": (_set(["ops", 0, "probe", "deep"], _deep(200_000)),
+                             r"nested deeper than"),
+    "ops empty": (_set(["ops"], []), r"\$\.ops: no ops"),
+    "ops an object": (_set(["ops"], {"Floor": {}}), r"\$\.ops: expected a list"),
+    "release missing": (_delete(["release"]), r"missing key 'release'"),
+    "python name entry a string": (_set(["python_names", 0], "tf.floor"),
+                                   r"\$\.python_names\[0\]"),
+    "python name too long": (_set(["python_names", 0, "name"], "x" * 300),
+                             r"\$\.python_names\[0\]\.name"),
+    "effective unknown word": (_set(["ops", 0, "probe", "effective"], "sometimes"),
+                               r"\.probe\.effective"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_an_invalid_document_names_its_first_problem(case):
+    change, path = HOSTILE[case]
+    doc = _base()
+    validate(doc)  # the base is valid: the change alone makes it invalid
+    change(doc)
+    with pytest.raises(DocumentError, match=path):
+        validate(doc)
+
+
+def _rows(path):
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+
+
+def test_an_invalid_document_never_reaches_the_database(tmp_path):
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import resolve
+
+    path = tmp_path / "db.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, _base())
+    before = _rows(path)
+    for case, (change, _) in sorted(HOSTILE.items()):
+        doc = _base()
+        change(doc)
+        with pytest.raises(DocumentError):
+            load(engine, doc)
+        assert _rows(path) == before, case
+    engine.dispose()
+
+
+def test_the_cli_names_the_path_in_one_line(tmp_path):
+    import json
+
+    doc = _base()
+    doc["ops"][1]["probe"]["inputs"][0]["position"] = 2 ** 80
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(doc))
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    done = subprocess.run([sys.executable, "-m", "opregistry", "db", "load", str(path),
+                           "--db", str(tmp_path / "x.sqlite")], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "$.ops[1].probe.inputs[0].position: 1208925819614629174706176 is outside" \
+        in done.stderr

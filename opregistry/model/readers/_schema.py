@@ -176,3 +176,8 @@ DT_RESOURCE, DT_COMPLEX128, DT_VARIANT = 20, 18, 21
 DIFFERENTIABLE_TYPES = frozenset({DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_COMPLEX64,
                                   DT_COMPLEX128, DT_RESOURCE, DT_VARIANT})
 REF_OFFSET = 100  # DT_FLOAT_REF = 101 ...
+# DataType numbers by name (OpDef JSON names types: "DT_FLOAT")
+DATA_TYPE_NUMBERS = {name: number for number, name in enumerate(DATA_TYPES)}
+# gradients flow along these types (and their _REF forms; 0: not known)
+GRADIENT_CARRIERS = frozenset(DIFFERENTIABLE_TYPES | {0} |
+                              {t + REF_OFFSET for t in DIFFERENTIABLE_TYPES})

@@ -1,0 +1,68 @@
+"""``check-files``: ``check`` over the model files a commit touches (the pre-commit
+hook's entry). ``saved_model.pb`` stands for its SavedModel directory; each model once."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from opregistry.cli.app import app
+from opregistry.cli.options import (
+    DbOption,
+    IgnoreOption,
+    OptionalList,
+    OptionalStr,
+    PolicyOption,
+    ReleaseOption,
+    load_cli_policy,
+    report_policy,
+)
+from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
+from opregistry.formats import render
+from opregistry.formats.check import COLUMNS, finding_rows, summary_line
+
+
+def models_of(files: List[str]) -> list[str]:
+    """The models behind ``files``, in order, each once."""
+    seen: dict[str, None] = {}
+    for name in files:
+        path = Path(name)
+        seen[str(path.parent) if path.name == "saved_model.pb" else str(path)] = None
+    return list(seen)
+
+
+@app.command("check-files")
+def check_files_command(
+    files: List[str] = typer.Argument(..., help="Model files (saved_model.pb stands for "
+                                                "its SavedModel directory)."),
+    release: OptionalStr = ReleaseOption,
+    strict: bool = typer.Option(False, "--strict", help="As for check."),
+    ignore: OptionalList = IgnoreOption,
+    policy_file: OptionalStr = PolicyOption,
+    db: OptionalStr = DbOption,
+) -> None:
+    """Check several models (for pre-commit): findings per model, exit 1 if any."""
+    from opregistry.model.check import check
+    from opregistry.policy import apply_to_check
+
+    policy = load_cli_policy(ignore, policy_file)
+    failed = errors = ignored = 0
+    for model in models_of(files):
+        try:
+            result = apply_to_check(check(model, release=release, db=db), policy)
+        except OpregistryError as exc:
+            typer.echo(f"Error: {model}: {exc}", err=True)
+            errors += 1
+            continue
+        ignored += len(result.ignored)
+        if result.findings or (strict and result.partial_paths):
+            failed += 1
+            typer.echo(f"{model}:")
+            typer.echo(render("table", None, finding_rows(result), COLUMNS))
+        typer.echo(f"{model}: {summary_line(result)}", err=True)
+    report_policy(policy, ignored)
+    if errors:
+        raise typer.Exit(code=EXIT_USAGE)
+    if failed or (strict and policy.stale):
+        raise typer.Exit(code=EXIT_FINDINGS)

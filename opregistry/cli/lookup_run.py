@@ -1,0 +1,59 @@
+"""The ``lookup`` command's body without Typer: the Typer command and the fast path
+(``fast.py``) both run it, so their output is the same by construction."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from opregistry.cli.output import write_atomically
+from opregistry.db.store import open_store
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, plural, render
+from opregistry.formats.lookup import COLUMNS, lookup_row
+from opregistry.registry import lookup as query
+
+
+def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
+               db: str | None, output_file: str | None = None) -> int:
+    """The whole `lookup` command without Typer, so the fast path can share it."""
+    results, errors = [], []
+    try:
+        reader = open_store(db)
+    except OpregistryError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        for name in names:
+            try:
+                results.append(query.lookup(name, release, db=reader))
+            except OpregistryError as exc:
+                errors.append(exc)
+    finally:
+        reader.close()
+    rows = [row for result in results for row in result.rows]
+    if results:
+        data = [r.to_dict() for r in rows]
+        probed = any(r.effective for r in rows)
+        columns = [c for c in COLUMNS if probed or c not in (
+            "effective", "inputs", "second_order", "verified")]
+        columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
+        text = render(fmt, data, [lookup_row(r) for r in rows], columns)
+        if output_file is None:
+            print(text)
+            sys.stdout.flush()
+        elif not errors:  # a report with an unknown op in it is not written
+            try:
+                write_atomically(Path(output_file), text + "\n")
+            except OpregistryError as exc:
+                errors.append(exc)
+        for result in results:
+            states = sorted({r.gradient for r in result.rows})
+            effective = sorted({r.effective for r in result.rows if r.effective})
+            releases = {(r.release, r.package) for r in result.rows}
+            shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
+            print(f"{result.query} -> {', '.join(result.ops)}: {shown} "
+                  f"in {plural(len(releases), 'release')}", file=sys.stderr)
+    for error in errors:
+        print(f"Error: {error}", file=sys.stderr)
+    return errors[0].exit_code if errors else 0

@@ -1,0 +1,41 @@
+"""Rows and the summary line of a check result."""
+from __future__ import annotations
+
+from typing import Any
+
+from opregistry.formats import plural
+
+COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
+           "reason"]
+
+
+def finding_rows(result: Any) -> list[dict[str, Any]]:
+    """One row per (finding or partial path, op): blocked pairs first, each pair's ops
+    in order; a blocked pair with no op to name gets one row saying so."""
+    rows = []
+    for status, items in (("blocked", result.findings), ("partial_path", result.partial_paths)):
+        for item in items:
+            ops = item.blocking_ops if status == "blocked" else item.ops
+            base = {"meta_graph": item.meta_graph, "signature": item.signature,
+                    "output": item.output, "target_kind": item.target_kind,
+                    "target": item.target, "status": status}
+            for b in ops or [None]:
+                rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
+                                 function=b.function if b else None,
+                                 reason=b.reason if b else "no path"))
+    return rows
+
+
+def summary_line(result: Any) -> str:
+    """What ``check`` prints on stderr after the rows."""
+    targets = {(f.meta_graph, f.signature, f.output, f.target) for f in result.findings}
+    summary = (f"{plural(len(targets), 'blocked target')}"
+               + (f", {plural(len(result.partial_paths), 'partial path')}"
+                  if result.partial_paths else "") + " in "
+               f"{plural(len(result.outputs), 'output')}"
+               + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
+                  if len(result.meta_graphs) > 1 else "")
+               + f" against TensorFlow {result.release}")
+    if result.unknown_ops:
+        summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
+    return summary

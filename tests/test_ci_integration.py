@@ -1,0 +1,236 @@
+"""opregistry in a team's CI: ignore rules (command line, .opregistry.toml, pyproject.toml),
+SARIF read by real SARIF consumers, -o FILE, and the pre-commit hook run by the real
+pre-commit tool. Models are real SavedModels built here with TensorFlow."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+tf = pytest.importorskip("tensorflow")
+
+
+def _save(module: object, path: Path) -> Path:
+    tf.saved_model.save(module, str(path), signatures=module.f)  # type: ignore[attr-defined]
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``blocked``: logits from ``dense`` and a class index through ArgMax times ``head``
+    (head gets no gradient from ``score``); ``clean``: one dense layer."""
+    base = tmp_path_factory.mktemp("ci_models")
+    blocked = tf.Module()
+    blocked.dense = tf.Variable(tf.ones([3, 2]), name="dense")
+    blocked.head = tf.Variable(tf.ones([3, 2]), name="head")
+    blocked.f = tf.function(lambda x: {
+        "logits": tf.matmul(x, blocked.dense),
+        "score": tf.cast(tf.argmax(tf.matmul(x, blocked.head), axis=1), tf.float32)},
+        input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+    clean = tf.Module()
+    clean.w = tf.Variable(tf.ones([3, 1]), name="w")
+    clean.f = tf.function(lambda x: {"y": tf.matmul(x, clean.w)},
+                          input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+    return {"blocked": _save(blocked, base / "blocked"), "clean": _save(clean, base / "clean")}
+
+
+def _check(model: Path, *args: str, cwd: Path | None = None):
+    return run_cli("check", str(model), "--tf", "latest", *args, cwd=cwd)
+
+
+def test_without_rules_the_blocked_model_fails(models, tmp_path):
+    done = _check(models["blocked"], "--format", "json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    assert {(f["output"], f["target"]) for f in findings} >= {("score", "head")}
+    assert {b["op"] for f in findings for b in f["blocking_ops"]} == {"ArgMax"}
+
+
+@pytest.mark.parametrize("pattern, left", [
+    ("op:ArgMax", set()), ("node:*ArgMax*", set()), ("output:score", set()),
+    ("output:serving_default:score", set()), ("ArgMax=the score head is for metrics", set()),
+    ("target:head", {"x"}),  # the input still gets no gradient from score
+])
+def test_an_ignore_rule_by_op_target_node_or_output(models, tmp_path, pattern, left):
+    done = _check(models["blocked"], "--ignore", pattern, "--format", "json", cwd=tmp_path)
+    assert done.returncode == (1 if left else 0), done.stderr
+    data = json.loads(done.stdout)
+    assert {f["target"] for f in data["findings"]} == left
+    assert {i["target"] for i in data["ignored"]} == {"head", "x"} - left
+    assert "ignored by policy: " + pattern.split("=")[0] in done.stderr
+
+
+def test_a_rule_that_covers_only_some_stops_does_not_ignore(models, tmp_path):
+    done = _check(models["blocked"], "--ignore", "op:Round", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "policy rule matched nothing: op:Round" in done.stderr
+
+
+def _policy(directory: Path, body: str, name: str = ".opregistry.toml") -> Path:
+    path = directory / name
+    path.write_text(body)
+    return path
+
+
+def test_the_policy_file_is_found_and_its_reason_shown(models, tmp_path):
+    _policy(tmp_path, '[[ignore]]\npattern = "op:ArgMax"\nreason = "metrics head"\n')
+    sub = tmp_path / "deeper" / "still"
+    sub.mkdir(parents=True)
+    done = _check(models["blocked"], "--format", "json", cwd=sub)  # found from below
+    assert done.returncode == 0, done.stderr
+    assert {i["reason"] for i in json.loads(done.stdout)["ignored"]} == {"metrics head"}
+
+
+def test_a_rule_without_a_reason_is_refused(models, tmp_path):
+    _policy(tmp_path, '[[ignore]]\npattern = "op:ArgMax"\n')
+    done = _check(models["blocked"], cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "missing reason" in done.stderr
+
+
+def test_an_expired_rule_no_longer_applies_and_is_reported(models, tmp_path):
+    yesterday = datetime.date.today() - datetime.timedelta(days=1)
+    _policy(tmp_path, f'[[ignore]]\npattern = "op:ArgMax"\nreason = "until the fix"\n'
+                      f'expires = {yesterday.isoformat()}\n')
+    done = _check(models["blocked"], cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"policy rule expired on {yesterday.isoformat()}, not applied: op:ArgMax" \
+        in done.stderr
+
+
+def test_strict_fails_for_a_stale_rule_on_a_clean_model(models, tmp_path):
+    _policy(tmp_path, '[[ignore]]\npattern = "op:ArgMax"\nreason = "old head"\n')
+    assert _check(models["clean"], cwd=tmp_path).returncode == 0
+    done = _check(models["clean"], "--strict", cwd=tmp_path)
+    assert done.returncode == 1 and "matched nothing: op:ArgMax" in done.stderr
+
+
+def test_check_and_gradcheck_read_the_same_pyproject_policy(models, tmp_path):
+    gradcheck = ["gradcheck", str(models["blocked"]), "--tf", "latest", "--format", "json"]
+    before = run_cli(*gradcheck, cwd=tmp_path)
+    assert before.returncode == 1, before.stderr
+    problems = [c for c in json.loads(before.stdout)["checks"] if c["verdict"] != "ok"
+                and c["verdict"] != "unrelated"]
+    assert {(c["output"], c["target"]) for c in problems} == {("score", "head"), ("score", "x")}
+    _policy(tmp_path, '[project]\nname = "x"\n\n[[tool.opregistry.ignore]]\n'
+                      'pattern = "op:ArgMax"\nreason = "metrics head"\n', "pyproject.toml")
+    after = run_cli(*gradcheck, cwd=tmp_path)
+    assert after.returncode == 0, after.stderr
+    ignored = [c for c in json.loads(after.stdout)["checks"] if c["ignored_by"]]
+    assert sorted((c["target"], c["ignored_by"]) for c in ignored) == \
+        [("head", "op:ArgMax: metrics head"), ("x", "op:ArgMax: metrics head")]
+    assert _check(models["blocked"], cwd=tmp_path).returncode == 0
+
+
+# ----------------------------------------------------------------------------- SARIF
+
+def test_sarif_is_read_by_sarif_consumers_with_stable_fingerprints(models, tmp_path):
+    from sarif_pydantic import Sarif
+
+    shutil.copytree(models["blocked"], tmp_path / "model")
+    runs = [_check(tmp_path / "model", "--format", "sarif", cwd=tmp_path) for _ in range(2)]
+    assert [r.returncode for r in runs] == [1, 1]
+    log = Sarif.model_validate_json(runs[0].stdout)  # the object model refuses bad SARIF
+    results = log.runs[0].results
+    assert results and {r.rule_id for r in results} == {"none"}
+    rule_ids = [rule.id for rule in log.runs[0].tool.driver.rules]
+    assert {"none", "no_gradient", "missing", "integer_edge", "partial_input",
+            "custom_gradient_none", "custom_gradient_not_saved"} <= set(rule_ids)
+    raw = json.loads(runs[0].stdout)
+    for result in raw["runs"][0]["results"]:
+        uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        assert uri == "model/saved_model.pb"  # relative to the working directory
+        assert rule_ids[result["ruleIndex"]] == result["ruleId"]
+    prints = [[r["partialFingerprints"] for r in json.loads(run.stdout)["runs"][0]["results"]]
+              for run in runs]
+    assert prints[0] == prints[1] and len({json.dumps(p) for p in prints[0]}) == len(prints[0])
+    # a second consumer: sarif-tools' command line summarises it without error
+    (tmp_path / "out.sarif").write_text(runs[0].stdout)
+    summary = subprocess.run([str(Path(sys.executable).parent / "sarif"), "summary",
+                              str(tmp_path / "out.sarif")], capture_output=True, text=True,
+                             timeout=120)
+    assert summary.returncode == 0, summary.stderr
+    assert "error" in summary.stdout.lower()
+
+
+def test_gradcheck_sarif(models, tmp_path):
+    from sarif_pydantic import Sarif
+
+    done = run_cli("gradcheck", str(models["blocked"]), "--tf", "latest", "--format", "sarif",
+                   cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    results = Sarif.model_validate_json(done.stdout).runs[0].results
+    assert [r.rule_id for r in results] == ["gradcheck/none"] * 2  # head and x from score
+
+
+# ------------------------------------------------------------------------- -o FILE
+
+def test_output_file_is_written_only_on_success(models, tmp_path):
+    report = tmp_path / "report.json"
+    done = _check(models["blocked"], "--format", "json", "-o", str(report), cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert json.loads(report.read_text())["findings"]
+    assert "blocked target" in done.stderr  # the summary stays on stderr
+    before = report.read_text()
+    failed = _check(tmp_path / "no-such-model", "--format", "json", "-o", str(report),
+                    cwd=tmp_path)
+    assert failed.returncode == 2 and report.read_text() == before
+    for args in (["releases"], ["lookup", "ArgMax"], ["ops", "--tf", "latest"],
+                 ["diff", "2.20", "2.21"], ["probe-report"], ["db", "current"]):
+        out = tmp_path / f"{args[0]}.csv"
+        done = run_cli(*args, "-f", "csv", "-o", str(out), cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout == "", (args, done.stderr)
+        assert out.read_text().count("\n") >= 1, args
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+# ----------------------------------------------------------------------- pre-commit
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def hook_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout as a git repository pre-commit can install from (its files as they
+    are now, committed in a copy)."""
+    copy = tmp_path_factory.mktemp("hook") / "opregistry"
+    ignore = shutil.ignore_patterns(".git", ".ci-*", "*.egg-info", "build", "__pycache__",
+                                    ".venv", ".pytest_cache")
+    shutil.copytree(ROOT, copy, ignore=ignore)
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    assert _git(copy, "commit", "-qm", "hook").returncode == 0
+    return copy
+
+
+def test_pre_commit_try_repo_fails_a_blocked_model_and_passes_a_clean_one(
+        models, hook_checkout, tmp_path):
+    pre_commit = Path(sys.executable).parent / "pre-commit"
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
+    env.pop("OPREGISTRY_DB", None)
+    outcomes = {}
+    for name in ("clean", "blocked"):
+        shutil.copytree(models[name], repo / name)
+        _git(repo, "add", name)
+        done = subprocess.run([str(pre_commit), "try-repo", str(hook_checkout),
+                               "opregistry-check", "--files", f"{name}/saved_model.pb"],
+                              cwd=repo, capture_output=True, text=True, env=env, timeout=1200)
+        outcomes[name] = done
+    assert outcomes["clean"].returncode == 0, outcomes["clean"].stdout
+    assert outcomes["blocked"].returncode == 1, outcomes["blocked"].stdout
+    shown = outcomes["blocked"].stdout
+    assert "head" in shown and "ArgMax" in shown and "Failed" in shown

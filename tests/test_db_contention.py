@@ -1,0 +1,209 @@
+"""Database writes under contention, with real processes on real SQLite files: two loads
+at once, a load or an upgrade while another process holds the write lock, a SIGKILL in
+the middle of `db upgrade`, and `--db` values that are not databases."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from opregistry.db import migrate
+from opregistry.db.engine import make_engine
+from opregistry.db.location import resolve
+from opregistry.db.vocabulary import HEAD_REVISION
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    return dict(env, **extra)
+
+
+def _cli(*args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "opregistry", *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(**env))
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+def _releases(path: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return conn.execute(
+            "SELECT r.version, COUNT(ro.op_name) FROM releases r LEFT JOIN release_ops ro "
+            "ON ro.release_id = r.id GROUP BY r.id ORDER BY r.version").fetchall()
+
+
+@pytest.fixture
+def docs(tf_document: dict, tmp_path: Path) -> tuple[Path, Path, int]:
+    """The session harvest under two release names, as files."""
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(tf_document))
+    other = dict(tf_document, release=dict(tf_document["release"], version="9.9.9"))
+    second.write_text(json.dumps(other))
+    return first, second, len(tf_document["ops"])
+
+
+def test_two_loads_of_the_same_release_queue_and_the_second_replaces_it(docs, tmp_path):
+    first, _, n_ops = docs
+    db = tmp_path / "same.sqlite"
+    procs = [_cli("db", "load", str(first), "--db", str(db)) for _ in range(2)]
+    results = [_finish(p) for p in procs]
+    for code, _, err in results:
+        assert code == 0 and "Traceback" not in err, err
+    assert sorted("(replaced)" in err for _, _, err in results) == [False, True]
+    assert [n for _, n in _releases(db)] == [n_ops]
+
+
+def test_two_loads_of_different_releases_both_land(docs, tmp_path):
+    first, second, n_ops = docs
+    db = tmp_path / "two.sqlite"
+    migrate.upgrade(make_engine(resolve(db), create=True))
+    procs = [_cli("db", "load", str(path), "--db", str(db)) for path in (first, second)]
+    for code, _, err in (_finish(p) for p in procs):
+        assert code == 0 and "Traceback" not in err, err
+    found = _releases(db)
+    assert len(found) == 2 and all(n == n_ops for _, n in found)
+
+
+_HOLD_LOCK = (
+    "import sqlite3, sys, time\n"
+    "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "conn.execute('BEGIN IMMEDIATE')\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "conn.execute('ROLLBACK')\n"
+)
+
+
+def _hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_load_while_another_process_holds_the_lock_is_one_line(docs, db_copy):
+    first, _, _ = docs
+    before = _releases(db_copy)
+    holder = _hold_lock(db_copy, 20)
+    try:
+        started = time.monotonic()
+        code, out, err = _finish(_cli("db", "load", str(first), "--db", str(db_copy),
+                                      OPREGISTRY_BUSY_TIMEOUT="1"))
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and err.count("\n") == 1, err
+    assert "is locked by another process; retried for 1 s" in err
+    assert waited < 15  # it gave up after its timeout, not the holder's 20 s
+    assert _releases(db_copy) == before
+
+
+def test_a_load_waits_for_a_lock_that_is_released_in_time(docs, db_copy):
+    first, _, _ = docs
+    holder = _hold_lock(db_copy, 2)
+    code, _, err = _finish(_cli("db", "load", str(first), "--db", str(db_copy),
+                                OPREGISTRY_BUSY_TIMEOUT="60"))
+    holder.wait()
+    assert code == 0 and "(replaced)" in err, err
+
+
+def test_db_upgrade_under_a_lock_is_one_line(tmp_path):
+    db = tmp_path / "old.sqlite"
+    migrate.upgrade(make_engine(resolve(db), create=True), "0002_probes")
+    holder = _hold_lock(db, 20)
+    try:
+        code, _, err = _finish(_cli("db", "upgrade", "--db", str(db),
+                                    OPREGISTRY_BUSY_TIMEOUT="1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and err.count("\n") == 1 and "locked by another process" in err, err
+    assert migrate.current(make_engine(resolve(db))) == "0002_probes"
+
+
+def test_a_killed_db_upgrade_leaves_a_sound_database(db_copy, tf_document):
+    """SIGKILL `db upgrade` from 0002 at many moments: the database is always sound,
+    at one revision or the other, with every row of the per-input table."""
+    engine = make_engine(resolve(db_copy))
+    with sqlite3.connect(db_copy) as conn:
+        n_inputs = conn.execute("SELECT COUNT(*) FROM op_inputs").fetchone()[0]
+    outcomes = set()
+    for delay in (0.0, 0.4, 0.8, 1.2, 1.6, 2.0, 2.5, 3.0):
+        migrate.downgrade(engine, "0002_probes")
+        proc = _cli("db", "upgrade", "--db", str(db_copy))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        revision = migrate.current(engine)
+        outcomes.add(revision)
+        assert revision in ("0002_probes", HEAD_REVISION)
+        column = "carries_gradient" if revision == HEAD_REVISION else "trainable"
+        with sqlite3.connect(db_copy) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert conn.execute(f"SELECT COUNT({column}) FROM op_inputs").fetchone()[0] \
+                == n_inputs
+        migrate.upgrade(engine)  # whatever happened, it can be completed
+    assert _releases(db_copy)[0][1] == len(tf_document["ops"])
+    assert "0002_probes" in outcomes  # some kills landed before the migration finished
+
+
+@pytest.mark.parametrize("db", ["{tmp}", "/dev/null", "/proc/self/status", "{tmp}/missing/x.db",
+                                "{tmp}/file.txt/x.db"])
+@pytest.mark.parametrize("command", [["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"],
+                                     ["db", "load", "{tmp}/doc.json"]])
+def test_a_db_that_is_not_a_database_is_one_line(tmp_path, db, command):
+    (tmp_path / "file.txt").write_text("not a database")
+    (tmp_path / "doc.json").write_text("{}")
+    args = [a.format(tmp=tmp_path) for a in command] + ["--db", db.format(tmp=tmp_path)]
+    code, _, err = _finish(_cli(*args))
+    assert code == 2 and err.count("\n") == 1 and err.startswith("Error: "), (args, err)
+    assert "Traceback" not in err
+
+
+def test_a_text_file_as_db_is_one_line(tmp_path):
+    bogus = tmp_path / "bogus.sqlite"
+    bogus.write_text("hello, I am not SQLite" * 100)
+    for args in (["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"]):
+        code, _, err = _finish(_cli(*args, "--db", str(bogus)))
+        assert code == 2 and err.count("\n") == 1 and "not a database" in err, (args, err)
+
+
+def test_db_upgrade_to_an_unknown_revision_is_one_line(tmp_path):
+    code, _, err = _finish(_cli("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite")))
+    assert code == 2 and err.count("\n") == 1 and "zzz" in err, err
+
+
+def test_harvest_save_json_into_an_impossible_directory_fails_before_harvesting(tmp_path):
+    (tmp_path / "file.txt").write_text("x")
+    started = time.monotonic()
+    code, _, err = _finish(_cli("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
+                                "--db", str(tmp_path / "h.sqlite")))
+    assert code == 2 and err.count("\n") == 1 and "save" in err.lower(), err
+    assert time.monotonic() - started < 30  # refused up front, not after a harvest
+
+
+def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(db_copy):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK.replace("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"),
+         str(db_copy), "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        code, _, err = _finish(_cli("lookup", "ArgMax", "--db", str(db_copy),
+                                    OPREGISTRY_BUSY_TIMEOUT="1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and err.count("\n") == 1, err
+    assert "is locked by another process; retried for 1 s" in err

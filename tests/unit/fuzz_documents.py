@@ -1,0 +1,153 @@
+"""A fuzzer of harvest documents: valid documents mutated by Hypothesis (values replaced by
+any JSON, keys deleted or added, list items duplicated), each validated and loaded into a
+real SQLite file. A run passes when every document is either refused with one
+DocumentError or loads, and the database stays sound.
+
+    python tests/unit/fuzz_documents.py --examples 100000   # a maintainer's long run
+
+prints the figures; tests/unit/test_fuzz_documents.py runs it at CI size.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from documents import document, op  # noqa: E402
+
+from opregistry.db.engine import make_engine  # noqa: E402
+from opregistry.db.loader import load  # noqa: E402
+from opregistry.db.location import resolve  # noqa: E402
+from opregistry.errors import DocumentError  # noqa: E402
+
+
+def base() -> dict[str, Any]:
+    doc = document("2.21.0", [
+        op("Floor", "registered", "none", [("x", "none")]),
+        op("MatMul", "registered", "partial", [("a", "gradient"), ("b", "none")]),
+        op("Shape", "no_gradient"), op("NewOp", "missing")])
+    doc["ops"][0]["probe"]["verification"] = {
+        "status": "verified", "dtype": "DT_DOUBLE", "max_error": 1e-9, "tolerance": 1e-6,
+        "inputs": [{"position": 0, "relative": 1e-9, "per_output": [1e-9]}]}
+    doc["ops"][1]["probe"]["second_order_blockers"] = [{"op": "Floor", "reason": "none"}]
+    doc["orphan_gradients"] = [{"name": "Gone", "status": "no_gradient"}]
+    doc["imports"] = {"attempted": 3, "modules": ["a"], "failed": [{"module": "b",
+                                                                     "error": "x"}]}
+    return doc
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every location in a document (the root excluded)."""
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, element in value.items():
+            out.extend(_paths(element, prefix + (key,)))
+    elif isinstance(value, list):
+        for index, element in enumerate(value):
+            out.extend(_paths(element, prefix + (index,)))
+    return out
+
+
+_SCALARS = (st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) |
+            st.floats(allow_nan=True, allow_infinity=True) |
+            st.text(max_size=40) |
+            st.sampled_from(["registered", "none", "gradient", "2.21.0", "Floor", "DT_FLOAT",
+                             "", "x" * 300, "\ud800", "tf.floor"]))
+JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) |
+                    st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+MUTATION = st.tuples(st.sampled_from(["replace", "delete", "add", "duplicate"]),
+                     st.integers(0, 10 ** 6), JSON)
+
+
+def mutate(doc: dict[str, Any], mutations: list[tuple[str, int, Any]]) -> dict[str, Any]:
+    for kind, pick, value in mutations:
+        paths = _paths(doc)
+        path = paths[pick % len(paths)]
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        last = path[-1]
+        if kind == "replace":
+            parent[last] = value
+        elif kind == "delete":
+            del parent[last]
+        elif kind == "add" and isinstance(parent, dict):
+            parent[f"extra_{pick % 7}"] = value
+        elif kind == "duplicate" and isinstance(parent, list):
+            parent.append(copy.deepcopy(parent[last]))
+    return doc
+
+
+@dataclass
+class Figures:
+    documents: int = 0
+    refused: int = 0
+    loaded: int = 0
+    failures: list[str] = field(default_factory=list)  # anything but DocumentError
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.documents} documents: {self.refused} refused with one DocumentError, "
+                f"{self.loaded} loaded, {len(self.failures)} failures, {self.seconds:.1f} s")
+
+
+def run(examples: int) -> Figures:
+    figures = Figures()
+    started = time.monotonic()
+    # on tmpfs where there is one: a load per valid document, without waiting for fsync
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        path = Path(tmp) / "fuzz.sqlite"
+        engine = make_engine(resolve(path), create=True)
+        load(engine, base())
+        pristine = base()
+
+        # derandomized: a run is a function of the strategies alone, the same in CI
+        @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.lists(MUTATION, min_size=1, max_size=3))
+        def one(mutations: list[tuple[str, int, Any]]) -> None:
+            doc = mutate(copy.deepcopy(pristine), mutations)
+            figures.documents += 1
+            try:
+                load(engine, doc)
+            except DocumentError:
+                figures.refused += 1
+                return
+            except Exception as exc:  # the finding: anything else is a defect
+                figures.failures.append(f"{type(exc).__name__}: {exc} <- {mutations!r}"[:400])
+                return
+            figures.loaded += 1
+
+        one()
+        engine.dispose()
+        with sqlite3.connect(path) as conn:
+            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                figures.failures.append("integrity_check failed")
+    figures.seconds = time.monotonic() - started
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=int, default=2000)
+    args = parser.parse_args(argv)
+    figures = run(args.examples)
+    print(figures.line())
+    for failure in figures.failures[:20]:
+        print("  " + failure)
+    return 1 if figures.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
