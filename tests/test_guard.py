@@ -2,6 +2,7 @@
 tape really returned and with the real lines of this file."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import warnings
 
@@ -235,8 +236,6 @@ def test_a_correct_loop_says_nothing_and_costs_no_tf_import():
 
     grad, guard, caught = _caught(run)
     assert grad is not None and not caught and not guard.lost
-    import subprocess
-
     done = subprocess.run([sys.executable, "-c", "import sys, opregistry; "
                            "opregistry.guard; opregistry.NonDifferentiableWarning; "
                            "print('tensorflow' in sys.modules)"], capture_output=True,
@@ -320,3 +319,38 @@ def test_ops_under_stop_recording_are_not_on_the_tape():
     assert grad is None
     (lost,) = guard.lost
     assert lost.kind == "unrelated"  # the tape never saw v: no op to blame
+
+
+def test_install_for_a_whole_program_and_its_summary_at_exit(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "import opregistry\n"
+        "original = tf.GradientTape.gradient\n"
+        "opregistry.guard.install(action='log')\n"
+        "assert tf.GradientTape.gradient is not original\n"
+        "v = tf.Variable([1.0, 2.0], name='whole_program')\n"
+        "with tf.GradientTape() as tape:\n"
+        "    loss = tf.reduce_sum(tf.math.floor(v))\n"
+        "print('gradient', tape.gradient(loss, v))\n"
+        "print('current', opregistry.guard.current() is not None)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "gradient None" in done.stdout and "current True" in done.stdout
+    # action="log": the logger's line, no warning; the summary at exit, on stderr
+    assert "NonDifferentiableWarning" not in done.stderr
+    assert "variable 'whole_program' gets no gradient (None)" in done.stderr
+    assert "opregistry.guard: 1 target without a gradient, 1 site" in done.stderr
+    assert "Floor 'Floor' created at program.py:8" in done.stderr
+
+
+def test_uninstall_puts_tensorflow_back():
+    from tensorflow.python.eager import backprop, record
+
+    before = (backprop.GradientTape.gradient, tf.gradients, record.record_operation)
+    opregistry.guard.install(summary=False)
+    assert backprop.GradientTape.gradient is not before[0]
+    opregistry.guard.uninstall()
+    assert (backprop.GradientTape.gradient, tf.gradients, record.record_operation) == before
+    assert opregistry.guard.current() is None

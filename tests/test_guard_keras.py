@@ -249,3 +249,11 @@ def test_opregistry_run_a_script(tmp_path):
         assert "1 target without a gradient" in done.stdout
         assert f"ArgMax 'ArgMax' created at {argmax_line}" in done.stdout
         assert "NonDifferentiableWarning" in done.stderr
+    # the project's ignore rules: the loss is ignored, --strict has nothing to fail on
+    done = subprocess.run([sys.executable, "-m", "opregistry", "run", "--strict", "--ignore",
+                           "op:ArgMax=the pick is a metric", str(script), "0"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "0 targets without a gradient, 0 sites, 1 ignored" in done.stdout
+    assert "by op:ArgMax (the pick is a metric; --ignore)" in done.stdout
+    assert "NonDifferentiableWarning" not in done.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from typing import Any, Callable
 
 from opregistry.guard.eager import EagerLog
@@ -230,18 +229,3 @@ def _tape_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any,
     target = kwargs.get("target", args[1] if len(args) > 1 else None)
     sources = kwargs.get("sources", args[2] if len(args) > 2 else None)
     return tape, target, sources
-
-
-class GraphCache:
-    """Verdicts per graph (dropped with the graph) and per call in it."""
-
-    def __init__(self) -> None:
-        self._by_graph: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
-            weakref.WeakKeyDictionary()
-        self.eager: dict[Any, Any] = {}
-
-    def for_graph(self, graph: Any) -> dict[Any, Any]:
-        try:
-            return self._by_graph.setdefault(graph, {})
-        except TypeError:  # not weakly referenceable: keep nothing
-            return {}

@@ -2,17 +2,33 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from dataclasses import replace
 from typing import Any
 
 from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.hooks import GraphCache
 from opregistry.guard.policy import GuardPolicy, Lost
 from opregistry.guard.sites import Site, traceback_site
 
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
+
+
+class GraphCache:
+    """Verdicts per graph (dropped with the graph) and call in it, and per structure
+    of an eager record."""
+
+    def __init__(self) -> None:
+        self._by_graph: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
+            weakref.WeakKeyDictionary()
+        self.eager: dict[Any, Any] = {}
+
+    def for_graph(self, graph: Any) -> dict[Any, Any]:
+        try:
+            return self._by_graph.setdefault(graph, {})
+        except TypeError:  # not weakly referenceable: keep nothing
+            return {}
 
 
 class Session:
