@@ -32,6 +32,7 @@ class EagerLog:
         self.structure: list[Any] = []  # what the cached analysis depends on
         self.custom: dict[int, Any] = {}  # op number -> traced-on-demand gradient fn
         self.paused = False  # inside the tape's stop_recording()
+        self._named: tuple[int, list[str]] = (0, [])  # node names, for len(ops) ops
 
     def ref(self, tensor: Any) -> Ref:
         key = tensor._id
@@ -80,13 +81,16 @@ class EagerLog:
         return self._names()[number]
 
     def _names(self) -> list[str]:
-        """TF's naming: ArgMax, ArgMax_1, ..."""
+        """TF's naming: ArgMax, ArgMax_1, ... (kept until an op is added)."""
+        if self._named[0] == len(self.ops):
+            return self._named[1]
         counts: dict[str, int] = {}
         names = []
         for op_type, *_ in self.ops:
             k = counts.get(op_type, 0)
             counts[op_type] = k + 1
             names.append(op_type if k == 0 else f"{op_type}_{k}")
+        self._named = (len(self.ops), names)
         return names
 
     def site_of_node(self) -> dict[str, Site | None]:
