@@ -135,11 +135,13 @@ class GuardPolicy:
         self.entries: dict[tuple[str, str, Site | None], Entry] = {}
 
     def handle(self, found: list[Lost]) -> None:
+        kept: list[Lost] = []
         fresh: list[Lost] = []
         for seen in found:
             lost = self._filter(seen)
             if lost is None:
                 continue
+            kept.append(lost)
             new = False
             for key in lost.keys():
                 entry = self.entries.setdefault(key, Entry(lost))
@@ -147,6 +149,9 @@ class GuardPolicy:
                 new = new or entry.count == 1
             if new:
                 fresh.append(lost)
+        if self.action == "raise" and kept:  # every time: no step may apply them
+            raise NonDifferentiableError("\n".join(lost.message() for lost in kept),
+                                         tuple(kept))
         if fresh:
             self._report(fresh)
 
@@ -163,9 +168,6 @@ class GuardPolicy:
         return None
 
     def _report(self, fresh: list[Lost]) -> None:
-        text = "\n".join(lost.message() for lost in fresh)
-        if self.action == "raise":
-            raise NonDifferentiableError(text, tuple(fresh))
         for lost in fresh:
             if self.action == "log":
                 logger.warning("%s", lost.message())
