@@ -30,8 +30,13 @@ class GradientGuard(_keras.callbacks.Callback):  # type: ignore[misc,name-define
     def on_train_begin(self, logs: Any = None) -> None:
         from opregistry.guard import Guard
 
+        if self.guard is not None and self.guard.running:
+            self.guard.stop()  # a fit that ended in an error never called on_train_end
         self.guard = Guard(**self._options).start()
+        # Keras calls no callback when fit ends in an error: the guard's own error
+        # (action="raise") uninstalls it on its way out
+        self.guard.session.on_raise = self.guard.stop
 
     def on_train_end(self, logs: Any = None) -> None:
-        if self.guard is not None:
+        if self.guard is not None and self.guard.running:
             self.guard.stop()

@@ -1,7 +1,9 @@
-"""Shared by the guard tests: the line of a marker comment in a function's source."""
+"""Shared by the guard tests: the line of a marker comment, and no guard left behind."""
 from __future__ import annotations
 
 import inspect
+
+import pytest
 
 
 def line_of(fn, marker: str) -> str:
@@ -15,3 +17,15 @@ def line_of(fn, marker: str) -> str:
 def site(lost_or_stop) -> str:
     filename, line = lost_or_stop.site
     return f"{filename}:{line}"
+
+
+@pytest.fixture(autouse=True)
+def no_guard_left_behind():
+    """A guard left installed would judge every later test's gradients: the test that
+    leaves one fails, not those after it."""
+    yield
+    from opregistry.guard import hooks
+
+    leaked = hooks._session is not None
+    hooks.uninstall()
+    assert not leaked, "this test left opregistry.guard installed"

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import opregistry
-from tests.guard_helpers import line_of, site
+from tests.guard_helpers import line_of, no_guard_left_behind, site  # noqa: F401 (fixture)
 
 
 def _caught(fn):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import opregistry
 from opregistry.keras import GradientGuard
-from tests.guard_helpers import line_of, site
+from tests.guard_helpers import line_of, no_guard_left_behind, site  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,9 +114,14 @@ def test_raise_in_fit_leaves_the_weights_unchanged():
     model = _two_heads()
     x, y = _data()
     before = [w.numpy().copy() for w in model.weights]
+    from tensorflow.python.eager import backprop
+
+    original = backprop.GradientTape.gradient
     with pytest.raises(opregistry.NonDifferentiableError):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[GradientGuard(action="raise")])
     assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights))
+    # Keras calls no on_train_end after an error: the guard is gone all the same
+    assert backprop.GradientTape.gradient is original
 
 
 def _cnn():

@@ -36,18 +36,25 @@ class Guard:
         self.session = Session(action, ignore, release, db)
         self.print_summary = summary
         self._previous: Any = None
+        self.running = False
 
     def start(self) -> Guard:
         from opregistry.guard import hooks
 
         self._previous = hooks._session
         hooks.install(self.session)
+        self.running = True
         return self
 
     def stop(self) -> None:
         from opregistry.guard import hooks
 
-        if self._previous is not None:
+        if not self.running:
+            return
+        self.running = False
+        if hooks._session is not self.session:
+            pass  # another guard took over since: it puts TensorFlow back itself
+        elif self._previous is not None:
             hooks.install(self._previous)
         else:
             hooks.uninstall()

@@ -216,6 +216,8 @@ def _inspect(session: Any, *args: Any) -> None:
     try:
         session.inspect(*args)
     except NonDifferentiableError:
+        if session.on_raise is not None:
+            session.on_raise()
         raise
     except Exception as exc:  # noqa: BLE001 - any fault in the analysis
         import warnings

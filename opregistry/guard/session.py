@@ -39,6 +39,7 @@ class Session:
         self._facts: Facts | None = None
         self.cache = GraphCache()
         self.calls = 0  # gradient calls seen
+        self.on_raise: Any = None  # called before NonDifferentiableError leaves a hook
 
     @property
     def facts(self) -> Facts:
