@@ -8,6 +8,7 @@ from opregistry.errors import (
     DocumentError,
     HarvestError,
     OpregistryError,
+    PolicyError,
     UnknownOpError,
     UnknownReleaseError,
 )
@@ -30,11 +31,12 @@ __all__ = [
     "Blocker", "BlockingOp", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
     "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
-    "OpRelease", "OpregistryError", "OutputReport", "ProbeReport", "ReleaseSummary",
+    "OpRelease", "OpregistryError", "OutputReport", "Policy", "PolicyError", "ProbeReport",
+    "ReleaseSummary", "Rule",
     "TargetCheck", "Transition", "UnknownOpError", "UnknownReleaseError", "Verification",
     "ModelError", "PartialPath", "Target", "NonDifferentiableError", "NonDifferentiableWarning",
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
-    "lookup", "ops", "probe_report", "releases", "upgrade_check",
+    "load_policy", "lookup", "ops", "probe_report", "releases", "upgrade_check",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
@@ -50,6 +52,7 @@ _LAZY = {
     "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
     "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
     "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
+    "load_policy": "policy", "Policy": "policy", "Rule": "policy",
     "NonDifferentiableWarning": "guard.policy", "NonDifferentiableError": "guard.policy",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),

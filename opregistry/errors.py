@@ -50,3 +50,7 @@ class HarvestError(OpregistryError):
 
 class DocumentError(OpregistryError):
     """A harvest document is malformed or of an unsupported format version."""
+
+
+class PolicyError(OpregistryError):
+    """A policy file or --ignore rule that cannot be used (no reason, a bad date...)."""

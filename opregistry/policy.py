@@ -30,14 +30,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from opregistry.errors import OpregistryError
+from opregistry.errors import PolicyError
 
 KINDS = ("op", "node", "target", "output")
 FILE_NAME = ".opregistry.toml"
-
-
-class PolicyError(OpregistryError):
-    """A policy file or --ignore rule that cannot be used."""
 
 
 @dataclass(frozen=True)
