@@ -68,7 +68,9 @@ def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseErr
     text = first_line(cause)
     if is_lock_error(text):
         return locked_error(where)
-    if isinstance(exc, sa_exc.IntegrityError):
+    # a unique key taken between our read and our write: another writer; any other
+    # integrity error (a foreign key) is the database's own state, said as it is
+    if isinstance(exc, sa_exc.IntegrityError) and "UNIQUE" in text.upper():
         return DatabaseError(f"cannot {doing} {where}: another process changed it at "
                              f"the same time ({text}); run the command again")
     return DatabaseError(f"cannot {doing} {where}: {text}")

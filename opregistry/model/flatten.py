@@ -139,6 +139,9 @@ class Flat:
 
     def _compute_types(self, node: Node) -> list[int]:
         facts = self.facts.get(node.op)
+        function = self.model.functions.get(node.op) if facts is None else None
+        if function is not None:  # a library function called as an op: no unknown op
+            return [dtype for _, dtype in function.output_args] or [0]
         if facts is None:
             self.unknown.add(node.op)
             for key in ("Tout", "T", "dtype"):

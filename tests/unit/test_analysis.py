@@ -86,3 +86,28 @@ def test_unknown_outputs_are_refused(tmp_path):
     # a bare graph's node:index, as the CLI hands it over: (node, index)
     (report,) = check(path, release="2.21", outputs=[("r", "0")]).outputs
     assert report.output == "r:0" and report.blocked == ["x"]
+
+
+def test_a_library_function_called_as_an_op_is_not_an_unknown_op(tmp_path):
+    """A node whose op is a function of the library (as TF1 graphs and some tf.function
+    calls write it) is inlined like a call, not reported as an op the database lacks."""
+    from opregistry import check
+    from opregistry.model.readers import _schema
+
+    f = _schema.DT_FLOAT
+    graph = _schema.message_classes()["GraphDef"]()
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = f
+    graph.node.add(name="call", op="my_fn", input=["x"])
+    graph.node.add(name="out", op="Round", input=["call"]).attr["T"].type = f
+    fn = graph.library.function.add()
+    fn.signature.name = "my_fn"
+    fn.signature.input_arg.add(name="a", type=f)
+    fn.signature.output_arg.add(name="y", type=f)
+    fn.node_def.add(name="relu", op="Relu", input=["a"]).attr["T"].type = f
+    fn.ret["y"] = "relu:activations:0"
+    path = tmp_path / "libop.pb"
+    path.write_bytes(graph.SerializeToString())
+    result = check(path, release="2.21")
+    assert result.unknown_ops == []
+    assert [(f.target, [b.op for b in f.blocking_ops]) for f in result.findings] == \
+        [("x", ["Round"])]
