@@ -125,3 +125,60 @@ def test_the_cli_says_one_line(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "not a tensor name" in done.stderr
+
+
+def _saved_model(tmp_path, change=None):
+    """A TF2-style SavedModel built by hand: a variable bound to a call of ``fn``,
+    one signature; ``change(saved_model)`` alters it before it is written."""
+    saved = _schema.message_classes()["SavedModel"]()
+    meta = saved.meta_graphs.add()
+    meta.meta_info_def.tags.append("serve")
+    graph = meta.graph_def
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = F
+    graph.node.add(name="v", op="VarHandleOp").attr["dtype"].type = F
+    call = graph.node.add(name="call", op="StatefulPartitionedCall", input=["x", "v"])
+    call.attr["f"].func.name = "fn"
+    call.attr["Tout"].list.type.append(F)
+    fn = graph.library.function.add()
+    fn.signature.name = "fn"
+    fn.signature.input_arg.add(name="a", type=F)
+    fn.signature.input_arg.add(name="h", type=_schema.DT_RESOURCE)
+    fn.signature.output_arg.add(name="out", type=F)
+    read = fn.node_def.add(name="read", op="ReadVariableOp", input=["h"])
+    read.attr["dtype"].type = F
+    mul = fn.node_def.add(name="mul", op="Mul", input=["a", "read:value:0"])
+    mul.attr["T"].type = F
+    fn.ret["out"] = "mul:z:0"
+    signature = meta.signature_def["serving_default"]
+    signature.inputs["x"].name, signature.inputs["x"].dtype = "x:0", F
+    signature.outputs["y"].name, signature.outputs["y"].dtype = "call:0", F
+    objects = meta.object_graph_def
+    objects.nodes.add().children.add(node_id=1, local_name="v")
+    variable = objects.nodes.add().variable
+    variable.dtype, variable.trainable, variable.name = F, True, "v"
+    objects.concrete_functions["fn"].bound_inputs.append(1)
+    if change is not None:
+        change(saved)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "saved_model.pb").write_bytes(saved.SerializeToString())
+    return tmp_path / "m"
+
+
+def test_the_hand_built_saved_model_is_checked(tmp_path):
+    result = check(_saved_model(tmp_path), release="2.21")
+    assert [t.name for t in result.targets] == ["v", "x"] and not result.findings
+
+
+def test_an_object_child_out_of_range(tmp_path):
+    """Found by the fuzzer: a negative child id was an IndexError."""
+    def change(saved):
+        saved.meta_graphs[0].object_graph_def.nodes[0].children.add(node_id=-1, local_name="c")
+    with pytest.raises(ModelError, match=r"object 0's child 'c' is object -1, outside 0\.\.1"):
+        check(_saved_model(tmp_path, change), release="2.21")
+
+
+def test_a_bound_input_out_of_range(tmp_path):
+    def change(saved):
+        saved.meta_graphs[0].object_graph_def.concrete_functions["fn"].bound_inputs[0] = 7
+    with pytest.raises(ModelError, match=r"function 'fn' binds object 7, outside 0\.\.1"):
+        check(_saved_model(tmp_path, change), release="2.21")

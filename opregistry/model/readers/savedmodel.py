@@ -145,6 +145,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
     bound to no object (Keras 3 export writes an unused copy of each variable) are
     not variables of the model; objects no function uses are listed as unused."""
     objects = meta_graph.object_graph_def
+    _check_references(objects, model.source)
     paths = _object_paths(objects)
     variables = {i: n.variable for i, n in enumerate(objects.nodes) if n.HasField("variable")}
     handle_object: dict[str, int] = {}
@@ -180,6 +181,22 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
         paths.get(i, variables[i].name) for i, v in variables.items()
         if i not in handle_object.values() and v.trainable and
         v.dtype in _schema.DIFFERENTIABLE_TYPES)
+
+
+def _check_references(objects: Any, source: str) -> None:
+    """Every object id the object graph holds (children, bound inputs) names one of
+    its objects: TensorFlow refuses to load a SavedModel where one does not."""
+    count = len(objects.nodes)
+    for object_id, node in enumerate(objects.nodes):
+        for child in node.children:
+            if not 0 <= child.node_id < count:
+                raise ModelError(f"{source}: object {object_id}'s child {child.local_name!r} "
+                                 f"is object {child.node_id}, outside 0..{count - 1}")
+    for name, function in sorted(objects.concrete_functions.items()):
+        for object_id in function.bound_inputs:
+            if not 0 <= object_id < count:
+                raise ModelError(f"{source}: function {name!r} binds object {object_id}, "
+                                 f"outside 0..{count - 1}")
 
 
 def _object_paths(objects: Any) -> dict[int, str]:
