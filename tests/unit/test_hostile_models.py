@@ -182,3 +182,26 @@ def test_a_bound_input_out_of_range(tmp_path):
         saved.meta_graphs[0].object_graph_def.concrete_functions["fn"].bound_inputs[0] = 7
     with pytest.raises(ModelError, match=r"function 'fn' binds object 7, outside 0\.\.1"):
         check(_saved_model(tmp_path, change), release="2.21")
+
+
+@pytest.mark.parametrize("name, message", [
+    ("call:abc", "which is not a tensor name"), ("call:", "which is not a tensor name"),
+    ("call:-1", "which is not a tensor name"), ("call:1:2", "which is not a tensor name"),
+    ("nothing:0", "which the graph does not have"), ("", "which the graph does not have"),
+    ("call:5", "StatefulPartitionedCall 'call' has 1 outputs")])
+def test_a_signature_naming_no_tensor(tmp_path, name, message):
+    """_top_tensor skipped such an output: the model was reported clean, unchecked."""
+    def change(saved):
+        saved.meta_graphs[0].signature_def["serving_default"].outputs["y"].name = name
+    with pytest.raises(ModelError, match=f"signature 'serving_default' output 'y' names "
+                                         f"'{name}', .*{message}"):
+        check(_saved_model(tmp_path, change), release="2.21")
+
+
+def test_a_signature_input_naming_no_tensor(tmp_path):
+    def change(saved):
+        saved.meta_graphs[0].signature_def["serving_default"].inputs["x"].name = "x:abc"
+    with pytest.raises(ModelError, match="signature 'serving_default' input 'x' names "
+                                         "'x:abc', which is not a tensor name"):
+        check(_saved_model(tmp_path, change), release="2.21")
+
