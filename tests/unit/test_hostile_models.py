@@ -112,8 +112,9 @@ def test_special_files_are_refused_by_type(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(ModelError, match="not a regular file"):
         check(fifo, release="2.21")  # a read would block forever
-    with pytest.raises(ModelError, match="not a regular file"):
-        check("/dev/zero", release="2.21")
+    for device in ("/dev/zero", "/dev/urandom", "/dev/null"):
+        with pytest.raises(ModelError, match="not a regular file"):
+            check(device, release="2.21")
     with pytest.raises(ModelError, match="cannot read"):
         check(tmp_path / ("x" * 300), release="2.21")
 
@@ -204,4 +205,78 @@ def test_a_signature_input_naming_no_tensor(tmp_path):
     with pytest.raises(ModelError, match="signature 'serving_default' input 'x' names "
                                          "'x:abc', which is not a tensor name"):
         check(_saved_model(tmp_path, change), release="2.21")
+
+
+def _peak_rss_growth(call):
+    """How much the process's peak RSS grew (bytes) during ``call()``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    call()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+
+
+@pytest.mark.parametrize("name", ["sparse.pb", "m/saved_model.pb"])
+def test_a_sparse_file_is_refused_before_it_is_read(tmp_path, name):
+    """2 GB of holes cost 2.1 GB of memory before the parser refused them."""
+    path = tmp_path / name
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "wb") as file:
+        file.truncate(2_000_000_000)
+
+    def refused():
+        with pytest.raises(ModelError, match="first bytes are no protobuf field"):
+            check(path.parent if name.startswith("m/") else path, release="2.21")
+    assert _peak_rss_growth(refused) < 50 * 2 ** 20
+
+
+def test_a_file_larger_than_a_message_is_refused_by_its_size(tmp_path):
+    path = tmp_path / "big.pb"
+    with open(path, "wb") as file:
+        file.write(b"\x0a\x00")  # a valid start: only the size refuses it
+        file.truncate(2 * 1024 ** 3 + 1)
+
+    def refused():
+        with pytest.raises(ModelError, match="2147483649 bytes is larger than a protobuf"):
+            check(path, release="2.21")
+    assert _peak_rss_growth(refused) < 50 * 2 ** 20
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to check as another user (root reads everything)")
+def test_a_saved_model_without_read_permission():
+    """An unreadable SavedModel directory was a PermissionError traceback. Checked in a
+    fork that becomes nobody (this interpreter may live where nobody cannot exec it)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's are 0700: nobody cannot enter
+    root.chmod(0o755)
+    model = root / "m"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(_graph_with_input("x").SerializeToString())
+    model.chmod(0o000)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                check(model, release="2.21")
+                message = "no error"
+            except ModelError as exc:
+                message = f"ModelError: {exc}"
+            except BaseException as exc:  # noqa: B036 - reported to the parent
+                message = f"{type(exc).__name__}: {exc}"
+            os.write(write, message.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    message = os.read(read, 4096).decode()
+    model.chmod(0o755)
+    shutil.rmtree(root)
+    assert message == f"ModelError: {model}: cannot read: Permission denied", message
 

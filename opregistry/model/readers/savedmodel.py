@@ -3,6 +3,7 @@ model code executed. The file is parsed with the minimal schema in ``_schema``."
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Function, Model, ModelError, Signature
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
+MAX_TEXT_BYTES = 256 * 1024 ** 2  # a text GraphDef: protobuf parses text in Python
 
 
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
@@ -47,7 +49,7 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
         raise ModelError(f"{path}: no such file or directory")
     if path.name == "saved_model.pb":  # the SavedModel's own file: read its directory
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
-    data = _read_bytes(path)
+    data = _read_bytes(path, text=path.suffix == ".pbtxt")
     if path.suffix == ".pbtxt":
         return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
     try:
@@ -76,14 +78,58 @@ def _reason(exc: BaseException) -> str:
     return first_line(exc, 200)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, text: bool = False) -> bytes:
+    """The file's bytes, its type and size checked on the open file before anything is
+    read: a regular file (a FIFO or device swapped in after ``is_file`` is refused, the
+    open does not block), at most MAX_MODEL_BYTES (MAX_TEXT_BYTES for text), and a
+    binary file whose first bytes are no protobuf field (a zero-filled or sparse file
+    of any size) is refused after reading 16 bytes."""
     try:
-        size = path.stat().st_size
-        if size > MAX_MODEL_BYTES:
-            raise ModelError(f"{path}: {size} bytes is larger than a protobuf message can be")
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ModelError(f"{path}: not a regular file")
+            limit = MAX_TEXT_BYTES if text else MAX_MODEL_BYTES
+            if info.st_size > limit:
+                what = "a text GraphDef may be" if text else "a protobuf message can be"
+                raise ModelError(f"{path}: {info.st_size} bytes is larger than {what} "
+                                 f"({limit} bytes)")
+            head = file.read(16)
+            if head and not text and not _starts_a_message(head, info.st_size):
+                raise ModelError(f"{path}: not a GraphDef or SavedModel (its first bytes "
+                                 f"are no protobuf field)")
+            # (read(n) allocates n bytes first: ask for what the file holds, one more
+            # to see it grow)
+            data = head + file.read(max(0, info.st_size - len(head)) + 1)
+            if len(data) > limit:
+                raise ModelError(f"{path}: larger than {limit} bytes")
+            return data
     except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _starts_a_message(head: bytes, size: int) -> bool:
+    """Whether ``head`` opens a protobuf message of ``size`` bytes: a tag with a field
+    number and a wire type, and a length that fits when the field is delimited."""
+    tag, pos = _varint(head, 0)
+    if tag is None or tag >> 3 == 0 or tag & 7 not in (0, 1, 2, 5):
+        return False
+    if tag & 7 == 2:
+        length, pos = _varint(head, pos)
+        return length is None or pos + length <= size  # (None: past the 16 bytes read)
+    return True
+
+
+def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    value = shift = 0
+    while pos < len(data) and shift < 64:
+        value |= (data[pos] & 0x7F) << shift
+        pos += 1
+        if not data[pos - 1] & 0x80:
+            return value, pos
+        shift += 7
+    return None, pos
 
 
 def _parse_text(data: bytes, path: Path) -> Any:
