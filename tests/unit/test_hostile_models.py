@@ -280,3 +280,60 @@ def test_a_saved_model_without_read_permission():
     shutil.rmtree(root)
     assert message == f"ModelError: {model}: cannot read: Permission denied", message
 
+
+def _chain_calls(depth, calls):
+    """``calls`` top-level calls of a chain of ``depth`` nested one-node functions."""
+    bodies = {f"f{i}": [f"f{i + 1}"] for i in range(depth - 1)}
+    bodies[f"f{depth - 1}"] = []
+    graph = _library_graph(bodies)
+    for k in range(calls - 1):
+        call = graph.node.add(name=f"call{k}", op="PartitionedCall", input=["x"])
+        call.attr["f"].func.name = "f0"
+        call.attr["Tout"].list.type.append(F)
+    return graph
+
+
+def test_calls_count_in_the_budget(tmp_path):
+    """Found by the fuzzer: 3,000 calls of a 199-deep chain of one-node functions were
+    600,000 instances, under the budget, but 6 s and 380 MB (each call costs more than
+    the node it adds)."""
+    with pytest.raises(ModelError, match="would create more than 1,000,000 nodes"):
+        check(_write(tmp_path, _chain_calls(199, 3000)), release="2.21")
+
+
+def test_a_small_file_cannot_inline_millions(tmp_path):
+    """280 KB (a 1,000-node body called 3,990 times) was 4 million instances, 12 s and
+    1.4 GB: within the budget of the time, not within the fuzzer's 10 s."""
+    graph = _library_graph({"f0": []})
+    body = graph.library.function[0]
+    last = "a"
+    for i in range(1000):
+        node = body.node_def.add(name=f"n{i}", op="Relu", input=[last])
+        node.attr["T"].type = F
+        last = f"n{i}:activations:0"
+    body.ret["out"] = last
+    for k in range(3990):
+        call = graph.node.add(name=f"call{k}", op="PartitionedCall", input=["x"])
+        call.attr["f"].func.name = "f0"
+        call.attr["Tout"].list.type.append(F)
+    with pytest.raises(ModelError, match="would create more than 1,000,000 nodes"):
+        check(_write(tmp_path, graph), release="2.21")
+
+
+def test_keys_of_nested_instances_are_made_when_asked(tmp_path):
+    from opregistry.model.flatten import flatten
+    from opregistry.model.readers import savedmodel
+    from opregistry.registry import lookup
+
+    model = savedmodel.read(_write(tmp_path, _library_graph({"f0": ["f1"], "f1": ["f2"],
+                                                             "f2": []})))
+    _, facts = lookup.op_facts("2.21", sorted(model.op_types))
+    assert list(flatten(model, facts).keys) == ["x", "call", "call/f0/c0", "call/f0/c0/f1/c0"]
+
+
+def test_deep_nesting_within_the_budget_costs_no_quadratic_keys(tmp_path):
+    """800 calls of a 199-deep chain: each instance's key was the string of its whole
+    call path (up to ~1,400 characters, 160,000 of them)."""
+    path = _write(tmp_path, _chain_calls(199, 800))
+    # measured: 133 MB with keys made when asked, 256 MB with the path strings
+    assert _peak_rss_growth(lambda: check(path, release="2.21")) < 190 * 2 ** 20
