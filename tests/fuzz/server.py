@@ -29,6 +29,9 @@ from tests.fuzz.cases import Case, Generator
 RELEASE = "2.21"
 TIME_LIMIT = 10.0  # seconds per input: longer is a hang
 MEMORY_LIMIT = 2 << 30  # bytes of address space per input process (beyond: a failure)
+# the documented bound on peak RSS (README): a constant plus a multiple of the input's
+# size; the constant holds the interpreter, opregistry and the database read
+RSS_CONSTANT, RSS_PER_BYTE = 200 * 2 ** 20, 10
 
 
 @dataclass
@@ -195,6 +198,8 @@ class Summary:
     peak_rss_input: int
     slowest_seconds: float
     slowest_input: int
+    worst_ratio: float  # peak RSS / (RSS_CONSTANT + RSS_PER_BYTE * size), over inputs
+    worst_ratio_input: int
     failures: list[Outcome] = field(default_factory=list)
 
 
@@ -204,5 +209,12 @@ def summarise(outcomes: list[Outcome]) -> Summary:
         by_class[o.outcome] = by_class.get(o.outcome, 0) + 1
     peak = max(outcomes, key=lambda o: o.rss_kb)
     slow = max(outcomes, key=lambda o: o.seconds)
+    worst = max(outcomes, key=allowance_used)
     return Summary(len(outcomes), dict(sorted(by_class.items())), peak.rss_kb, peak.index,
-                   slow.seconds, slow.index, [o for o in outcomes if o.outcome == "failure"])
+                   slow.seconds, slow.index, allowance_used(worst), worst.index,
+                   [o for o in outcomes if o.outcome == "failure"])
+
+
+def allowance_used(outcome: Outcome) -> float:
+    """Peak RSS as a fraction of the bound for the input's size (over 1: too much)."""
+    return outcome.rss_kb * 1024 / (RSS_CONSTANT + RSS_PER_BYTE * outcome.size)
