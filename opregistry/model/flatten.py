@@ -12,7 +12,7 @@ from typing import Any
 
 from opregistry.model import library
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, Node
+from opregistry.model.readers.model import Model, ModelError, Node, shown
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
 # instances of the flattened graph (each costs ~350 bytes and ~3 us through the
@@ -142,8 +142,8 @@ class Flat:
             count = node.attr[arg["number_attr"]].i if arg.get("number_attr") and \
                 arg["number_attr"] in node.attr else 1
             if not 0 <= count <= MAX_OUTPUTS:  # Unpack num=1000000000 in 96 bytes
-                raise ModelError(f"{self.model.source}: node {node.name!r} declares "
-                                 f"{count} values for {arg.get('name')!r}")
+                raise ModelError(f"{self.model.source}: node {shown(node.name)} declares "
+                                 f"{count} values for {shown(str(arg.get('name')))}")
             out.extend([dtype] * count)
         return out
 
@@ -235,7 +235,7 @@ class Flat:
             refs = list(map(get_local, node.input))
             if None in refs:
                 if "" in node.input:
-                    raise ModelError(f"{self.model.source}: node {node.name!r} has an "
+                    raise ModelError(f"{self.model.source}: node {shown(node.name)} has an "
                                      f"empty input name")
                 refs = [self._resolve(text, local, args) for text in node.input
                         if not text.startswith("^")]
@@ -265,9 +265,9 @@ class Flat:
             else:
                 raise ValueError(text)
         except ValueError:
-            raise ModelError(f"{self.model.source}: {text!r} is not a tensor name") from None
+            raise ModelError(f"{self.model.source}: {shown(text)} is not a tensor name") from None
         if not 0 <= index < MAX_OUTPUTS:
-            raise ModelError(f"{self.model.source}: {text!r} names output {index}, "
+            raise ModelError(f"{self.model.source}: {shown(text)} names output {index}, "
                              f"outside 0..{MAX_OUTPUTS - 1}")
         return _tensor(inst, index)
 

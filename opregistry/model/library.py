@@ -20,7 +20,7 @@ FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", 
 def _chain(names: list[str]) -> str:
     """A call chain, shortened in the middle when long."""
     shown = names if len(names) <= 6 else names[:3] + ["..."] + names[-3:]
-    return " -> ".join(shown)
+    return " -> ".join(n if len(n) <= 80 else f"{n[:40]}...{n[-40:]}" for n in shown)
 
 
 def bodies(model: Model, node: Node) -> list[str]:
@@ -54,7 +54,7 @@ def check_size(model: Model, nodes: dict[str, Any], budget: int) -> None:
             return sizes[name]
         if name in active:  # TensorFlow rejects recursive functions too
             chain = active[active.index(name):] + [name]
-            raise ModelError(f"{model.source}: function {name} calls itself "
+            raise ModelError(f"{model.source}: function {_chain([name])} calls itself "
                              f"({_chain(chain)})")
         if len(active) >= MAX_CALL_DEPTH:
             raise ModelError(f"{model.source}: function calls nest deeper than "

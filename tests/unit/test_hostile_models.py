@@ -337,3 +337,15 @@ def test_deep_nesting_within_the_budget_costs_no_quadratic_keys(tmp_path):
     path = _write(tmp_path, _chain_calls(199, 800))
     # measured: 133 MB with keys made when asked, 256 MB with the path strings
     assert _peak_rss_growth(lambda: check(path, release="2.21")) < 190 * 2 ** 20
+
+
+def test_a_hostile_name_is_shortened_in_the_one_line(tmp_path):
+    """Found by the fuzzer: a 5,000-character tensor name made a 10 KB Error line."""
+    name = "a" * 5000
+
+    def change(saved):
+        saved.meta_graphs[0].signature_def["serving_default"].outputs["y"].name = name
+    with pytest.raises(ModelError) as error:
+        check(_saved_model(tmp_path, change), release="2.21")
+    assert "which the graph does not have" in str(error.value)
+    assert len(str(error.value)) < len(str(tmp_path)) + 200, str(error.value)

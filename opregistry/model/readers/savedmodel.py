@@ -9,7 +9,7 @@ from typing import Any
 
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Function, Model, ModelError, Signature
+from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 MAX_TEXT_BYTES = 256 * 1024 ** 2  # a text GraphDef: protobuf parses text in Python
@@ -70,7 +70,7 @@ def _utf8(value: bytes, source: str, node: str) -> str:
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
-        raise ModelError(f"{source}: node {node!r} has an attribute that is not UTF-8"
+        raise ModelError(f"{source}: node {shown(node)} has an attribute that is not UTF-8"
                          ) from None
 
 
@@ -236,12 +236,12 @@ def _check_references(objects: Any, source: str) -> None:
     for object_id, node in enumerate(objects.nodes):
         for child in node.children:
             if not 0 <= child.node_id < count:
-                raise ModelError(f"{source}: object {object_id}'s child {child.local_name!r} "
+                raise ModelError(f"{source}: object {object_id}'s child {shown(child.local_name)} "
                                  f"is object {child.node_id}, outside 0..{count - 1}")
     for name, function in sorted(objects.concrete_functions.items()):
         for object_id in function.bound_inputs:
             if not 0 <= object_id < count:
-                raise ModelError(f"{source}: function {name!r} binds object {object_id}, "
+                raise ModelError(f"{source}: function {shown(name)} binds object {object_id}, "
                                  f"outside 0..{count - 1}")
 
 
