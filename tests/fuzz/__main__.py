@@ -10,6 +10,7 @@ figures: inputs, outcomes by class, peak RSS, slowest input, every failure.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,9 @@ from tests.fuzz.seeds import KINDS
 def build_seeds(root: Path) -> dict[str, Path]:
     """The seeds, built by ``tests.fuzz.seeds`` in a subprocess (TF stays out of here)."""
     subprocess.run([sys.executable, "-m", "tests.fuzz.seeds", str(root)], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
+                   cwd=Path(__file__).resolve().parents[2],
+                   env=dict(os.environ, PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="2"))
     return {name: root / name / file for name, file in KINDS.items()}
 
 

@@ -1,6 +1,10 @@
 """Fuzz inputs: input number N of a run with seed S is always the same file(s), made
 from the seeds by a generator seeded with (S, N). A failure is replayed by its number
-(``python -m tests.fuzz --replay N``); nothing is stored between runs."""
+(``python -m tests.fuzz --replay N``); nothing is stored between runs. Mutators pick
+from protobuf maps in sorted order (a map's own order differs from process to process)
+and write maps in key order. The seeds are the same bytes on every run except the Keras
+export, whose variable capture order TF chooses anew each time: its inputs are the same
+mutations of a model whose captures may come in another order."""
 from __future__ import annotations
 
 import random
@@ -69,7 +73,7 @@ class Generator:
             metagraph.META_MUTATORS if kind == "savedmodel" else [])
         for _ in range(rng.choice((1, 1, 2, 3))):
             labels.append(rng.choice(mutators)(message, rng))
-        data = message.SerializeToString()
+        data = message.SerializeToString(deterministic=True)
         if rng.random() < 0.15:  # then bytes as well: a broken file of a broken model
             data, more = wire.mutate(data, rng)
             labels.extend(more)

@@ -19,10 +19,10 @@ def _meta(message: Any, rng: random.Random) -> Any:
 
 def s_signature(message: Any, rng: random.Random) -> str:
     meta = _meta(message, rng)
-    keys = list(meta.signature_def) + ["serving_default", "__saved_model_init_op", ""]
+    keys = sorted(meta.signature_def) + ["serving_default", "__saved_model_init_op", ""]
     sig = meta.signature_def[rng.choice(keys)]
     side = sig.inputs if rng.random() < 0.5 else sig.outputs
-    key = rng.choice(list(side) + ["new", "", "a" * 300])
+    key = rng.choice(sorted(side) + ["new", "", "a" * 300])
     roll = rng.random()
     if roll < 0.6:
         side[key].name = bad_tensor(message, rng)
@@ -47,7 +47,7 @@ def s_object_graph(message: Any, rng: random.Random) -> str:
                           local_name=rng.choice(BAD_NAMES[:6]))
         return "object child"
     if roll < 0.7 and len(objects.concrete_functions):
-        name = rng.choice(list(objects.concrete_functions))
+        name = rng.choice(sorted(objects.concrete_functions))
         bound = objects.concrete_functions[name].bound_inputs
         if len(bound) and rng.random() < 0.5:
             bound[rng.randrange(len(bound))] = rng.choice(REFERENCES + (count,))

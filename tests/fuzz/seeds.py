@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -127,16 +128,48 @@ BUILDERS = {"keras_export": _keras_export, "module_while_custom": _module_while_
             "frozen_text": lambda out: _frozen(out, True)}
 
 
+def _canonical(message: Any) -> bytes:
+    """The same model in one order: nodes and functions sorted by name, maps written in
+    key order (Keras and TF write both in an order that differs from run to run)."""
+    graphs = [m.graph_def for m in message.meta_graphs] if hasattr(message, "meta_graphs") \
+        else [message]
+    for graph in graphs:
+        _sort(graph.node, lambda n: n.name)
+        for function in graph.library.function:
+            _sort(function.node_def, lambda n: n.name)
+        _sort(graph.library.function, lambda f: f.signature.name)
+    return bytes(message.SerializeToString(deterministic=True))
+
+
+def _sort(repeated: Any, key: Any) -> None:
+    items = sorted([_copy(r) for r in repeated], key=key)
+    del repeated[:]
+    repeated.extend(items)
+
+
+def _copy(message: Any) -> Any:
+    out = type(message)()
+    out.CopyFrom(message)
+    return out
+
+
 def build(root: Path) -> dict[str, Path]:
     """Every seed under ``root``: name -> the file the fuzzer mutates. Only the
-    ``saved_model.pb`` of a SavedModel is kept (variables are never read statically)."""
+    ``saved_model.pb`` of a SavedModel is kept (variables are never read statically).
+    Byte-identical on every run: see ``_canonical``."""
+    from opregistry.model.readers import _schema
+
     found = {}
     for name, builder in BUILDERS.items():
         work = root / f"{name}.build"
         builder(work)
         target = root / name
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copy(work / KINDS[name], target / KINDS[name])
+        data = (work / KINDS[name]).read_bytes()
+        if not KINDS[name].endswith(".pbtxt"):  # map entries in a fixed order
+            message = "SavedModel" if KINDS[name] == "saved_model.pb" else "GraphDef"
+            data = _canonical(_schema.parse(message, data))
+        (target / KINDS[name]).write_bytes(data)
         shutil.rmtree(work)
         found[name] = target / KINDS[name]
     return found

@@ -118,7 +118,7 @@ def m_attr_bytes(message: Any, rng: random.Random) -> str:
     if node is None:
         return "bytes:none"
     key = rng.choice(("shared_name", "_gradient_op_type", "container", "value", "_class")
-                     + tuple(node.attr))
+                     + tuple(sorted(node.attr)))
     if rng.random() < 0.3:
         node.attr[key].list.s.append(rng.choice(NON_UTF8))
     else:
@@ -150,7 +150,7 @@ def m_attr_delete(message: Any, rng: random.Random) -> str:
     node = _node(message, rng)
     if node is None or not node.attr:
         return "delete:none"
-    key = rng.choice(list(node.attr))
+    key = rng.choice(sorted(node.attr))
     del node.attr[key]
     return f"delete {key}"
 
@@ -237,7 +237,7 @@ def m_ret(message: Any, rng: random.Random) -> str:
     if not functions:
         return "ret:none"
     f = rng.choice(functions)
-    keys = list(f.ret) + [a.name for a in f.signature.output_arg] + ["extra"]
+    keys = sorted(f.ret) + [a.name for a in f.signature.output_arg] + ["extra"]
     key = rng.choice(keys)
     if rng.random() < 0.3 and key in f.ret:
         del f.ret[key]
