@@ -242,6 +242,49 @@ def test_a_file_larger_than_a_message_is_refused_by_its_size(tmp_path):
     assert _peak_rss_growth(refused) < 50 * 2 ** 20
 
 
+def _in_fork(prepare, path):
+    """``check(path)`` in a forked process after ``prepare()``: what it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            prepare()
+            try:
+                check(path, release="2.21")
+                message = "no error"
+            except ModelError as exc:
+                message = f"ModelError: {exc}"
+            except BaseException as exc:  # noqa: B036 - reported to the parent
+                message = f"{type(exc).__name__}: {exc}"
+            os.write(write, message.encode()[:4000])
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    message = os.read(read, 4096).decode()
+    os.close(read)
+    return message
+
+
+@pytest.mark.parametrize("failure", [MemoryError(), "Arena alloc failed"])
+@pytest.mark.parametrize("name", ["m", "g.pb"])
+def test_out_of_memory_is_not_called_a_corrupt_file(tmp_path, monkeypatch, failure, name):
+    """Found by the harness's own test: a parse that ran out of memory said
+    "saved_model.pb is not a SavedModel (MemoryError)" (upb says "Arena alloc
+    failed"). The parser is made to fail as it does under an address-space limit."""
+    from google.protobuf.message import DecodeError
+
+    from opregistry.model.readers import savedmodel
+
+    path = _saved_model(tmp_path) if name == "m" else _write(tmp_path, _graph_with_input("x"))
+
+    def parse(message, data):
+        raise failure if isinstance(failure, MemoryError) else DecodeError(failure)
+    monkeypatch.setattr(savedmodel._schema, "parse", parse)
+    with pytest.raises(ModelError, match=r"out of memory parsing its \d+ bytes"):
+        check(path, release="2.21")
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                     reason="needs root to check as another user (root reads everything)")
 def test_a_saved_model_without_read_permission():
@@ -257,25 +300,7 @@ def test_a_saved_model_without_read_permission():
     model.mkdir()
     (model / "saved_model.pb").write_bytes(_graph_with_input("x").SerializeToString())
     model.chmod(0o000)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            try:
-                check(model, release="2.21")
-                message = "no error"
-            except ModelError as exc:
-                message = f"ModelError: {exc}"
-            except BaseException as exc:  # noqa: B036 - reported to the parent
-                message = f"{type(exc).__name__}: {exc}"
-            os.write(write, message.encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    message = os.read(read, 4096).decode()
+    message = _in_fork(lambda: (os.setgid(65534), os.setuid(65534)), model)
     model.chmod(0o755)
     shutil.rmtree(root)
     assert message == f"ModelError: {model}: cannot read: Permission denied", message

@@ -12,7 +12,9 @@ from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
-MAX_TEXT_BYTES = 256 * 1024 ** 2  # a text GraphDef: protobuf parses text in Python
+# a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
+# minute); larger ones are refused with a hint to write the graph in binary
+MAX_TEXT_BYTES = 64 * 1024 ** 2
 
 
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
@@ -52,14 +54,13 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
     data = _read_bytes(path, text=path.suffix == ".pbtxt")
     if path.suffix == ".pbtxt":
         return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
-    try:
-        graph_def = _schema.parse("GraphDef", data)
-    except Exception as exc:  # DecodeError and friends: the bytes are not a GraphDef
-        raise ModelError(f"{path}: not a GraphDef or SavedModel ({_reason(exc)})") from None
+    graph_def = _parse("GraphDef", data, path, f"{path}: not a GraphDef or SavedModel")
     if not graph_def.node:
         if data:
             try:  # a SavedModel file handed over without its directory
                 return _from_saved_model(data, str(path), tags, first_if_no_serve)
+            except OutOfMemory:
+                raise
             except ModelError:
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
@@ -74,8 +75,29 @@ def _utf8(value: bytes, source: str, node: str) -> str:
                          ) from None
 
 
+class OutOfMemory(ModelError):
+    """Memory ran out while parsing: said as such, never as a corrupt file."""
+
+
+def _out_of_memory(path: Any, data: bytes) -> ModelError:
+    return OutOfMemory(f"{path}: out of memory parsing its {len(data)} bytes")
+
+
 def _reason(exc: BaseException) -> str:
     return first_line(exc, 200)
+
+
+def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
+    """``data`` parsed as ``message``; else a ModelError saying ``failure`` and why,
+    or that memory ran out (never that a file is corrupt because memory was short)."""
+    try:
+        return _schema.parse(message, data)
+    except MemoryError:
+        raise _out_of_memory(source, data) from None
+    except Exception as exc:  # DecodeError and friends
+        if "Arena alloc failed" in str(exc):  # upb's parser ran out of memory
+            raise _out_of_memory(source, data) from None
+        raise ModelError(f"{failure} ({_reason(exc)})") from None
 
 
 def _read_bytes(path: Path, text: bool = False) -> bytes:
@@ -92,7 +114,8 @@ def _read_bytes(path: Path, text: bool = False) -> bytes:
                 raise ModelError(f"{path}: not a regular file")
             limit = MAX_TEXT_BYTES if text else MAX_MODEL_BYTES
             if info.st_size > limit:
-                what = "a text GraphDef may be" if text else "a protobuf message can be"
+                what = "a text GraphDef may be (write it as a binary .pb)" if text else \
+                    "a protobuf message can be"
                 raise ModelError(f"{path}: {info.st_size} bytes is larger than {what} "
                                  f"({limit} bytes)")
             head = file.read(16)
@@ -138,6 +161,8 @@ def _parse_text(data: bytes, path: Path) -> Any:
     message = _schema.message_classes()["GraphDef"]()
     try:
         text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
+    except MemoryError:
+        raise _out_of_memory(path, data) from None
     except Exception as exc:  # ParseError, UnicodeDecodeError
         raise ModelError(f"{path}: not a text GraphDef ({_reason(exc)})") from None
     if not message.node:
@@ -150,10 +175,8 @@ _DEFAULT_TAGS = "serve"
 
 def _from_saved_model(data: bytes, source: str, tags: str | None,
                       first_if_no_serve: bool = False) -> list[Model]:
-    try:
-        saved = _schema.parse("SavedModel", data)
-    except Exception as exc:
-        raise ModelError(f"{source}: saved_model.pb is not a SavedModel ({_reason(exc)})") from None
+    saved = _parse("SavedModel", data, source,
+                   f"{source}: saved_model.pb is not a SavedModel")
     if not saved.meta_graphs:
         raise ModelError(f"{source}: the SavedModel holds no MetaGraph")
     if tags is None:
@@ -278,6 +301,8 @@ def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:
     for blob in collection.bytes_list.value:
         try:
             definition = _schema.parse("VariableDef", blob)
+        except MemoryError:
+            raise
         except Exception:  # a malformed entry: the variable is not known trainable
             continue
         trainable.add(definition.variable_name.split(":")[0])  # listed: trainable
