@@ -27,7 +27,8 @@ from typing import Any
 from tests.fuzz.cases import Case, Generator
 
 RELEASE = "2.21"
-TIME_LIMIT = 10.0  # seconds per input: longer is a hang
+TIME_LIMIT = 10.0  # seconds per input: longer is a hang ...
+TEXT_SECONDS_PER_MB = 2.0  # ... plus this per MB of a .pbtxt (protobuf parses text in Python)
 MEMORY_LIMIT = 2 << 30  # bytes of address space per input process (beyond: a failure)
 # the documented bound on peak RSS (README): a constant plus a multiple of the input's
 # size; the constant holds the interpreter, opregistry and the database read
@@ -66,7 +67,8 @@ def _api_child(target: Path, result: Path) -> None:
     except ModelError as exc:
         message = str(exc)
         one_line = message and "\n" not in message and len(message) < 2000
-        out = ("model_error" if one_line else "failure", message[:2000])
+        memory = "out of memory" in message  # one line, but the limit was reached
+        out = ("model_error" if one_line and not memory else "failure", message[:2000])
     except MemoryError:
         out = ("failure", "memory: MemoryError")
     except BaseException:  # noqa: B036 - anything else is the failure being looked for
@@ -115,10 +117,12 @@ def run_one(case: Case, work: Path, limits: Limits) -> Outcome:
 
 def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     started = time.monotonic()
+    allowed = limits.seconds + (TEXT_SECONDS_PER_MB * case.size / 1e6
+                                if target.suffix == ".pbtxt" else 0)
     pid = _fork(target, result, limits)
     handle = os.pidfd_open(pid)
     try:
-        ready, _, _ = select.select([handle], [], [], limits.seconds)
+        ready, _, _ = select.select([handle], [], [], allowed)
         if not ready:
             os.kill(pid, signal.SIGKILL)
     finally:
@@ -128,7 +132,7 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     outcome = Outcome(case.index, case.seed, case.labels, case.size, "failure", "", seconds,
                       usage.ru_maxrss)
     if not ready:
-        outcome.detail = f"hang: still running after {limits.seconds:.0f} s"
+        outcome.detail = f"hang: still running after {allowed:.0f} s"
     elif os.WIFSIGNALED(status):
         outcome.detail = f"crash: signal {os.WTERMSIG(status)}"
     elif limits.mode == "cli":
