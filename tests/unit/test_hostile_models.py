@@ -266,12 +266,14 @@ def _in_fork(prepare, path):
     return message
 
 
-@pytest.mark.parametrize("failure", [MemoryError(), "Arena alloc failed"])
+@pytest.mark.parametrize("failure", [MemoryError(), "Arena alloc failed",
+                                     SystemError("error return without exception set")])
 @pytest.mark.parametrize("name", ["m", "g.pb"])
 def test_out_of_memory_is_not_called_a_corrupt_file(tmp_path, monkeypatch, failure, name):
     """Found by the harness's own test: a parse that ran out of memory said
-    "saved_model.pb is not a SavedModel (MemoryError)" (upb says "Arena alloc
-    failed"). The parser is made to fail as it does under an address-space limit."""
+    "saved_model.pb is not a SavedModel (MemoryError)" (upb may also say "Arena alloc
+    failed", or raise SystemError). The parser is made to fail as it does under an
+    address-space limit."""
     from google.protobuf.message import DecodeError
 
     from opregistry.model.readers import savedmodel
@@ -279,7 +281,7 @@ def test_out_of_memory_is_not_called_a_corrupt_file(tmp_path, monkeypatch, failu
     path = _saved_model(tmp_path) if name == "m" else _write(tmp_path, _graph_with_input("x"))
 
     def parse(message, data):
-        raise failure if isinstance(failure, MemoryError) else DecodeError(failure)
+        raise DecodeError(failure) if isinstance(failure, str) else failure
     monkeypatch.setattr(savedmodel._schema, "parse", parse)
     with pytest.raises(ModelError, match=r"out of memory parsing its \d+ bytes"):
         check(path, release="2.21")

@@ -92,7 +92,7 @@ def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
     or that memory ran out (never that a file is corrupt because memory was short)."""
     try:
         return _schema.parse(message, data)
-    except MemoryError:
+    except (MemoryError, SystemError):  # upb out of memory: SystemError, no exception set
         raise _out_of_memory(source, data) from None
     except Exception as exc:  # DecodeError and friends
         if "Arena alloc failed" in str(exc):  # upb's parser ran out of memory
