@@ -86,8 +86,8 @@ def _special(tmp_path: Path, name: str) -> Path:
                                   "empty_dir", "/proc/self/mem"])
 def test_special_paths_through_the_command_line(tmp_path, name):
     target = _special(tmp_path, name)
-    outcome = server.run_path(target, tmp_path / "result", server.Limits(mode="cli"),
-                              Case(0, name))
+    outcome = server.run_clean(target, tmp_path / "result", server.Limits(mode="cli"),
+                               Case(0, name))
     assert outcome.outcome == "model_error", outcome
     assert outcome.rss_kb < 200 * 1024, outcome  # refused before reading
 
@@ -96,8 +96,8 @@ def test_the_harness_sees_hangs_and_memory(seeds, tmp_path):
     """The limits are real: a check given no time is a hang, one given no memory a
     failure (so a pass above means something)."""
     target = next(iter(seeds.values()))
-    hang = server.run_path(target, tmp_path / "r1", server.Limits(seconds=0.001), Case(0, "x"))
+    hang = server.run_clean(target, tmp_path / "r1", server.Limits(seconds=0.001), Case(0, "x"))
     assert hang.outcome == "failure" and hang.detail.startswith("hang"), hang
-    memory = server.run_path(target, tmp_path / "r2", server.Limits(address_space=1 << 20),
-                             Case(0, "x"))
+    memory = server.run_clean(target, tmp_path / "r2", server.Limits(address_space=1 << 20),
+                              Case(0, "x"))
     assert memory.outcome == "failure", memory

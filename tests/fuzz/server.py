@@ -145,6 +145,13 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     return outcome
 
 
+def run_clean(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
+    """``run_path`` from a fresh interpreter (spawned), for callers that imported
+    TensorFlow: the checking process then inherits nothing of theirs."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(run_path, (target, result, limits, case))
+
+
 def _worker(conn: Connection, seeds: dict[str, Path], seed: int, indexes: range,
             deadline: float, limits: Limits, work: Path) -> None:
     import opregistry
@@ -166,7 +173,9 @@ def run(seeds: dict[str, Path], inputs: int, work: Path, *, seed: int = 0, jobs:
     stopping early after ``seconds``."""
     limits = limits or Limits()
     deadline = time.monotonic() + seconds
-    context = multiprocessing.get_context("fork")
+    # spawned, not forked: a worker must hold nothing of its caller (a test session that
+    # imported TensorFlow would double every input's RSS and fork TF's threads)
+    context = multiprocessing.get_context("spawn")
     pipes, processes = [], []
     for job in range(jobs):
         receive, send = context.Pipe(duplex=False)
