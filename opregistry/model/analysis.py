@@ -25,7 +25,7 @@ from typing import Any
 
 from opregistry.model.flatten import _INST, Flat, _tensor, flatten
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model
+from opregistry.model.readers.model import Model, ModelError, shown
 from opregistry.model.results import (
     FATAL_REASONS,
     BlockingOp,
@@ -225,7 +225,7 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
     inputs: dict[str, list[_Source]] = {}
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sorted(sig.inputs.items()):
-            ref = _top_tensor(flat, tensor)
+            ref = _top_tensor(flat, tensor, f"signature {shown(sig.key)} input {shown(name)}")
             if ref is not None and dtype in _schema.DIFFERENTIABLE_TYPES:
                 inputs.setdefault(sig.key, []).append(
                     _Source("input", name, (ref,), Target("input", name, signature=sig.key)))
@@ -239,18 +239,26 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
     return variables, inputs
 
 
-def _top_tensor(flat: Flat, text: str) -> int | None:
-    """The tensor ``node:index`` of the top-level graph (None: no such node)."""
-    node, _, index = text.partition(":")
+def _top_tensor(flat: Flat, text: str, what: str) -> int | None:
+    """The tensor ``node:index`` of the top-level graph that ``what`` (a signature's
+    input or output) names. A name that is not a tensor name, a node the graph does
+    not have or an output the op does not have is a ModelError: TensorFlow cannot
+    load such a signature, and skipping it would report the model clean. None only
+    for an output beyond what the database knows of an op it does not know."""
+    node, colon, index = text.partition(":")
+    if colon and not (index.isascii() and index.isdigit()):
+        raise ModelError(f"{flat.model.source}: {what} names {shown(text)}, which is not a "
+                         f"tensor name")
     inst = flat.top.get(node)
     if inst is None:
-        return None
-    try:
-        number = int(index or 0)
-    except ValueError:
-        return None
+        raise ModelError(f"{flat.model.source}: {what} names {shown(text)}, which the graph "
+                         f"does not have")
+    number = int(index or 0)
     if not 0 <= number < max(1, len(flat.out_types[inst])):
-        return None
+        if flat.ops[inst] not in flat.facts:
+            return None  # an unknown op: reported as such, its outputs are not known
+        raise ModelError(f"{flat.model.source}: {what} names {shown(text)}, but {flat.ops[inst]} "
+                         f"{shown(node)} has {len(flat.out_types[inst])} outputs")
     return _tensor(inst, number)
 
 
@@ -264,17 +272,17 @@ def output_keys(model: Model) -> list[tuple[str, str]]:
 def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None):
     for sig in model.signatures.values():
         for name, (tensor, dtype) in sorted(sig.outputs.items()):
+            ref = _top_tensor(flat, tensor, f"signature {shown(sig.key)} output {shown(name)}")
             if dtype not in _schema.DIFFERENTIABLE_TYPES:
                 continue  # an integer output has no gradient to ask for
             if wanted and (sig.key, name) not in wanted and (None, name) not in wanted:
                 continue
-            ref = _top_tensor(flat, tensor)
             if ref is not None:
                 yield sig.key, name, ref
     if not model.signatures:
         if wanted:
             for out in wanted:
-                ref = _top_tensor(flat, out[1])
+                ref = _top_tensor(flat, out[1], "--output")
                 if ref is not None:
                     yield "", out[1], ref
             return

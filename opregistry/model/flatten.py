@@ -12,17 +12,20 @@ from typing import Any
 
 from opregistry.model import library
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, Node
+from opregistry.model.readers.model import Model, ModelError, Node, shown
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
-MIN_BUDGET, BUDGET_PER_NODE = 4_000_000, 20  # instances of the flattened graph
+# instances of the flattened graph (each costs ~350 bytes and ~3 us through the
+# analysis: 1,000,000 is ~3 s; real models inline to ~1.2 instances per node)
+MIN_BUDGET, BUDGET_PER_NODE = 1_000_000, 20
+TOP = -1  # the context of the top-level graph's instances
 
 
 def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     """The model's top-level graph with every call inlined (the analysis and gradcheck's
     explanation share one when they look at the same model)."""
     flat = Flat(model, facts)
-    flat.add_graph(model.nodes, "", None, {})
+    flat.add_graph(model.nodes, TOP, None, {})
     return flat
 
 
@@ -43,6 +46,45 @@ def _tensor(inst: int, index: int) -> int:
     return index << _OUT | inst
 
 
+class Keys:
+    """Instance keys (``call/function/node`` inside inlined bodies), made when asked:
+    each instance keeps its name and its context (a call instance and the body it
+    runs), so calls nested 200 deep cost no key strings of quadratic length."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.contexts: list[int] = []  # per instance: its context, TOP for the graph
+        self._calls: list[tuple[int, str | None]] = []  # context -> (call, body)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Any:
+        return map(self.__getitem__, range(len(self.names)))
+
+    def __getitem__(self, inst: int) -> str:
+        parts = [self.names[inst]]
+        ctx = self.contexts[inst]
+        while ctx != TOP:
+            inst, body = self._calls[ctx]
+            if body is not None:
+                parts.append(body)
+            parts.append(self.names[inst])
+            ctx = self.contexts[inst]
+        return "/".join(reversed(parts))
+
+    def context(self, inst: int, body: str | None) -> int:
+        """A context for instances inside ``body`` as called by ``inst`` (None: an
+        instance of the call itself, a loop variable)."""
+        self._calls.append((inst, body))
+        return len(self._calls) - 1
+
+    def add(self, names: Any, ctx: int) -> None:
+        start = len(self.names)
+        self.names.extend(names)
+        self.contexts.extend([ctx] * (len(self.names) - start))
+
+
 class Flat:
     """The model with every function call inlined."""
 
@@ -51,7 +93,7 @@ class Flat:
         self.facts = facts
         # per instance: key ("call/function/node" inside inlined bodies), NodeDef, op,
         # function it comes from, input tensors (None: unresolved), output types
-        self.keys: list[str] = []
+        self.keys = Keys()
         self.nodes: list[Node] = []
         self.ops: list[str] = []
         self.functions: list[str | None] = []
@@ -100,8 +142,8 @@ class Flat:
             count = node.attr[arg["number_attr"]].i if arg.get("number_attr") and \
                 arg["number_attr"] in node.attr else 1
             if not 0 <= count <= MAX_OUTPUTS:  # Unpack num=1000000000 in 96 bytes
-                raise ModelError(f"{self.model.source}: node {node.name!r} declares "
-                                 f"{count} values for {arg.get('name')!r}")
+                raise ModelError(f"{self.model.source}: node {shown(node.name)} declares "
+                                 f"{count} values for {shown(str(arg.get('name')))}")
             out.extend([dtype] * count)
         return out
 
@@ -163,17 +205,18 @@ class Flat:
             flat += len(self._arg_types(node, [arg]))
         return index
 
-    def add_graph(self, nodes: dict[str, Any], ctx: str, function: str | None,
+    def add_graph(self, nodes: dict[str, Any], ctx: int, function: str | None,
                   args: dict[str, Any]) -> dict[str, int]:
-        """Add the instances of ``nodes`` (keys prefixed with ``ctx``) and inline the
-        calls among them; returns node name -> instance."""
+        """Add the instances of ``nodes`` (in context ``ctx``: TOP, or a call's body from
+        ``keys.context``) and inline the calls among them; returns node name ->
+        instance."""
         # the hot loop of a million-node scan: C-level bulk operations where possible
         first = len(self.keys)
         local = dict(zip(nodes, range(first, first + len(nodes))))
-        if not ctx:
+        if ctx == TOP:
             self.top = local
             library.check_size(self.model, nodes, self.budget)
-        self.keys.extend(nodes if not ctx else [ctx + name for name in nodes])
+        self.keys.add(nodes, ctx)
         self.nodes.extend(nodes.values())
         self.functions.extend([function] * len(nodes))
         ops, out_types = self.ops, self.out_types
@@ -195,7 +238,7 @@ class Flat:
             refs = list(map(get_local, node.input))
             if None in refs:
                 if "" in node.input:
-                    raise ModelError(f"{self.model.source}: node {node.name!r} has an "
+                    raise ModelError(f"{self.model.source}: node {shown(node.name)} has an "
                                      f"empty input name")
                 refs = [self._resolve(text, local, args) for text in node.input
                         if not text.startswith("^")]
@@ -225,9 +268,9 @@ class Flat:
             else:
                 raise ValueError(text)
         except ValueError:
-            raise ModelError(f"{self.model.source}: {text!r} is not a tensor name") from None
+            raise ModelError(f"{self.model.source}: {shown(text)} is not a tensor name") from None
         if not 0 <= index < MAX_OUTPUTS:
-            raise ModelError(f"{self.model.source}: {text!r} names output {index}, "
+            raise ModelError(f"{self.model.source}: {shown(text)} names output {index}, "
                              f"outside 0..{MAX_OUTPUTS - 1}")
         return _tensor(inst, index)
 
@@ -248,7 +291,7 @@ class Flat:
             call_inputs = list(carried)
         for body_name in bodies:
             body = self.model.functions[body_name]
-            ctx = f"{self.keys[inst]}/{body_name}/"
+            ctx = self.keys.context(inst, body_name)
             args = {arg: ref for (arg, _), ref in zip(body.input_args, call_inputs)}
             local = self.add_graph(body.nodes, ctx, body_name, args)
             for index, (out_arg, _) in enumerate(body.output_args):
@@ -263,7 +306,7 @@ class Flat:
         forwarding the loop input (its other source, the body output, is added once
         the body is flattened)."""
         number = len(self.keys)
-        self.keys.append(f"{self.keys[inst]}/loop_var_{index}")
+        self.keys.add([f"loop_var_{index}"], self.keys.context(inst, None))
         self.nodes.append(self.nodes[inst])
         self.ops.append(self.ops[inst])
         self.functions.append(self.functions[inst])

@@ -12,6 +12,13 @@ class ModelError(OpregistryError):
     request it cannot answer (an output it does not have)."""
 
 
+def shown(name: str, limit: int = 80) -> str:
+    """``repr(name)`` with its middle cut when long: an error naming a 5,000-character
+    name from a hostile file stays one readable line."""
+    text = repr(name)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-(limit // 2):]}"
+
+
 class Node:
     """One node, with the field names of TF's NodeDef: the static readers store the
     parsed NodeDef messages themselves (graphs can have millions of nodes, and wrapping

@@ -3,14 +3,18 @@ model code executed. The file is parsed with the minimal schema in ``_schema``."
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Function, Model, ModelError, Signature
+from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
+# a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
+# minute); larger ones are refused with a hint to write the graph in binary
+MAX_TEXT_BYTES = 64 * 1024 ** 2
 
 
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
@@ -47,17 +51,16 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
         raise ModelError(f"{path}: no such file or directory")
     if path.name == "saved_model.pb":  # the SavedModel's own file: read its directory
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
-    data = _read_bytes(path)
+    data = _read_bytes(path, text=path.suffix == ".pbtxt")
     if path.suffix == ".pbtxt":
         return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
-    try:
-        graph_def = _schema.parse("GraphDef", data)
-    except Exception as exc:  # DecodeError and friends: the bytes are not a GraphDef
-        raise ModelError(f"{path}: not a GraphDef or SavedModel ({_reason(exc)})") from None
+    graph_def = _parse("GraphDef", data, path, f"{path}: not a GraphDef or SavedModel")
     if not graph_def.node:
         if data:
             try:  # a SavedModel file handed over without its directory
                 return _from_saved_model(data, str(path), tags, first_if_no_serve)
+            except OutOfMemory:
+                raise
             except ModelError:
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
@@ -68,22 +71,88 @@ def _utf8(value: bytes, source: str, node: str) -> str:
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
-        raise ModelError(f"{source}: node {node!r} has an attribute that is not UTF-8"
+        raise ModelError(f"{source}: node {shown(node)} has an attribute that is not UTF-8"
                          ) from None
+
+
+class OutOfMemory(ModelError):
+    """Memory ran out while parsing: said as such, never as a corrupt file."""
+
+
+def _out_of_memory(path: Any, data: bytes) -> ModelError:
+    return OutOfMemory(f"{path}: out of memory parsing its {len(data)} bytes")
 
 
 def _reason(exc: BaseException) -> str:
     return first_line(exc, 200)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
+    """``data`` parsed as ``message``; else a ModelError saying ``failure`` and why,
+    or that memory ran out (never that a file is corrupt because memory was short)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_MODEL_BYTES:
-            raise ModelError(f"{path}: {size} bytes is larger than a protobuf message can be")
-        return path.read_bytes()
+        return _schema.parse(message, data)
+    except (MemoryError, SystemError):  # upb out of memory: SystemError, no exception set
+        raise _out_of_memory(source, data) from None
+    except Exception as exc:  # DecodeError and friends
+        if "Arena alloc failed" in str(exc):  # upb's parser ran out of memory
+            raise _out_of_memory(source, data) from None
+        raise ModelError(f"{failure} ({_reason(exc)})") from None
+
+
+def _read_bytes(path: Path, text: bool = False) -> bytes:
+    """The file's bytes, its type and size checked on the open file before anything is
+    read: a regular file (a FIFO or device swapped in after ``is_file`` is refused, the
+    open does not block), at most MAX_MODEL_BYTES (MAX_TEXT_BYTES for text), and a
+    binary file whose first bytes are no protobuf field (a zero-filled or sparse file
+    of any size) is refused after reading 16 bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ModelError(f"{path}: not a regular file")
+            limit = MAX_TEXT_BYTES if text else MAX_MODEL_BYTES
+            if info.st_size > limit:
+                what = "a text GraphDef may be (write it as a binary .pb)" if text else \
+                    "a protobuf message can be"
+                raise ModelError(f"{path}: {info.st_size} bytes is larger than {what} "
+                                 f"({limit} bytes)")
+            head = file.read(16)
+            if head and not text and not _starts_a_message(head, info.st_size):
+                raise ModelError(f"{path}: not a GraphDef or SavedModel (its first bytes "
+                                 f"are no protobuf field)")
+            # (read(n) allocates n bytes first: ask for what the file holds, one more
+            # to see it grow)
+            data = head + file.read(max(0, info.st_size - len(head)) + 1)
+            if len(data) > limit:
+                raise ModelError(f"{path}: larger than {limit} bytes")
+            return data
     except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _starts_a_message(head: bytes, size: int) -> bool:
+    """Whether ``head`` opens a protobuf message of ``size`` bytes: a tag with a field
+    number and a wire type, and a length that fits when the field is delimited."""
+    tag, pos = _varint(head, 0)
+    if tag is None or tag >> 3 == 0 or tag & 7 not in (0, 1, 2, 5):
+        return False
+    if tag & 7 == 2:
+        length, pos = _varint(head, pos)
+        return length is None or pos + length <= size  # (None: past the 16 bytes read)
+    return True
+
+
+def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
+    value = shift = 0
+    while pos < len(data) and shift < 64:
+        value |= (data[pos] & 0x7F) << shift
+        pos += 1
+        if not data[pos - 1] & 0x80:
+            return value, pos
+        shift += 7
+    return None, pos
 
 
 def _parse_text(data: bytes, path: Path) -> Any:
@@ -92,6 +161,8 @@ def _parse_text(data: bytes, path: Path) -> Any:
     message = _schema.message_classes()["GraphDef"]()
     try:
         text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
+    except MemoryError:
+        raise _out_of_memory(path, data) from None
     except Exception as exc:  # ParseError, UnicodeDecodeError
         raise ModelError(f"{path}: not a text GraphDef ({_reason(exc)})") from None
     if not message.node:
@@ -104,10 +175,8 @@ _DEFAULT_TAGS = "serve"
 
 def _from_saved_model(data: bytes, source: str, tags: str | None,
                       first_if_no_serve: bool = False) -> list[Model]:
-    try:
-        saved = _schema.parse("SavedModel", data)
-    except Exception as exc:
-        raise ModelError(f"{source}: saved_model.pb is not a SavedModel ({_reason(exc)})") from None
+    saved = _parse("SavedModel", data, source,
+                   f"{source}: saved_model.pb is not a SavedModel")
     if not saved.meta_graphs:
         raise ModelError(f"{source}: the SavedModel holds no MetaGraph")
     if tags is None:
@@ -145,6 +214,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
     bound to no object (Keras 3 export writes an unused copy of each variable) are
     not variables of the model; objects no function uses are listed as unused."""
     objects = meta_graph.object_graph_def
+    _check_references(objects, model.source)
     paths = _object_paths(objects)
     variables = {i: n.variable for i, n in enumerate(objects.nodes) if n.HasField("variable")}
     handle_object: dict[str, int] = {}
@@ -182,6 +252,22 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
         v.dtype in _schema.DIFFERENTIABLE_TYPES)
 
 
+def _check_references(objects: Any, source: str) -> None:
+    """Every object id the object graph holds (children, bound inputs) names one of
+    its objects: TensorFlow refuses to load a SavedModel where one does not."""
+    count = len(objects.nodes)
+    for object_id, node in enumerate(objects.nodes):
+        for child in node.children:
+            if not 0 <= child.node_id < count:
+                raise ModelError(f"{source}: object {object_id}'s child {shown(child.local_name)} "
+                                 f"is object {child.node_id}, outside 0..{count - 1}")
+    for name, function in sorted(objects.concrete_functions.items()):
+        for object_id in function.bound_inputs:
+            if not 0 <= object_id < count:
+                raise ModelError(f"{source}: function {shown(name)} binds object {object_id}, "
+                                 f"outside 0..{count - 1}")
+
+
 def _object_paths(objects: Any) -> dict[int, str]:
     """Object id -> its shortest path from the root (``layer_with_weights-0/kernel``),
     the first found breadth-first with children in their saved order."""
@@ -215,6 +301,8 @@ def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:
     for blob in collection.bytes_list.value:
         try:
             definition = _schema.parse("VariableDef", blob)
+        except MemoryError:
+            raise
         except Exception:  # a malformed entry: the variable is not known trainable
             continue
         trainable.add(definition.variable_name.split(":")[0])  # listed: trainable
