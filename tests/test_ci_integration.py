@@ -234,3 +234,28 @@ def test_pre_commit_try_repo_fails_a_blocked_model_and_passes_a_clean_one(
     assert outcomes["blocked"].returncode == 1, outcomes["blocked"].stdout
     shown = outcomes["blocked"].stdout
     assert "head" in shown and "ArgMax" in shown and "Failed" in shown
+
+
+def test_sarif_names_the_line_that_created_the_op_where_it_is_known(tmp_path):
+    """A gradcheck target in a Python file is traced by opregistry: each result has the
+    op's creating file and line as a related location (static files have none)."""
+    from sarif_pydantic import Sarif
+
+    source = ("import tensorflow as tf\n\nw = tf.Variable([[1.0], [2.0]], name='w')\n\n\n"
+              "@tf.function\ndef model(x):\n    h = tf.matmul(x, w)\n"
+              "    return tf.round(h)  # the line\n\n\n"
+              "def make():\n    return model, [tf.ones([3, 2])]\n")
+    (tmp_path / "target.py").write_text(source)
+    line = source.splitlines().index("    return tf.round(h)  # the line") + 1
+    done = run_cli("gradcheck", "target.py:make", "--tf", "latest", "--format", "sarif",
+                   cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    Sarif.model_validate_json(done.stdout)
+    results = json.loads(done.stdout)["runs"][0]["results"]
+    assert {r["properties"]["target"] for r in results} == {"x", "w"}
+    for result in results:
+        (related,) = result["relatedLocations"]
+        location = related["physicalLocation"]
+        assert location["artifactLocation"]["uri"] == "target.py"
+        assert location["region"]["startLine"] == line
+        assert "Round" in related["message"]["text"]

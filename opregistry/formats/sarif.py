@@ -88,6 +88,22 @@ def artifact_uri(source: str) -> str:
     return resolved.as_uri()
 
 
+def _related(ops: Any) -> list[dict[str, Any]]:
+    """Where each op was created, where known (code traced by opregistry: a gradcheck
+    target, a live object): SARIF's related locations."""
+    related: list[dict[str, Any]] = []
+    for b in ops:
+        site = getattr(b, "site", None)
+        if not site:
+            continue
+        path, _, line = site.rpartition(":")
+        region = {"startLine": int(line)} if line.isdigit() else {}
+        related.append({"id": len(related), "message": {"text": f"{b.op} {b.node} created here"},
+                        "physicalLocation": {"artifactLocation": {"uri": artifact_uri(path)},
+                                             **({"region": region} if region else {})}})
+    return related
+
+
 def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -101,6 +117,9 @@ def _log(results: list[dict[str, Any]], uri: str, properties: dict[str, Any]) ->
         result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": uri}},
                                 **({"logicalLocations": result.pop("logical")}
                                    if result.get("logical") else {})}]
+        related = result.pop("related", None)
+        if related:
+            result["relatedLocations"] = related
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [{
         "tool": {"driver": {"name": "opregistry", "version": __version__,
                             "informationUri": INFORMATION_URI, "rules": _rules()}},
@@ -129,6 +148,7 @@ def check_sarif(result: Any) -> str:
                 "logical": [{"name": b.node, "fullyQualifiedName": (
                     f"{b.function}/{b.node}" if b.function else b.node), "kind": "function"}
                     for b in ops],
+                "related": _related(ops),
                 "partialFingerprints": {"opregistryFinding/v1": _fingerprint(
                     kind, item.meta_graph, item.signature, item.output, item.target_kind,
                     item.target, sorted((b.node, b.op, b.reason) for b in ops))},
@@ -154,6 +174,7 @@ def gradcheck_sarif(result: Any) -> str:
                                     "; ops: " + ", ".join(f"{b.node} ({b.op}: {b.reason})"
                                                           for b in ops) if ops else "")},
             "logical": [{"name": b.node, "kind": "function"} for b in ops],
+            "related": _related(ops),
             "partialFingerprints": {"opregistryGradcheck/v1": _fingerprint(
                 c.order, c.output, c.target_kind, c.target, c.verdict)},
             "properties": {"order": c.order, "output": c.output, "target": c.target,

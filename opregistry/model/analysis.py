@@ -19,7 +19,7 @@ variables and the signature's own floating inputs):
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
@@ -34,6 +34,7 @@ from opregistry.model.results import (
     OutputReport,
     PartialPath,
     Target,
+    with_sites,
 )
 from opregistry.model.walks import (
     _VALUE_FREE_OPS,
@@ -96,6 +97,10 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                 subgraphs.append(subgraph(flat, state.consumers(), source, tensor,
                                            dep_insts))
             reports.append(report)
+    if model.sites:
+        findings = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
+                    for f in findings]
+        partials = [replace(p, ops=with_sites(model.sites, p.ops)) for p in partials]
     all_targets = [t.public for t in variables] + [t.public for sig in sorted(inputs)
                                                     for t in inputs[sig]]
     return CheckResult(release=release, source=model.source, findings=findings,

@@ -8,7 +8,7 @@ from typing import Any
 from opregistry.model.analysis import _outputs, _targets
 from opregistry.model.flatten import _INST, Flat, flatten
 from opregistry.model.readers.model import Model
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import BlockingOp, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,
     add_consumers,
@@ -82,5 +82,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
                 found.append(("flagged", blocking("gradient_flagged_by_probe")))
             if op in NON_SMOOTH_OPS:
                 found.append(("non_smooth", blocking("non_smooth")))
+        if model.sites:
+            found = [(kind, with_sites(model.sites, (b,))[0]) for kind, b in found]
         out[(output, target)] = (True, any(s in reach[tensor] for s in sources), found)
     return out

@@ -17,6 +17,16 @@ class BlockingOp:
     op: str
     function: str | None
     reason: str  # one of REASONS
+    site: str | None = None  # "file:line" that created the op, where known (traced code)
+
+
+def with_sites(sites: dict[str, str], ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
+    """``ops`` with the line that created each, where a traced model knows it (top-level
+    nodes: ``sites`` is node -> "file:line")."""
+    from dataclasses import replace
+
+    return tuple(replace(b, site=sites[b.node]) if b.function is None and b.node in sites
+                 else b for b in ops)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,8 @@ class Model:
     variable_paths: dict[str, str] = field(default_factory=dict)
     # object paths of trainable variables that no function of the model uses
     unused_variables: list[str] = field(default_factory=list)
+    # traced models: top-level node -> "file:line" of the user's code that created it
+    sites: dict[str, str] = field(default_factory=dict)
 
     known_op_types: set[str] | None = field(default=None, repr=False)  # set by readers
 

@@ -117,7 +117,21 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
         if hasattr(t, "dtype") and hasattr(t, "name"):
             outputs[name] = (t.name, t.dtype.as_datatype_enum)
     model.signatures = {key: Signature(key, inputs, outputs)}
+    model.sites = _creation_sites(graph)
     return model
+
+
+def _creation_sites(graph: Any) -> dict[str, str]:
+    """node -> the user's file:line that created it (TF keeps each graph op's creation
+    stack; ops made by Keras or TensorFlow alone have no user frame)."""
+    from opregistry.guard.sites import shown, traceback_site
+
+    sites = {}
+    for op in graph.get_operations():
+        site = traceback_site(op)
+        if site is not None:
+            sites[op.name] = shown(site)
+    return sites
 
 
 def bind_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
