@@ -239,6 +239,22 @@ def apply_to_gradcheck(result: Any, policy: Policy) -> Any:
     return replace(result, checks=checks)
 
 
+def apply_to_changes(rows: list[dict[str, Any]], policy: Policy
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(kept, ignored) rows of an upgrade check: a change is ignored when an ``op:`` (or
+    bare) rule matches its op."""
+    active = [r for r in policy.active if r.kind in (None, "op")]
+    kept, ignored = [], []
+    for row in rows:
+        rule = next((r for r in active if r.matches("op", str(row["op"]))), None)
+        if rule is None:
+            kept.append(row)
+        else:
+            policy.used.add(rule)
+            ignored.append(dict(row, rule=rule.pattern, reason=rule.reason))
+    return kept, ignored
+
+
 def _problems() -> frozenset[str]:
     from opregistry.numerical.results import PROBLEMS
 
@@ -260,11 +276,11 @@ class Ignored:
                     reason=self.rule.reason, rule_origin=self.rule.origin)
 
 
-def summary(ignored_count: int, policy: Policy) -> list[str]:
+def summary(ignored_count: int, policy: Policy, what: str = "finding") -> list[str]:
     """The stderr lines of a command run with a policy."""
     lines = []
     if ignored_count:
         used = sorted({r.pattern for r in policy.used})
-        lines.append(f"{ignored_count} finding{'s' if ignored_count != 1 else ''} ignored "
+        lines.append(f"{ignored_count} {what}{'s' if ignored_count != 1 else ''} ignored "
                      f"by policy: {', '.join(used)}")
     return lines + policy.report()

@@ -259,3 +259,16 @@ def test_sarif_names_the_line_that_created_the_op_where_it_is_known(tmp_path):
         assert location["artifactLocation"]["uri"] == "target.py"
         assert location["region"]["startLine"] == line
         assert "Round" in related["message"]["text"]
+
+
+def test_upgrade_check_takes_the_same_rules(models, tmp_path):
+    args = ["upgrade-check", str(models["blocked"]), "--from", "2.12", "--to", "2.21",
+            "--format", "json"]
+    before = run_cli(*args, cwd=tmp_path)
+    ops = {r["op"] for r in json.loads(before.stdout)["changes"]}
+    assert "MatMul" in ops  # _MatMulGrad changed between the two shipped releases
+    _policy(tmp_path, '[[ignore]]\npattern = "op:MatMul"\nreason = "reviewed"\n')
+    after = run_cli(*args, cwd=tmp_path)
+    assert after.returncode == 0, after.stderr
+    assert {r["op"] for r in json.loads(after.stdout)["changes"]} == ops - {"MatMul"}
+    assert "1 change ignored by policy: op:MatMul" in after.stderr

@@ -108,6 +108,8 @@ def upgrade_check_command(
     after: str = typer.Option(..., "--to", help="Release to move to."),
     tags: OptionalStr = TagsOption,
     source: bool = SourceOption,
+    ignore: OptionalList = IgnoreOption,
+    policy_file: OptionalStr = PolicyOption,
     fmt: OutputFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
@@ -117,16 +119,20 @@ def upgrade_check_command(
     from opregistry.cli.diff import flat_changes, render_changes
     from opregistry.model.check import upgrade_check
     from opregistry.model.readers.model import ModelError
+    from opregistry.policy import apply_to_changes
 
+    policy = load_cli_policy(ignore, policy_file)
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except ModelError as exc:
         raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows = [r for r in flat_changes(result) if r["change"] != "added"]
+    rows, ignored = apply_to_changes(
+        [r for r in flat_changes(result) if r["change"] != "added"], policy)
     emit(output_file, render_changes(result, fmt, source, rows))
     missing = [r.op for r in result.removed]
     typer.echo(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
                f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"
                                  if missing else ""), err=True)
+    report_policy(policy, len(ignored), "change")
