@@ -163,14 +163,14 @@ def _file_rules(path: Path) -> list[Rule]:
     data = _read_toml(path)
     table = data.get("tool", {}).get("opregistry", {}) if path.name == "pyproject.toml" \
         else data
-    where = "[tool.opregistry]" if path.name == "pyproject.toml" else ""
+    where = " [tool.opregistry]" if path.name == "pyproject.toml" else ""
     unknown = set(table) - {"ignore"}
     if unknown:
-        raise PolicyError(f"{path}: {where} unknown key {sorted(unknown)[0]!r} "
-                          "(a policy has 'ignore' rules)".replace("  ", " "))
+        raise PolicyError(f"{path}:{where} unknown key {sorted(unknown)[0]!r} "
+                          "(a policy has 'ignore' rules)")
     entries = table.get("ignore", [])
     if not isinstance(entries, list):
-        raise PolicyError(f"{path}: {where} 'ignore' must be a list of rules")
+        raise PolicyError(f"{path}:{where} 'ignore' must be a list of rules")
     return [_entry_rule(path, index, entry) for index, entry in enumerate(entries)]
 
 

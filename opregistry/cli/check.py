@@ -64,7 +64,6 @@ def check_command(
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
     from opregistry.model.check import check
-    from opregistry.model.readers.model import ModelError
     from opregistry.policy import apply_to_check
 
     policy = load_cli_policy(ignore, policy_file)
@@ -74,8 +73,6 @@ def check_command(
                   for o in output]
     try:
         result = check(model, release=release, db=db, outputs=wanted, tags=tags)
-    except ModelError as exc:
-        raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
     result = apply_to_check(result, policy)
@@ -118,14 +115,11 @@ def upgrade_check_command(
     per-input differentiability, implementations, and ops the target lacks."""
     from opregistry.cli.diff import flat_changes, render_changes
     from opregistry.model.check import upgrade_check
-    from opregistry.model.readers.model import ModelError
     from opregistry.policy import apply_to_changes
 
     policy = load_cli_policy(ignore, policy_file)
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
-    except ModelError as exc:
-        raise fail(OpregistryError(str(exc))) from None
     except OpregistryError as exc:
         raise fail(exc) from None
     rows, ignored = apply_to_changes(

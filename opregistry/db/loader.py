@@ -28,9 +28,7 @@ from opregistry.db.models import (
     ReleaseOp,
     ReleasePythonName,
 )
-from opregistry.db.validate import read_document, validate
-
-__all__ = ["LoadResult", "collect_garbage", "load", "read_document", "validate"]
+from opregistry.db.validate import validate
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
 _LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
