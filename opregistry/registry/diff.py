@@ -91,12 +91,15 @@ class DiffResult:
         }
 
 
-def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> DiffResult:
+def diff(before: str, after: str, *, db: Any = None, sources: bool = False,
+         library: str | None = None) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
     transitions, and gradient functions whose normalised source changed (with
-    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``)."""
+    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``).
+    With ``library``, between two of that op library's releases (by its version, or the
+    TensorFlow each was harvested with)."""
     with using(db) as store:
-        a, b = store.release(before), store.release(after)
+        a, b = store.release(before, library=library), store.release(after, library=library)
         rows_a, rows_b = release_ops(store, a.id), release_ops(store, b.id)
         added = [rows_b[n] for n in sorted(set(rows_b) - set(rows_a))]
         removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
@@ -130,7 +133,7 @@ def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> D
                 b.id, names)
             changed = [replace(c, before_source=text_a.get(c.op), after_source=text_b.get(c.op),
                                with_source=True) for c in changed]
-        return DiffResult(before=a.version, after=b.version, added=tuple(added),
+        return DiffResult(before=a.label, after=b.label, added=tuple(added),
                           removed=tuple(removed), transitions=tuple(transitions),
                           changed_functions=tuple(changed),
                           effective_transitions=tuple(effective_t),
