@@ -90,7 +90,8 @@ def _distribution(tf_package_dir, tf_version):
             meta = _read_metadata(os.path.join(site_dir, entry))
             found.append((meta.get("Name", name), meta.get("Version", "")))
     for name, version in found:
-        if version == tf_version:
+        # tf-nightly's tf.__version__ is 2.23.0-dev20261026, its distribution 2.23.0.dev20261026
+        if version.replace("-", ".") == str(tf_version).replace("-", "."):
             return name, version
     if found:
         return found[0]

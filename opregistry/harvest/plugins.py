@@ -21,7 +21,7 @@ import sys
 # libraries load their .so files lazily, module by module (tensorflow-io, -addons).
 _LOADS_OR_REGISTERS = re.compile(
     r"RegisterGradient\(|NotDifferentiable\(|NoGradient\(|no_gradient\(|"
-    r"load_op_library\(|load_library\(|LazySO\(|_load_library\(")
+    r"load_op_library\(|load_library\(|LazySO\(|LazyLoader\(|load_module\(")
 _SKIP_DIRS = {"kernel_tests", "tests", "test", "testing", "examples", "benchmarks", "tools",
               "integration_tests", "third_party", "include"}
 _SKIP_FILE = re.compile(r"(_test|_benchmark|_test_util|test_util|_testlib|conftest)\.py$")
@@ -135,7 +135,35 @@ def load(plugins, op_libraries, registry):
             _guarded(loaded, registry, sub, lambda sub=sub: importlib.import_module(sub))
             if sub in sys.modules:
                 loaded.modules.append(sub)
+    _wake_lazy_loaders(loaded, registry)
     return loaded
+
+
+def _is_lazy(value):
+    return "lazy" in type(value).__name__.lower()
+
+
+def _wake_lazy_loaders(loaded, registry):
+    """Load the .so files a library defers to first use: tensorflow-io's ``LazyLoader``
+    modules and tensorflow-quantum's ``_LazyLoader`` load on ``dir()``; tensorflow-addons'
+    ``LazySO`` on ``.ops``. A loader that fails (a missing system library) is recorded."""
+    prefixes = tuple(top + "." for top in loaded.tops)
+    seen = set()
+    for name, module in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+        if module is None or not (name in loaded.tops or name.startswith(prefixes)):
+            continue
+        try:
+            members = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in members:
+            if id(value) in seen or not _is_lazy(value):
+                continue
+            seen.add(id(value))
+            where = "%s.%s" % (name, attr)
+            _guarded(loaded, registry, where, lambda value=value: dir(value))
+            if isinstance(getattr(type(value), "ops", None), property):
+                _guarded(loaded, registry, where, lambda value=value: value.ops)
 
 
 # --------------------------------------------------------------------- distribution

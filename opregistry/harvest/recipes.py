@@ -76,9 +76,13 @@ def recipe_for(version: str, package: str | None = None,
     library's own pins added)."""
     from dataclasses import replace
 
-    recipe = _tensorflow_recipe(version, package)
-    pins = tuple(pin for lib in libraries for pin in library_for(lib).pins
-                 if pin not in recipe.pins)
+    known = [library_for(lib) for lib in libraries]
+    # a library that needs the `tensorflow` package: installing it beside tensorflow-cpu
+    # would pull `tensorflow` in as well, two TFs in one directory
+    needed = {lib.package for lib in known if lib.package}
+    recipe = _tensorflow_recipe(version, package or (needed.pop() if len(needed) == 1 else None))
+    pins = tuple(dict.fromkeys(pin for lib in known for pin in lib.pins
+                               if pin not in recipe.pins))
     return replace(recipe, pins=recipe.pins + pins, libraries=tuple(libraries))
 
 
@@ -112,23 +116,44 @@ NIGHTLY = Recipe("2.23.0.dev20261026", "3.11", "tf-nightly")
 class Library:
     """An op library: its distribution, the modules whose import registers its ops and
     gradients (the collector also imports every module of the package that loads a
-    .so or registers a gradient), and what its install needs pinned."""
+    .so or registers a gradient, and wakes its lazy loaders), what its install needs
+    pinned, and the TensorFlow package it needs (None: either)."""
 
     distribution: str
     modules: tuple[str, ...]
     pins: tuple[str, ...] = ()
+    package: str | None = None
+    # the newest release that installs here, and the TF it was measured with
+    version: str = ""
+    tf_version: str = ""
 
 
+# Measured here (data/README.md): each library's newest release that installs on x86_64
+# Linux with Python 3.10, with the TensorFlow it supports.
 LIBRARIES: dict[str, Library] = {lib.distribution: lib for lib in (
-    Library("tensorflow-text", ("tensorflow_text",)),
-    Library("tensorflow-io", ("tensorflow_io",)),
-    Library("tensorflow-addons", ("tensorflow_addons",)),
-    Library("tensorflow-decision-forests", ("tensorflow_decision_forests",)),
-    Library("tensorflow-quantum", ("tensorflow_quantum",)),
-    Library("deepmd-kit", ("deepmd.tf",)),
+    # requires `tensorflow` (not -cpu) in every release
+    Library("tensorflow-text", ("tensorflow_text",), package="tensorflow",
+            version="2.21.1", tf_version="2.21.0"),
+    # 0.37.1 is the last release; its .so files need TF 2.16-2.17 (undefined symbols after)
+    Library("tensorflow-io", ("tensorflow_io",), ("tensorflow-io-gcs-filesystem==0.37.1",),
+            version="0.37.1", tf_version="2.16.2"),
+    # with tensorflow-cpu six of its eight .so files miss __cudaUnregisterFatBinary
+    Library("tensorflow-addons", ("tensorflow_addons",), package="tensorflow",
+            version="0.23.0", tf_version="2.15.1"),
+    # pins tensorflow==2.19.0; ydf 0.16 is protobuf-6 gencode under TF's protobuf 5;
+    # with tensorflow-cpu its training.so clashes on a proto descriptor
+    Library("tensorflow-decision-forests", ("tensorflow_decision_forests",), ("ydf==0.15.0",),
+            package="tensorflow", version="1.12.0", tf_version="2.19.0"),
+    # tf-keras 2.18 requires `tensorflow`
+    Library("tensorflow-quantum", ("tensorflow_quantum",), package="tensorflow",
+            version="0.7.6", tf_version="2.18.1"),
+    # the [cpu] extra pins tensorflow-cpu; `import deepmd.tf` loads both .so files and
+    # imports deepmd.tf.op, which registers the gradients
+    Library("deepmd-kit", ("deepmd.tf",), version="3.2.0", tf_version="2.21.0"),
 )}
 
-_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)\s*(?:(==|>=|<=|~=|!=|<|>)\s*(\S+))?$")
+_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[A-Za-z0-9_,\-]+\])?\s*"
+                          r"(?:(==|>=|<=|~=|!=|<|>)\s*(\S+))?$")
 
 
 def requirement_name(requirement: str) -> str:
@@ -137,6 +162,12 @@ def requirement_name(requirement: str) -> str:
     if not match:
         raise OpregistryError(f"not a package requirement: {requirement!r}")
     return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def shipped_library_requirement(library: Library) -> str:
+    """What the shipped database installed for ``library`` (``deepmd-kit[cpu]==3.2.0``)."""
+    extra = "[cpu]" if library.distribution == "deepmd-kit" else ""
+    return f"{library.distribution}{extra}=={library.version}"
 
 
 def library_for(requirement: str) -> Library:
