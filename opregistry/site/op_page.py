@@ -12,8 +12,9 @@ from typing import Any
 from opregistry.site.export import ABSENT, STATES
 from opregistry.site.html import esc, glyph, layout, state_badge
 
-_COLUMNS = ("release", "gradient", "effective", "per-input", "second order", "verification",
-            "gradient function", "Python names", "needs_import", "changes")
+# "changes" second: on a narrow screen the table scrolls, and what changed must show
+_COLUMNS = ("release", "changes", "gradient", "effective", "per-input", "second order",
+            "verification", "gradient function", "Python names", "needs_import")
 
 
 def names_by_release(op: dict[str, Any], keys: list[str]) -> dict[str, tuple[str, ...]]:
@@ -173,20 +174,19 @@ def _row(run: list[dict[str, Any]], per: dict[str, Any], names: tuple[str, ...],
         marker = '<span class="mark changed">changed in</span> '
     change_cell = marker + esc("; ".join(change)) if (change or marker) else ""
     if entry is None:
-        return (f'<tr class="absent"><th scope="row">{label}</th>'
-                f'<td colspan="8">{glyph(ABSENT)} not an op of this release</td>'
-                f"<td>{change_cell}</td></tr>")
+        return (f'<tr class="absent"><th scope="row">{label}</th><td>{change_cell}</td>'
+                f'<td colspan="8">{glyph(ABSENT)} not an op of this release</td></tr>')
     blockers = ", ".join(f'{b["op"]}: {b["reason"]}'
                          for b in entry.get("second_order_blockers", []))
     second = esc(entry.get("second_order", "")) + (
         f'<br><span class="dim">{esc(blockers)}</span>' if blockers else "")
     cls = "changed" if change and not first else ""
-    return (f'<tr class="{cls}"><th scope="row">{label}</th>'
+    return (f'<tr class="{cls}"><th scope="row">{label}</th><td>{change_cell}</td>'
             f'<td>{esc(entry["gradient"])}</td><td>{state_badge(entry["state"])}</td>'
             f"<td>{_inputs_cell(entry)}</td><td>{second}</td>"
             f'<td>{_verification_cell(entry.get("verification"))}</td>'
             f"<td>{_function_cell(run, per)}</td><td>{_names_cell(names, before)}</td>"
-            f'<td>{esc(entry.get("needs_import", ""))}</td><td>{change_cell}</td></tr>')
+            f'<td>{esc(entry.get("needs_import", ""))}</td></tr>')
 
 
 def _strip_cell(key: str, per: dict[str, Any], linked: bool) -> str:

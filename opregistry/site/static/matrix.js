@@ -13,7 +13,8 @@
     stateOf[M.codes[state]] = state;
     glyphOf[M.codes[state]] = M.states[state].glyph;
   }
-  const shortName = (names) => names.find((n) => !/^tf\.(compat|raw_ops)\./.test(n)) || names[0] || "";
+  // the name shown beside an op: a plain public one before compat, raw_ops and dunder names
+  const shortName = (names) => names.find((n) => !/^tf\.(compat|raw_ops)\.|__/.test(n)) || names[0] || "";
   const ops = M.ops.map((r) => ({
     name: r[0], codes: r[1], pub: r[2], names: r[3], page: r[4],
     lname: r[0].toLowerCase(), lnames: r[3].map((n) => n.toLowerCase()), shown: shortName(r[3]),
@@ -114,7 +115,12 @@
     for (let i = top; i < end; i++) html += rowHtml(view[i], i);
     html += `<tr class="spacer" aria-hidden="true"><td colspan="${cols}" style="height:${(total - end) * rowHeight}px"></td></tr>`;
     if (!total) html = `<tr><td colspan="${cols}">No op matches.</td></tr>`;
+    const hadFocus = body.contains(document.activeElement);
     body.innerHTML = html;
+    if (hadFocus && focusIndex >= top && focusIndex < end) {  // the row was re-drawn: keep focus
+      const link = body.querySelector(`tr[data-i="${focusIndex}"] a`);
+      if (link) link.focus({ preventScroll: true });
+    }
     const first = body.querySelector("tr[data-i]");
     if (first && Math.abs(first.offsetHeight - rowHeight) > 0.5) {
       rowHeight = first.offsetHeight;  // the real height, once: the spacers depend on it
@@ -144,6 +150,10 @@
     if (to === undefined) return;
     e.preventDefault();
     focusRow(to);
+  });
+  body.addEventListener("focusin", (e) => {
+    const row = e.target.closest("tr[data-i]");
+    if (row) focusIndex = Number(row.dataset.i);
   });
   let pending = false;
   grid.addEventListener("scroll", () => {
@@ -182,6 +192,8 @@
   $("reset").addEventListener("click", () => { location.hash = ""; loadHash(); apply(); });
   window.addEventListener("hashchange", () => { loadHash(); apply(); });
 
+  const legendBox = document.querySelector(".legend-box");
+  if (legendBox && window.matchMedia("(max-width: 640px)").matches) legendBox.open = false;
   renderHead();
   loadHash();
   apply();
