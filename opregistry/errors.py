@@ -33,11 +33,11 @@ class UnknownOpError(OpregistryError):
 
 
 class UnknownReleaseError(OpregistryError):
-    def __init__(self, release: str, known: list[str]):
+    def __init__(self, release: str, known: list[str], what: str = "release"):
         self.release = release
         self.known = known
         shown = ", ".join(known) if known else "none"
-        super().__init__(f"unknown release {release!r} (the database holds: {shown})")
+        super().__init__(f"unknown {what} {release!r} (the database holds: {shown})")
 
 
 class DatabaseError(OpregistryError):

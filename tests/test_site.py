@@ -160,23 +160,23 @@ def test_a_failed_build_leaves_the_previous_site_as_it_was(site: Path, tmp_path:
 
 
 def test_releases_appear_from_their_records_without_code_changes(tmp_path: Path, browser):
-    """An op library's release and a pre-release, as another migration may add them:
-    columns come from the release records, grouped by library, the nightly marked."""
+    """An op library's release and a nightly, as the harvester stores them (copies of
+    2.21.0's rows here): columns come from the release records, grouped by library, the
+    nightly marked as a pre-release, each library diffed only against itself."""
     db = tmp_path / "more.sqlite"
     shutil.copy(SHIPPED, db)
     with sqlite3.connect(db) as conn:
-        conn.execute("ALTER TABLE releases ADD COLUMN library VARCHAR(64)")
-        conn.execute("ALTER TABLE releases ADD COLUMN prerelease BOOLEAN")
         newest = conn.execute("SELECT id FROM releases WHERE version = '2.21.0'").fetchone()[0]
-        for rid, version, package, library, pre in (
-                (900, "2.22.0.dev20260101", "tf-nightly", None, 1),
-                (901, "2.21.1", "tensorflow-text", "tensorflow-text", 0)):
+        for rid, version, package, library, library_version in (
+                (900, "2.22.0.dev20260101", "tf-nightly", "", ""),
+                (901, "2.21.0", "tensorflow-cpu", "tensorflow-text", "2.21.1")):
             conn.execute("INSERT INTO releases SELECT :rid, :v, :p, :v, git_version, "
                          "python_version, platform, machine, harvested_at, collector_format, "
                          "raw_ops_available, imports_attempted, import_failures, probe_seconds, "
-                         "probe_restarts, numeric_checked, :lib, :pre FROM releases WHERE id = :old",
-                         {"rid": rid, "v": version, "p": package, "lib": library, "pre": pre,
-                          "old": newest})
+                         "probe_restarts, numeric_checked, :lib, :libv, library_detail "
+                         "FROM releases WHERE id = :old",
+                         {"rid": rid, "v": version, "p": package, "lib": library,
+                          "libv": library_version, "old": newest})
             conn.execute("INSERT INTO release_ops SELECT :rid, op_name, op_def_id, public, "
                          "gradient, gradient_function_id, needs_import, effective, probe_reason, "
                          "second_order, second_order_blockers, verification, verification_dtype, "
@@ -186,18 +186,24 @@ def test_releases_appear_from_their_records_without_code_changes(tmp_path: Path,
     built = build_site(tmp_path / "out", db=db)
     assert built.releases == 27
     exported = json.loads((tmp_path / "out" / "data" / "ops.json").read_text())
-    last = exported["releases"][-2:]
-    assert [(r["key"], r["library"], r["prerelease"]) for r in exported["releases"][-3:]] == [
-        ("2.21.0", "tensorflow", False), ("2.22.0.dev20260101", "tensorflow", True),
-        ("2.21.1", "tensorflow-text", False)]
+    assert [(r["key"], r["library"], r["prerelease"], r["label"])
+            for r in exported["releases"][-3:]] == [
+        ("2.21.0", "tensorflow", False, "2.21.0"),
+        ("2.22.0.dev20260101", "tensorflow", True, "2.22.0.dev20260101"),
+        ("tensorflow-text-2.21.1", "tensorflow-text", False, "tensorflow-text 2.21.1")]
     assert (tmp_path / "out" / "diff" / "2.21.0--2.22.0.dev20260101.html").is_file()
-    assert not list((tmp_path / "out" / "diff").glob("*--2.21.1.html"))  # no cross-library diff
-    assert last[1]["label"] == "2.21.1"
+    assert not list((tmp_path / "out" / "diff").glob("*tensorflow-text*"))  # no cross-library diff
+    argmax = exported["ops"]["ArgMax"]["releases"]["tensorflow-text-2.21.1"]
+    assert argmax["state"] == "none" and "url" not in argmax["function"]  # not TF's source
     page = Watched(browser)
     page.open(tmp_path / "out", "index.html")
     groups = page.page.locator("#head tr.groups th[scope=colgroup]")
     assert groups.all_inner_texts() == ["tensorflow", "tensorflow-text"]
     assert page.page.locator("#head tr.versions th.pre").inner_text() == "2.22.0.dev20260101"
+    assert page.page.locator("#head tr.versions th a").last.inner_text() == "2.21.1"
+    page.page.fill("#q", "ArgMax")
+    assert page.page.locator("#rows tr[data-i='0'] td").last.get_attribute("title") == (
+        "ArgMax tensorflow-text-2.21.1: none")
     assert page.problems == []
     page.page.close()
 

@@ -91,14 +91,17 @@ class DiffResult:
         }
 
 
-def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> DiffResult:
+def diff(before: str, after: str, *, db: Any = None, sources: bool = False,
+         library: str | None = None) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
     transitions, and gradient functions whose normalised source changed (with
-    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``)."""
+    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``).
+    With ``library``, between two of that op library's releases (by its version, or the
+    TensorFlow each was harvested with)."""
     with using(db) as store:
-        a, b = store.release(before), store.release(after)
-        result = compare(a.version, b.version, release_ops(store, a.id),
-                         release_ops(store, b.id))
+        a, b = store.release(before, library=library), store.release(after, library=library)
+        result = compare(a.label, b.label, release_ops(store, a.id), release_ops(store, b.id),
+                         versions=(a.version, b.version))
         if sources and result.changed_functions:
             names = [c.op for c in result.changed_functions]
             text_a, text_b = store.function_sources(a.id, names), store.function_sources(
@@ -110,9 +113,13 @@ def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> D
 
 
 def compare(before: str, after: str, rows_a: dict[str, OpRelease],
-            rows_b: dict[str, OpRelease]) -> DiffResult:
+            rows_b: dict[str, OpRelease], *, versions: tuple[str, str] | None = None
+            ) -> DiffResult:
     """The diff of two releases' ops (op -> OpRelease each), already read: ``diff`` reads
-    two releases, the site compares every release with the one before from one bulk read."""
+    two releases, the site compares every release with the one before from one bulk read.
+    ``before`` and ``after`` label the releases; ``versions`` are their TensorFlow
+    versions (for source links), the labels themselves by default."""
+    version_a, version_b = versions or (before, after)
     added = [rows_b[n] for n in sorted(set(rows_b) - set(rows_a))]
     removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
     transitions, changed = [], []
@@ -124,7 +131,8 @@ def compare(before: str, after: str, rows_a: dict[str, OpRelease],
         elif old.function and new.function and old.function.source_hash and \
                 new.function.source_hash and \
                 old.function.source_hash != new.function.source_hash:
-            changed.append(FunctionChange(name, old.function, new.function, before, after))
+            changed.append(FunctionChange(name, old.function, new.function, version_a,
+                                          version_b))
         if old.effective and new.effective and old.effective != new.effective:
             effective_t.append(Transition(name, old.effective, new.effective, new.public))
         before_inputs = {i.position: i for i in old.inputs}

@@ -3,30 +3,29 @@
 Four queries in all (releases, ops, per-input rows, Python names), not one lookup per op
 and release. Releases are described by their own records, so a column a later migration
 adds (an op library's name, a pre-release mark) groups and labels them without a code
-change here or in the site.
+change in the site: an op library's releases (``library``, ``library_version``) form a
+group of their own, a pre-release is marked.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from opregistry.db.store import using, version_key
+from opregistry.db.store import is_prerelease, using, version_key
 from opregistry.registry.lookup import InputGradient, OpRelease, op_release
 
 TENSORFLOW = "tensorflow"
-# a version that is not a final release: 2.16.0rc0, 2.22.0.dev20250101, 2.22.0-nightly
-_PRE = re.compile(r"(rc|dev|a|b|nightly)\d*", re.I)
 
 
 @dataclass(frozen=True)
 class ReleaseRecord:
     """One release as the site shows it."""
 
-    key: str  # unique in the database: the version, or version:package when shared
-    version: str
+    key: str  # unique: the version (version:package when shared), library-version
+    version: str  # of TensorFlow (an op library's release: the one it was harvested with)
     package: str
-    library: str  # the op library (tensorflow-text ...) or "tensorflow"
+    library: str  # "tensorflow", or the op library (tensorflow-text)
+    library_version: str | None
     prerelease: bool
     python: str | None
     git_version: str | None
@@ -35,8 +34,18 @@ class ReleaseRecord:
 
     @property
     def label(self) -> str:
-        """The column heading: the version, with the package for a shared version."""
+        """``2.21.0``, ``2.10.1 (tensorflow)`` for a version harvested from two packages,
+        ``tensorflow-text 2.21.1`` for an op library's release."""
+        if self.library != TENSORFLOW:
+            return f"{self.library} {self.library_version}"
         return self.key if self.key == self.version else f"{self.version} ({self.package})"
+
+    @property
+    def short(self) -> str:
+        """The column heading under its library's group: ``2.21.0``, ``2.21.1``."""
+        if self.library != TENSORFLOW:
+            return self.library_version or self.label
+        return self.label
 
 
 @dataclass(frozen=True)
@@ -51,28 +60,28 @@ class History:
         return sorted(names, key=lambda n: (n.startswith("_"), n.lower(), n))
 
 
-def release_library(record: dict[str, Any]) -> str:
-    return str(record.get("library") or TENSORFLOW)
-
-
-def is_prerelease(record: dict[str, Any]) -> bool:
-    marked = record.get("prerelease", record.get("pre_release"))
-    if marked is not None:
-        return bool(marked)
-    tail = re.sub(r"^\d+(\.\d+)*", "", str(record["version"]))
-    return bool(_PRE.search(tail)) or "nightly" in str(record.get("package", ""))
+def _record(row: dict[str, Any], shared: set[str]) -> ReleaseRecord:
+    library = row.get("library") or TENSORFLOW  # '' for TensorFlow itself (migration 0005)
+    library_version = row.get("library_version") or None
+    if library != TENSORFLOW:
+        key = f"{library}-{library_version}"
+    else:
+        key = f"{row['version']}:{row['package']}" if row["version"] in shared else row["version"]
+    return ReleaseRecord(
+        key=key, version=row["version"], package=row["package"], library=library,
+        library_version=library_version,
+        prerelease=library == TENSORFLOW and (is_prerelease(row["version"])
+                                              or "nightly" in row["package"]),
+        python=row.get("python_version"), git_version=row.get("git_version"),
+        harvested_at=row.get("harvested_at"), record=row)
 
 
 def _records(rows: list[dict[str, Any]]) -> list[ReleaseRecord]:
-    shared = {v for v in (r["version"] for r in rows)
-              if sum(1 for r in rows if r["version"] == v) > 1}
-    out = [ReleaseRecord(
-        key=f"{r['version']}:{r['package']}" if r["version"] in shared else r["version"],
-        version=r["version"], package=r["package"], library=release_library(r),
-        prerelease=is_prerelease(r), python=r.get("python_version"),
-        git_version=r.get("git_version"), harvested_at=r.get("harvested_at"), record=r)
-        for r in rows]
+    core = [r["version"] for r in rows if not r.get("library")]
+    shared = {v for v in core if core.count(v) > 1}
+    out = [_record(r, shared) for r in rows]
     return sorted(out, key=lambda r: (r.library != TENSORFLOW, r.library,
+                                      version_key(r.library_version or ""),
                                       version_key(r.version), r.package))
 
 

@@ -125,11 +125,13 @@ def _write(root: Path, found: History) -> dict[str, int]:
     for rel in data["releases"]:
         put(f"releases/{release_files[rel['key']]}.html",
             release_pages.release_page(data, rel, release_files, op_files))
-    versions = {r.key: r.version for r in found.releases}
+    records = {r["key"]: r for r in data["releases"]}
     for before, after in release_pages.consecutive_pairs(data["releases"]):
-        result = compare(versions[before], versions[after], found.ops[before], found.ops[after])
+        a, b = records[before], records[after]
+        result = compare(a["label"], b["label"], found.ops[before], found.ops[after],
+                         versions=(a["version"], b["version"]))
         put(f"diff/{release_pages.diff_file(before, after, release_files)}.html",
-            release_pages.diff_page(result, before, after, op_files, release_files))
+            release_pages.diff_page(result, a, b, op_files, release_files))
     html_pages = sum(1 for p in written if p.suffix == ".html")
     put(MARKER, json.dumps({"generator": f"opregistry {__version__}", "schema": export.SCHEMA,
                             "ops": len(data["ops"]), "releases": len(data["releases"]),

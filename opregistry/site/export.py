@@ -7,8 +7,14 @@
     {"schema": "opregistry-site/1", "generator": "opregistry 0.1.0",
      "states": {"differentiable": {"code": "d", "glyph": "✓", "label": ...}, ...},
      "releases": [{"key": "2.21.0", "version": "2.21.0", "package": "tensorflow-cpu",
-                   "library": "tensorflow", "prerelease": false, "python": "3.10.13",
+                   "library": "tensorflow", "library_version": null, "prerelease": false,
+                   "label": "2.21.0", "short": "2.21.0", "python": "3.10.13",
                    "git_version": ..., "harvested_at": ...}, ...],   # column order
+
+A release's ``key`` is unique in the database: its version (``version:package`` where
+two packages were harvested for one version), or ``library-library_version`` for an op
+library's release (``tensorflow-text-2.21.1``), whose ``version`` is the TensorFlow it
+was harvested with. ``label`` names it in full, ``short`` under its library's columns.
      "ops": {"ArgMax": {
          "page": "ops/ArgMax.html", "summary": "...", "hidden": false,
          "python_names": {"tf.math.argmax": [["1.13.2", "2.21.0"]], ...},
@@ -73,8 +79,9 @@ def cell_state(row: OpRelease | None) -> str:
 
 def release_entry(record: ReleaseRecord) -> dict[str, Any]:
     return {"key": record.key, "version": record.version, "package": record.package,
-            "library": record.library, "prerelease": record.prerelease,
-            "label": record.label, "python": record.python,
+            "library": record.library, "library_version": record.library_version,
+            "prerelease": record.prerelease, "label": record.label, "short": record.short,
+            "python": record.python,
             "git_version": record.git_version, "harvested_at": record.harvested_at}
 
 
@@ -86,7 +93,9 @@ def op_entry(row: OpRelease) -> dict[str, Any]:
         function = {"module": info.module, "qualname": info.qualname,
                     "source_file": info.source_file, "line": info.line,
                     "source_hash": info.source_hash,
-                    "url": source_url(row.release, info.source_file, info.line)}
+                    # TensorFlow's repository: an op library's function lives elsewhere
+                    "url": None if row.library else source_url(row.release, info.source_file,
+                                                               info.line)}
     verification = None
     if row.verification is not None:
         v = row.verification

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
+from urllib.parse import quote
 
 from opregistry.registry.diff import DiffResult, Transition
 from opregistry.site.export import STATES
@@ -62,14 +63,16 @@ def release_page(data: dict[str, Any], rel: dict[str, Any], files: dict[str, str
              for a, b in pairs if b == key]
     links += [f'<a href="../diff/{esc(diff_file(a, b, files))}.html">diff to {esc(b)}</a>'
               for a, b in pairs if a == key]
-    links.append(f'<a href="../index.html#in={esc(key)}">its ops in the matrix</a>')
+    links.append(f'<a href="../index.html#in={quote(key)}">its ops in the matrix</a>')
     by_state: dict[str, list[str]] = {}
     for name, op in data["ops"].items():
         entry = op["releases"].get(key)
         if entry is not None:
             by_state.setdefault(entry["state"], []).append(name)
     facts = "".join(f"<dt>{esc(label)}</dt><dd>{esc(rel.get(field))}</dd>" for label, field in (
-        ("library", "library"), ("package", "package"), ("python", "python"),
+        ("library", "library"), ("library version", "library_version"),
+        ("TensorFlow" if rel["library_version"] else "version", "version"),
+        ("package", "package"), ("python", "python"),
         ("git version", "git_version"), ("harvested", "harvested_at")) if rel.get(field))
     if rel["prerelease"]:
         facts += "<dt>pre-release</dt><dd>yes</dd>"
@@ -106,8 +109,17 @@ def _section(title: str, n: int, content: str) -> str:
             f"{content or '<p class=dim>none</p>'}</section>")
 
 
-def diff_page(result: DiffResult, before: str, after: str, op_files: dict[str, str],
-              files: dict[str, str]) -> str:
+def diff_command(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The command that prints the same diff."""
+    if a["library_version"]:
+        return f"opregistry diff {a['library_version']} {b['library_version']} " \
+               f"--library {a['library']}"
+    return f"opregistry diff {a['key']} {b['key']}"
+
+
+def diff_page(result: DiffResult, a: dict[str, Any], b: dict[str, Any],
+              op_files: dict[str, str], files: dict[str, str]) -> str:
+    before, after = a["key"], b["key"]
     def listed(names: list[str], key: str) -> str:
         return '<p class="oplist">' + " ".join(_op_link(n, key, op_files) for n in names) + "</p>"
 
@@ -122,12 +134,12 @@ def diff_page(result: DiffResult, before: str, after: str, op_files: dict[str, s
         result.added, result.removed, result.transitions, result.effective_transitions,
         result.input_changes, result.second_order_changes, result.verification_changes,
         result.changed_functions))
-    body = (f'<h1>{esc(before)} → {esc(after)}</h1>'
-            f'<p>{total} changes. <a href="../releases/{esc(files[before])}.html">{esc(before)}</a>'
-            f' · <a href="../releases/{esc(files[after])}.html">{esc(after)}</a> · '
-            f'<a href="../compare.html#a={esc(before)}&amp;b={esc(after)}">compare other '
-            f"releases</a> · the same as <code>opregistry diff {esc(before)} {esc(after)}</code>"
-            f"</p><div class=diff>"
+    body = (f'<h1>{esc(a["label"])} → {esc(b["label"])}</h1>'
+            f'<p>{total} changes. <a href="../releases/{esc(files[before])}.html">'
+            f'{esc(a["label"])}</a> · <a href="../releases/{esc(files[after])}.html">'
+            f'{esc(b["label"])}</a> · <a href="../compare.html#a={quote(before)}&amp;'
+            f'b={quote(after)}">compare other releases</a> · the same as '
+            f"<code>{esc(diff_command(a, b))}</code></p><div class=diff>"
             + _section("Added", len(result.added), listed([r.op for r in result.added], after)
                        if result.added else "")
             + _section("Removed", len(result.removed),
@@ -141,7 +153,7 @@ def diff_page(result: DiffResult, before: str, after: str, op_files: dict[str, s
             + _section("Gradient function changed", len(functions),
                        table(["op", "before", "after"], functions) if functions else "")
             + "</div>")
-    return layout(f"{before} → {after}", body, "../")
+    return layout(f"{a['label']} → {b['label']}", body, "../")
 
 
 def _source(function: dict[str, Any]) -> str:

@@ -68,21 +68,23 @@ def test_a_previous_site_is_replaced_and_anything_else_refused(small_db, tmp_pat
 
 
 def test_releases_are_grouped_and_labelled_from_their_records():
-    def row(version, package, **extra):
-        return {"id": len(version), "version": version, "package": package, **extra}
+    def row(version, package, library="", library_version=""):
+        return {"id": len(version), "version": version, "package": package,
+                "library": library, "library_version": library_version}
 
     records = _records([
-        row("2.21.1", "tensorflow-text", library="tensorflow-text"),
+        row("2.21.0", "tensorflow-cpu", "tensorflow-text", "2.21.1"),
         row("2.22.0.dev20260101", "tf-nightly"), row("2.9.3", "tensorflow-cpu"),
         row("2.16.0rc0", "tensorflow-cpu"), row("2.10.1", "tensorflow-cpu"),
-        row("2.10.1", "tensorflow")])
+        row("2.10.1", "tensorflow"), row("2.20.0", "tensorflow-cpu", "tensorflow-text", "2.20.0")])
     assert [(r.key, r.library, r.prerelease) for r in records] == [
         ("2.9.3", "tensorflow", False), ("2.10.1:tensorflow", "tensorflow", False),
         ("2.10.1:tensorflow-cpu", "tensorflow", False), ("2.16.0rc0", "tensorflow", True),
-        ("2.22.0.dev20260101", "tensorflow", True), ("2.21.1", "tensorflow-text", False)]
+        ("2.22.0.dev20260101", "tensorflow", True),
+        ("tensorflow-text-2.20.0", "tensorflow-text", False),
+        ("tensorflow-text-2.21.1", "tensorflow-text", False)]
     assert records[1].label == "2.10.1 (tensorflow)"
-    marked = _records([row("2.21.0", "tensorflow-cpu", prerelease=1)])
-    assert marked[0].prerelease
+    assert (records[-1].label, records[-1].short) == ("tensorflow-text 2.21.1", "2.21.1")
 
 
 def test_file_names_are_safe_and_unique_without_case():

@@ -37,9 +37,10 @@
     }
     html += '<tr class="versions"><th class="corner" scope="col">op <span class="dim">(Python name)</span></th>';
     for (const r of releases) {
-      const title = r.label + (r.prerelease ? " (pre-release)" : "") + " · " + r.package;
+      const title = r.label + (r.prerelease ? " (pre-release)" : "") + " · " + r.package +
+                    (r.library_version ? " · with TensorFlow " + r.version : "");
       html += `<th scope="col" class="${r.prerelease ? "pre" : ""}" title="${esc(title)}">` +
-              `<a href="${esc(r.page)}">${esc(r.label)}</a></th>`;
+              `<a href="${esc(r.page)}">${esc(libraries.length > 1 ? r.short : r.label)}</a></th>`;
     }
     head.innerHTML = html + "</tr>";
     const groups = head.querySelector("tr.groups");
