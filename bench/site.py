@@ -1,8 +1,7 @@
 """How fast `opregistry site` builds the site from the shipped database, how big it is,
 and how soon the matrix is interactive in headless Chromium.
 
-  * build: `build_site` (median of --repeat builds), against the obvious alternative for
-    its reads: one `lookup` per op (what the bulk read of registry/history.py replaces)
+  * build: `build_site` (median of --repeat builds)
   * sizes: the whole site, the matrix's download (index.html + data/matrix.js + its
     script and style sheet), the largest op page, the export
   * the matrix from file://: navigation start to the first rows drawn and answering
@@ -24,8 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout's opregistry, not an installed copy
 
-from opregistry import lookup  # noqa: E402
-from opregistry.registry.history import history  # noqa: E402
 from opregistry.site import build_site  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -39,17 +36,6 @@ def build_times(db: Path, out: Path, repeat: int) -> list[float]:
         build_site(out, db=db)
         times.append(time.perf_counter() - start)
     return times
-
-
-def lookups_time(db: Path) -> tuple[float, float]:
-    """(one bulk read, one lookup per op): the reads a build needs, two ways."""
-    start = time.perf_counter()
-    names = history(db).op_names()
-    bulk = time.perf_counter() - start
-    start = time.perf_counter()
-    for name in names:
-        lookup(name, db=db)
-    return bulk, time.perf_counter() - start
 
 
 def sizes(site: Path) -> None:
@@ -123,9 +109,6 @@ def main() -> None:
         print(f"  build_site          {statistics.median(times):7.2f} s   (target < 30 s; runs "
               f"{min(times):.2f} .. {max(times):.2f}) "
               + ("ok" if statistics.median(times) < 30 else "OVER"))
-        bulk, per_op = lookups_time(args.db)
-        print(f"  reads: one bulk read {bulk:6.2f} s, one lookup per op {per_op:6.2f} s  "
-              f"({per_op / bulk:.1f}x)")
         sizes(site)
         browser_times(site, args.repeat)
 
