@@ -112,9 +112,9 @@ def _write(root: Path, found: History) -> dict[str, int]:
     put("data/ops.json", export.as_json(data))
     put("data/ops.js", export.as_script("OPREGISTRY_OPS", data))
     put("data/matrix.js", export.as_script("OPREGISTRY_MATRIX", matrix))
-    static = resources.files("opregistry.site") / "static"
+    assets = resources.files("opregistry.site")  # beside the modules: package data
     for name in STATIC:
-        put(f"static/{name}", (static / name).read_text(encoding="utf-8"))
+        put(f"static/{name}", (assets / name).read_text(encoding="utf-8"))
     put("index.html", pages.matrix_page(data))
     put("compare.html", pages.compare_page(data))
     put("data.html", pages.data_page(data))
