@@ -54,3 +54,7 @@ class DocumentError(OpregistryError):
 
 class PolicyError(OpregistryError):
     """A policy file or --ignore rule that cannot be used (no reason, a bad date...)."""
+
+
+class SiteError(OpregistryError):
+    """The static site cannot be written where it was asked to go."""

@@ -245,6 +245,24 @@ class Store:
             params["op"] = op
         return self.rows(sql + " ORDER BY op_name, position", **params)
 
+    def all_inputs(self) -> list[dict[str, Any]]:
+        """Every per-input probe row of every release in one query (the site's bulk read),
+        ordered by release, op and position."""
+        return self.rows("SELECT release_id, op_name, position, name, dtype, carries_gradient, "
+                         "result, numeric_error FROM op_inputs "
+                         "ORDER BY release_id, op_name, position")
+
+    def release_records(self) -> list[dict[str, Any]]:
+        """Every column of every release: columns added by later migrations (an op
+        library's name, a pre-release mark) reach the caller without a code change."""
+        return self.rows("SELECT * FROM releases")
+
+    def release_python_names(self) -> list[dict[str, Any]]:
+        """(release_id, name, op_name) of every public Python name in every release."""
+        return self.rows("SELECT rpn.release_id, pn.name, pn.op_name FROM release_python_names "
+                         "rpn JOIN python_names pn ON pn.id = rpn.python_name_id "
+                         "ORDER BY rpn.release_id, pn.op_name, pn.name")
+
     def function_sources(self, release_id: int, ops: list[str]) -> dict[str, str]:
         """op -> the source text of its gradient function in a release (ops whose
         release was harvested before sources were stored are absent)."""
