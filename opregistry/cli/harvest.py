@@ -47,6 +47,11 @@ def harvest_command(
                                         "or the .so's sha256 prefix)."),
     all_releases: bool = typer.Option(
         False, "--all-releases", help="Every minor line from 1.13 to 2.21 (newest patches)."),
+    all_libraries: bool = typer.Option(
+        False, "--all-libraries",
+        help="Every op library of the shipped database, each with the TensorFlow it was "
+             "measured with (tensorflow-text, -io, -addons, -decision-forests, -quantum, "
+             "deepmd-kit)."),
     package: OptionalStr = typer.Option(
         None, "--package", help="tensorflow or tensorflow-cpu (default: per release)."),
     rebuild_env: bool = typer.Option(False, "--rebuild-env",
@@ -70,6 +75,7 @@ def harvest_command(
     Without options, harvests the TensorFlow of this interpreter.
     """
     from opregistry.db.location import resolve
+    from opregistry.harvest.recipes import LIBRARIES, shipped_library_requirement
     from opregistry.harvest.runner import RECIPES
 
     versions = list(tf_versions or [])
@@ -83,7 +89,11 @@ def harvest_command(
     if versions:
         targets = [target(tf_version=v, package=package) for v in versions]
     else:
-        targets = [target()]
+        targets = [] if all_libraries else [target()]
+    if all_libraries:
+        targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
+                                  plugins=(shipped_library_requirement(lib),))
+                    for lib in LIBRARIES.values()]
     try:
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(
