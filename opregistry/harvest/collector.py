@@ -752,7 +752,7 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                                           "reason": "probe worker failed: %s" % tail})
         remaining = [n for n in remaining if n not in records]
         restarts += 1
-    return records, restarts - 1
+    return records, max(restarts - 1, 0)  # no round at all when nothing is probed
 
 
 def _tail(path):
