@@ -9,6 +9,7 @@ from opregistry.errors import (
     HarvestError,
     OpregistryError,
     PolicyError,
+    SiteError,
     UnknownOpError,
     UnknownReleaseError,
 )
@@ -32,7 +33,7 @@ __all__ = [
     "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "Policy", "PolicyError", "ProbeReport",
-    "ReleaseSummary", "Rule",
+    "ReleaseSummary", "Rule", "SiteError", "build_site",
     "TargetCheck", "Transition", "UnknownOpError", "UnknownReleaseError", "Verification",
     "ModelError", "PartialPath", "Target", "NonDifferentiableError", "NonDifferentiableWarning",
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
@@ -53,6 +54,7 @@ _LAZY = {
     "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
     "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
     "load_policy": "policy", "Policy": "policy", "Rule": "policy",
+    "build_site": "site.build",
     "NonDifferentiableWarning": "guard.policy", "NonDifferentiableError": "guard.policy",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),

@@ -33,11 +33,11 @@ class UnknownOpError(OpregistryError):
 
 
 class UnknownReleaseError(OpregistryError):
-    def __init__(self, release: str, known: list[str]):
+    def __init__(self, release: str, known: list[str], what: str = "release"):
         self.release = release
         self.known = known
         shown = ", ".join(known) if known else "none"
-        super().__init__(f"unknown release {release!r} (the database holds: {shown})")
+        super().__init__(f"unknown {what} {release!r} (the database holds: {shown})")
 
 
 class DatabaseError(OpregistryError):
@@ -54,3 +54,7 @@ class DocumentError(OpregistryError):
 
 class PolicyError(OpregistryError):
     """A policy file or --ignore rule that cannot be used (no reason, a bad date...)."""
+
+
+class SiteError(OpregistryError):
+    """The static site cannot be written where it was asked to go."""

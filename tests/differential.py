@@ -81,6 +81,8 @@ def _random_inputs(tf: Any, specs: dict[str, Any], seed: int) -> dict[str, Any]:
             out[key] = tf.ones(shape, tf.bool)
         elif spec.dtype.is_integer:
             out[key] = tf.constant(rng.integers(0, 2, shape), spec.dtype)
+        elif spec.dtype == tf.string:  # text models: words a tokenizer splits
+            out[key] = tf.fill(shape, "The quick brown fox jumped")
         else:
             out[key] = tf.zeros(shape, spec.dtype)
     return out
@@ -337,13 +339,17 @@ def tf1_answers(path: Path) -> list[TFOutput]:
     return answers
 
 
-def answers_in_fresh_process(paths: list[Path]) -> dict[str, list[TFOutput]]:
+def answers_in_fresh_process(paths: list[Path], preload: tuple[str, ...] = ()
+                             ) -> dict[str, list[TFOutput]]:
     """TF's answers from a process that did not build the models: a py_function's
-    callback registered where the model was saved must not help the loaded model."""
+    callback registered where the model was saved must not help the loaded model.
+    ``preload``: op libraries the models need, as a user loads them (a module to
+    import, a ``.py`` file to run, a ``.so`` for ``tf.load_op_library``)."""
     import json
     import subprocess
 
-    done = subprocess.run([sys.executable, __file__, "--answers", *map(str, paths)],
+    preloads = [arg for item in preload for arg in ("--preload", str(item))]
+    done = subprocess.run([sys.executable, __file__, *preloads, "--answers", *map(str, paths)],
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise RuntimeError(f"the TF side failed: {done.stderr[-3000:]}")
@@ -351,6 +357,21 @@ def answers_in_fresh_process(paths: list[Path]) -> dict[str, list[TFOutput]]:
     return {path: [TFOutput(a["meta_graph"], a["signature"], a["output"],
                             {tuple(k): v for k, v in a["variables"]}, a["inputs"], a["how"])
                    for a in answers] for path, answers in raw.items()}
+
+
+def _preload(items: list[str]) -> None:
+    import importlib
+    import runpy
+
+    import tensorflow as tf
+
+    for item in items:
+        if item.endswith(".so"):
+            tf.load_op_library(item)
+        elif item.endswith(".py"):
+            runpy.run_path(item)
+        else:
+            importlib.import_module(item)
 
 
 def _print_answers(paths: list[str]) -> None:
@@ -455,10 +476,10 @@ def _static_variable(paths: tuple[str, ...], by_path: dict[str, Any], result: An
     return None
 
 
-def run(entries: list[Any], db: Any = None) -> list[Comparison]:
+def run(entries: list[Any], db: Any = None, preload: tuple[str, ...] = ()) -> list[Comparison]:
     from opregistry import check
 
-    answers = answers_in_fresh_process([e.path for e in entries])
+    answers = answers_in_fresh_process([e.path for e in entries], preload)
     return [compare(e.name, e.path, check(e.path, db=db), answers[str(e.path)])
             for e in entries]
 
@@ -489,8 +510,10 @@ def main() -> None:
                         f"; more: {', '.join(corpus.EXTRA_BUILDERS)}")
     parser.add_argument("--db", help="database (default: the shipped one)")
     parser.add_argument("--answers", nargs="*", help=argparse.SUPPRESS)  # the TF side
+    parser.add_argument("--preload", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.answers is not None:
+        _preload(args.preload)
         return _print_answers(args.answers)
     root = args.out or Path(tempfile.mkdtemp(prefix="opregistry-corpus-"))
     comparisons = run(corpus.build(root, args.only), db=args.db)

@@ -2,6 +2,7 @@
 in a venv of its own (built once, cached beside the harvest venvs)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opregistry.harvest import runner
+from opregistry.harvest import environments, recipes
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = "2.15.1"
@@ -51,22 +52,25 @@ SCRIPT = textwrap.dedent("""
 
 def guard_venv() -> Path:
     """tensorflow-cpu 2.15.1 (Python 3.10, per the harvest recipe) plus this project,
-    editable: cached under the runner's cache folder, built the first time."""
-    recipe = runner.recipe_for(RELEASE)
-    venv = runner.cache_dir() / "venvs" / f"guard-{recipe.package}-{recipe.version}-py{recipe.python}"
+    editable: cached under the runner's cache folder, built the first time. The project
+    is installed again when pyproject.toml changed (a dependency added since)."""
+    recipe = recipes.recipe_for(RELEASE)
+    venv = environments.cache_dir() / "venvs" / f"guard-{recipe.name}"
     python = venv / "bin" / "python"
     ready = venv / ".opregistry-guard-ready"
-    if ready.exists() and python.exists():
+    stamp = f"{RELEASE} {hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n"
+    if ready.exists() and python.exists() and ready.read_text() == stamp:
         return python
-    base = runner.find_python(recipe.python)
-    if base is None:
-        pytest.skip(f"no Python {recipe.python} for TensorFlow {RELEASE}")
-    subprocess.run([str(base), "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    f"{recipe.package}=={recipe.version}", *recipe.pins], check=True)
+    if not python.exists():
+        base = environments.find_python(recipe.python)
+        if base is None:
+            pytest.skip(f"no Python {recipe.python} for TensorFlow {RELEASE}")
+        subprocess.run([str(base), "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        *recipe.requirements], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     "-e", str(ROOT)], check=True)
-    ready.write_text(RELEASE + "\n")
+    ready.write_text(stamp)
     return python
 
 

@@ -51,6 +51,7 @@ def load_commands() -> typer.Typer:
         releases,
         report,
         run,
+        site,
     )
 
     return app

@@ -94,6 +94,8 @@ def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
         rows = finding_rows(result)
         # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
+        if any(row["library"] for row in rows):  # which op library a blocking op is from
+            columns = [*columns, "library"]
         if rows or fmt != CheckFormat.table:
             emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
 

@@ -3,7 +3,13 @@ from __future__ import annotations
 import typer
 
 from opregistry.cli.app import app, fail
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    LibraryOption,
+    OptionalStr,
+    OutputFileOption,
+)
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
@@ -59,6 +65,7 @@ def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
 def diff_releases(
     before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
     after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),
+    library: OptionalStr = LibraryOption,
     source: bool = SourceOption,
     fmt: OutputFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
@@ -66,7 +73,7 @@ def diff_releases(
 ) -> None:
     """Ops added and removed, gradient status changes and changed gradient functions."""
     try:
-        result = changes.diff(before, after, db=db, sources=source)
+        result = changes.diff(before, after, db=db, sources=source, library=library)
     except OpregistryError as exc:
         raise fail(exc) from None
     emit(output_file, render_changes(result, fmt, source))

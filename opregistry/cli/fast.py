@@ -18,7 +18,7 @@ def try_fast(argv: Sequence[str]) -> int | None:
         return None
     names: list[str] = []
     options = {"--tf": None, "--format": "table", "--db": os.environ.get("OPREGISTRY_DB"),
-               "--output-file": None}
+               "--output-file": None, "--library": None}
     args = list(argv[1:])
     only_names = False
     while args:
@@ -43,4 +43,5 @@ def try_fast(argv: Sequence[str]) -> int | None:
         return None
     from opregistry.cli.lookup_run import run_lookup
 
-    return run_lookup(names, options["--tf"], fmt, options["--db"], options["--output-file"])
+    return run_lookup(names, options["--tf"], fmt, options["--db"], options["--output-file"],
+                      options["--library"])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any, List, Optional
 
 import typer
@@ -12,7 +13,7 @@ from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
 
-COLUMNS = ["target", "ok", "release", "package", "ops", "replaced", "seconds", "error"]
+COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced", "seconds", "error"]
 
 
 # long: most of its lines declare the command's options
@@ -24,10 +25,33 @@ def harvest_command(
              "the venv from."),
     tf_versions: Optional[List[str]] = typer.Option(
         None, "--tf-version",
-        help="Install this release (2.12 = newest patch, or 2.12.0) in a cached venv and "
-             "harvest it. Repeatable."),
+        help="Install this release (2.12 = newest patch, 2.12.0, or nightly) in a cached venv "
+             "and harvest it. Repeatable."),
+    plugins: Optional[List[str]] = typer.Option(
+        None, "--plugin", metavar="MODULE|FILE.py|PACKAGE==VERSION",
+        help="Harvest what an op library adds: import MODULE (or FILE.py) before reading the "
+             "registries; with --tf-version, PACKAGE==VERSION is installed beside TensorFlow. "
+             "Stored as the library's own release. Repeatable."),
+    op_libraries: Optional[List[str]] = typer.Option(
+        None, "--op-library", metavar="FILE.so",
+        help="Load FILE.so with tf.load_op_library before reading the registries (a library "
+             "harvest, as --plugin). Repeatable."),
+    imports: Optional[List[str]] = typer.Option(
+        None, "--import", metavar="MODULE",
+        help="With --plugin: also import MODULE (a library's submodule that registers ops)."),
+    library_name: OptionalStr = typer.Option(
+        None, "--library-name", help="Store the library release under this name (default: "
+                                     "the plugin's distribution, or the .so's file name)."),
+    library_version: OptionalStr = typer.Option(
+        None, "--library-version", help="... and this version (default: the distribution's, "
+                                        "or the .so's sha256 prefix)."),
     all_releases: bool = typer.Option(
         False, "--all-releases", help="Every minor line from 1.13 to 2.21 (newest patches)."),
+    all_libraries: bool = typer.Option(
+        False, "--all-libraries",
+        help="Every op library of the shipped database, each with the TensorFlow it was "
+             "measured with (tensorflow-text, -io, -addons, -decision-forests, -quantum, "
+             "deepmd-kit)."),
     package: OptionalStr = typer.Option(
         None, "--package", help="tensorflow or tensorflow-cpu (default: per release)."),
     rebuild_env: bool = typer.Option(False, "--rebuild-env",
@@ -51,15 +75,25 @@ def harvest_command(
     Without options, harvests the TensorFlow of this interpreter.
     """
     from opregistry.db.location import resolve
+    from opregistry.harvest.recipes import LIBRARIES, shipped_library_requirement
     from opregistry.harvest.runner import RECIPES
 
     versions = list(tf_versions or [])
     if all_releases:
         versions += [r.version for r in RECIPES.values()]
+    if imports and not (plugins or op_libraries):
+        raise fail(OpregistryError("--import needs --plugin or --op-library"))
+    target = partial(HarvestTarget, python=python, plugins=tuple(plugins or ()),
+                     op_libraries=tuple(op_libraries or ()), imports=tuple(imports or ()),
+                     library_name=library_name, library_version=library_version)
     if versions:
-        targets = [HarvestTarget(python=python, tf_version=v, package=package) for v in versions]
+        targets = [target(tf_version=v, package=package) for v in versions]
     else:
-        targets = [HarvestTarget(python=python)]
+        targets = [] if all_libraries else [target()]
+    if all_libraries:
+        targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
+                                  plugins=(shipped_library_requirement(lib),))
+                    for lib in LIBRARIES.values()]
     try:
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(

@@ -15,7 +15,8 @@ from opregistry.registry import lookup as query
 
 
 def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
-               db: str | None, output_file: str | None = None) -> int:
+               db: str | None, output_file: str | None = None,
+               library: str | None = None) -> int:
     """The whole `lookup` command without Typer, so the fast path can share it."""
     results, errors = [], []
     try:
@@ -26,7 +27,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
     try:
         for name in names:
             try:
-                results.append(query.lookup(name, release, db=reader))
+                results.append(query.lookup(name, release, library=library, db=reader))
             except OpregistryError as exc:
                 errors.append(exc)
     finally:
@@ -38,6 +39,8 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         columns = [c for c in COLUMNS if probed or c not in (
             "effective", "inputs", "second_order", "verified")]
         columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
+        if any(r.library for r in rows):  # which TensorFlow an op library ran with
+            columns.insert(columns.index("package"), "with_tf")
         text = render(fmt, data, [lookup_row(r) for r in rows], columns)
         if output_file is None:
             print(text)
@@ -50,10 +53,12 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         for result in results:
             states = sorted({r.gradient for r in result.rows})
             effective = sorted({r.effective for r in result.rows if r.effective})
-            releases = {(r.release, r.package) for r in result.rows}
+            releases = {(r.release_label, r.release, r.package) for r in result.rows}
             shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
+            libraries = sorted({r.library for r in result.rows if r.library})
+            origin = f" (op library: {', '.join(libraries)})" if libraries else ""
             print(f"{result.query} -> {', '.join(result.ops)}: {shown} "
-                  f"in {plural(len(releases), 'release')}", file=sys.stderr)
+                  f"in {plural(len(releases), 'release')}{origin}", file=sys.stderr)
     for error in errors:
         print(f"Error: {error}", file=sys.stderr)
     return errors[0].exit_code if errors else 0

@@ -6,6 +6,7 @@ from opregistry.cli.app import app, fail
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
+    LibraryOption,
     OptionalStr,
     OutputFileOption,
     ReleaseOption,
@@ -23,6 +24,7 @@ COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", 
 @app.command("ops")
 def list_ops(
     release: OptionalStr = ReleaseOption,
+    library: OptionalStr = LibraryOption,
     status: OptionalStr = typer.Option(
         None, "--status", help="Only ops whose gradient is registered, no_gradient or missing."),
     effective: OptionalStr = typer.Option(
@@ -35,13 +37,14 @@ def list_ops(
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
-    """List the ops of a release (default: the newest), filtered by gradient status."""
+    """List the ops of a release (default: the newest), filtered by gradient status; with
+    --library, the ops an op library adds (its release for --tf, default its newest)."""
     try:
         found = query.ops(release, status=status, public_only=public_only, effective=effective,
-                          db=db)
+                          library=library, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     emit(output_file, render(fmt, [r.to_dict() for r in found],
                              [lookup_row(r) for r in found], COLUMNS))
-    rel = found[0].release if found else (release or "latest")
+    rel = found[0].release_label if found else (library or release or "latest")
     typer.echo(f"{plural(len(found), 'op')} in {rel}", err=True)

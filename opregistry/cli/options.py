@@ -13,7 +13,12 @@ DbOption = typer.Option(
 FormatOption = typer.Option(OutputFormat.table, "--format", "-f", case_sensitive=False,
                             help="Output format.")
 ReleaseOption = typer.Option(
-    None, "--tf", help="Release, e.g. 2.21.0, 2.21 (newest patch) or latest.")
+    None, "--tf", help="Release, e.g. 2.21.0, 2.21 (newest patch), latest (the newest final "
+                       "release) or nightly.")
+LibraryOption = typer.Option(
+    None, "--library", metavar="NAME[==VERSION]",
+    help="An op library's releases (tensorflow-text, tensorflow-text==2.21.1); "
+         "'tensorflow' for TensorFlow's own only.")
 
 OutputFileOption = typer.Option(
     None, "--output-file", "-o", metavar="FILE",

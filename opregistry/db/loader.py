@@ -42,6 +42,7 @@ class LoadResult:
     replaced: bool
     new_op_defs: int
     new_gradient_functions: int
+    library: str | None = None  # "tensorflow-text 2.21.1" for an op library's release
 
 
 def _digest(obj: Any) -> str:
@@ -145,8 +146,11 @@ def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
 def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> LoadResult:
     releases = _table(Release)
     package = rel.get("package") or "unknown"
+    library = document.get("library") or {}
     existing = conn.execute(select(releases.c.id).where(
-        releases.c.version == rel["version"], releases.c.package == package)).scalar()
+        releases.c.version == rel["version"], releases.c.package == package,
+        releases.c.library == library.get("name", ""),
+        releases.c.library_version == library.get("version", ""))).scalar()
     if existing is not None:
         _delete_release(conn, existing)
 
@@ -193,7 +197,8 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     return LoadResult(
         release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
         new_op_defs=len(op_def_rows) - before_defs,
-        new_gradient_functions=len(function_rows) - before_functions)
+        new_gradient_functions=len(function_rows) - before_functions,
+        library=f"{library['name']} {library['version']}" if library else None)
 
 
 def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, Any],
@@ -214,8 +219,17 @@ def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, A
         probe_seconds=(document.get("probes") or {}).get("seconds"),
         probe_restarts=(document.get("probes") or {}).get("worker_restarts"),
         numeric_checked=(document.get("probes") or {}).get("numeric"),
+        **_library_columns(document.get("library")),
     )).inserted_primary_key[0]  # type: ignore[index]  # an insert always has one
     return int(release_id)
+
+
+def _library_columns(library: dict[str, Any] | None) -> dict[str, Any]:
+    if not library:
+        return {"library": "", "library_version": "", "library_detail": None}
+    detail = {k: library[k] for k in ("modules", "op_libraries") if library.get(k)}
+    return {"library": library["name"], "library_version": library["version"],
+            "library_detail": json.dumps(detail, sort_keys=True) if detail else None}
 
 
 def _op_def_rows(ops: list[dict[str, Any]]

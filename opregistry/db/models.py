@@ -32,10 +32,13 @@ class Base(DeclarativeBase):
 
 
 class Release(Base):
-    """One harvested TensorFlow build."""
+    """One harvested TensorFlow build, or what an op library added to one.
+
+    ``version``/``package`` always name the TensorFlow; an op library's release
+    (revision 0005) also names the library, '' for TensorFlow itself."""
 
     __tablename__ = "releases"
-    __table_args__ = (UniqueConstraint("version", "package"),)
+    __table_args__ = (UniqueConstraint("version", "package", "library", "library_version"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     version: Mapped[str] = mapped_column(String(64), index=True)
@@ -54,6 +57,9 @@ class Release(Base):
     probe_seconds: Mapped[float | None] = mapped_column(Float)
     probe_restarts: Mapped[int | None] = mapped_column(Integer)
     numeric_checked: Mapped[bool | None] = mapped_column(Boolean)
+    library: Mapped[str] = mapped_column(String(64), default="", server_default="", index=True)
+    library_version: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    library_detail: Mapped[str | None] = mapped_column(Text)  # JSON: modules, .so files
 
     ops: Mapped[list[ReleaseOp]] = relationship(
         back_populates="release", cascade="all, delete-orphan", passive_deletes=True)

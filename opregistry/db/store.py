@@ -28,6 +28,7 @@ from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseErro
 # against the ORM tables
 OP_COLUMNS: dict[str, str] = {
     "op": "ro.op_name", "release": "r.version", "package": "r.package",
+    "library": "r.library", "library_version": "r.library_version",
     "release_id": "r.id", "gradient": "ro.gradient", "public": "ro.public",
     "module": "gf.module", "qualname": "gf.qualname", "source_file": "gf.source_file",
     "line": "gf.line", "source_hash": "gf.source_hash", "summary": "od.summary",
@@ -50,8 +51,20 @@ _OP_SELECT = ("SELECT " + ", ".join(f"{col} AS {name}" for name, col in OP_COLUM
 @dataclass(frozen=True)
 class ReleaseRow:
     id: int
-    version: str
+    version: str  # of the TensorFlow (an op library's release: the one it ran with)
     package: str
+    library: str = ""  # '' for TensorFlow itself
+    library_version: str = ""
+
+    @property
+    def prerelease(self) -> bool:
+        """A nightly, dev or rc build of TensorFlow (never what ``latest`` means)."""
+        return is_prerelease(self.version)
+
+    @property
+    def label(self) -> str:
+        """``2.21.0``, or ``tensorflow-text 2.21.1`` for an op library's release."""
+        return f"{self.library} {self.library_version}" if self.library else self.version
 
 
 class Store:
@@ -122,28 +135,44 @@ class Store:
     # -- releases --------------------------------------------------------------------
 
     def releases(self) -> list[ReleaseRow]:
-        """Every release, oldest first."""
+        """Every release, TensorFlow's and op libraries', oldest first."""
         if self._releases is None:
-            found = [ReleaseRow(r["id"], r["version"], r["package"])
-                     for r in self.rows("SELECT id, version, package FROM releases")]
-            self._releases = sorted(found, key=lambda r: (version_key(r.version), r.package))
+            found = [ReleaseRow(r["id"], r["version"], r["package"], r["library"] or "",
+                                r["library_version"] or "")
+                     for r in self.rows("SELECT id, version, package, library, "
+                                        "library_version FROM releases")]
+            self._releases = sorted(found, key=lambda r: (
+                r.library, version_key(r.library_version), version_key(r.version), r.package))
         return self._releases
 
-    def release(self, spec: str) -> ReleaseRow:
-        """``2.21.0``, ``2.21`` (newest patch), ``latest``, or ``2.21.0:tensorflow-cpu``."""
-        releases = self.releases()
+    def core_releases(self) -> list[ReleaseRow]:
+        return [r for r in self.releases() if not r.library]
+
+    def library_releases(self, library: str | None = None) -> list[ReleaseRow]:
+        """Op libraries' releases (of one library), oldest first."""
+        return [r for r in self.releases()
+                if r.library and (library is None or r.library == library)]
+
+    def release(self, spec: str, library: str | None = None) -> ReleaseRow:
+        """A TensorFlow release: ``2.21.0``, ``2.21`` (newest patch), ``latest`` (the newest
+        final release), ``nightly`` (the newest pre-release), or ``2.21.0:tensorflow-cpu``.
+
+        With ``library``, that library's release: ``spec`` is its version (``2.21.1``) or
+        the TensorFlow it was harvested with (``2.21``), or ``latest``."""
+        if library:
+            return self._library_release(spec, library)
+        releases = self.core_releases()
         if not releases:
-            raise DatabaseError(f"{self.location.describe()} holds no releases")
+            raise DatabaseError(f"{self.location.describe()} holds no TensorFlow releases")
         version, _, package = spec.strip().partition(":")
         if version in ("latest", "newest"):
-            candidates = releases[-1:]
+            final = [r for r in releases if not r.prerelease] or releases
+            candidates = [r for r in final if r.version == final[-1].version]
+        elif version == "nightly":
+            nightly = [r for r in releases if r.prerelease]
+            candidates = [r for r in nightly if r.version == nightly[-1].version] if nightly else []
         else:
-            candidates = [r for r in releases if r.version == version]
-            if not candidates:
-                prefix = [r for r in releases if r.version.startswith(version + ".")]
-                if prefix:
-                    newest = prefix[-1].version
-                    candidates = [r for r in prefix if r.version == newest]
+            candidates = _matching(releases, version, lambda r: r.version)
         if package:
             candidates = [r for r in candidates if r.package == package]
         if not candidates:
@@ -153,13 +182,32 @@ class Store:
             candidates = plain or candidates[:1]
         return candidates[0]
 
+    def _library_release(self, spec: str, library: str) -> ReleaseRow:
+        name, _, pinned = library.replace("==", " ").partition(" ")
+        releases = self.library_releases(name.strip())
+        if not releases:
+            known = sorted({r.library for r in self.library_releases()})
+            raise UnknownReleaseError(library, known, what="op library")
+        spec = pinned.strip() or spec.strip()
+        if spec in ("latest", "newest", ""):
+            candidates = releases[-1:]
+        else:
+            candidates = (_matching(releases, spec, lambda r: r.library_version)
+                          or _matching(releases, spec, lambda r: r.version))
+        if not candidates:
+            raise UnknownReleaseError(
+                f"{name} {spec}", [r.library_version for r in releases],
+                what=f"release of {name}")
+        return candidates[-1]
+
     def release_versions(self) -> list[str]:
-        return list(dict.fromkeys(r.version for r in self.releases()))
+        """The TensorFlow releases' versions (op libraries' releases are not among them)."""
+        return list(dict.fromkeys(r.version for r in self.core_releases()))
 
     def release_details(self) -> list[dict[str, Any]]:
         return self.rows("SELECT id, version, package, package_version, python_version, "
-                         "git_version, harvested_at, import_failures, probe_seconds "
-                         "FROM releases")
+                         "git_version, harvested_at, import_failures, probe_seconds, "
+                         "library, library_version, library_detail FROM releases")
 
     def status_counts(self) -> list[dict[str, Any]]:
         """(release_id, gradient, public, n) per release."""
@@ -197,6 +245,24 @@ class Store:
             params["op"] = op
         return self.rows(sql + " ORDER BY op_name, position", **params)
 
+    def all_inputs(self) -> list[dict[str, Any]]:
+        """Every per-input probe row of every release in one query (the site's bulk read),
+        ordered by release, op and position."""
+        return self.rows("SELECT release_id, op_name, position, name, dtype, carries_gradient, "
+                         "result, numeric_error FROM op_inputs "
+                         "ORDER BY release_id, op_name, position")
+
+    def release_records(self) -> list[dict[str, Any]]:
+        """Every column of every release: columns added by later migrations (an op
+        library's name, a pre-release mark) reach the caller without a code change."""
+        return self.rows("SELECT * FROM releases")
+
+    def release_python_names(self) -> list[dict[str, Any]]:
+        """(release_id, name, op_name) of every public Python name in every release."""
+        return self.rows("SELECT rpn.release_id, pn.name, pn.op_name FROM release_python_names "
+                         "rpn JOIN python_names pn ON pn.id = rpn.python_name_id "
+                         "ORDER BY rpn.release_id, pn.op_name, pn.name")
+
     def function_sources(self, release_id: int, ops: list[str]) -> dict[str, str]:
         """op -> the source text of its gradient function in a release (ops whose
         release was harvested before sources were stored are absent)."""
@@ -228,6 +294,28 @@ class Store:
         test = "lower(name) = lower(:n)" if fold_case else "name = :n"
         return self.rows(f"SELECT DISTINCT name, op_name, method FROM python_names "
                          f"WHERE {test}", n=name)
+
+
+def _matching(releases: list[ReleaseRow], version: str,
+              key: Any) -> list[ReleaseRow]:
+    """The releases whose ``key`` is ``version``, else the newest of those it prefixes
+    (``2.21`` matches 2.21.0 and 2.21.1: the newest)."""
+    exact = [r for r in releases if key(r) == version]
+    if exact:
+        return exact
+    prefix = [r for r in releases if key(r).startswith(version + ".")]
+    if not prefix:
+        return []
+    newest = max((key(r) for r in prefix), key=version_key)
+    return [r for r in prefix if key(r) == newest]
+
+
+_PRERELEASE = re.compile(r"(dev|rc|a|b)\d*$|(dev|rc)\d+", re.IGNORECASE)
+
+
+def is_prerelease(version: str) -> bool:
+    """``2.23.0.dev20261026``, ``2.16.0rc0``, ``2.22.0-dev20261130``: not a final release."""
+    return bool(_PRERELEASE.search(version))
 
 
 def version_key(version: str) -> tuple[Any, ...]:

@@ -244,6 +244,12 @@ DOCUMENT = obj({
                                "method": text(32)})),
     "probes": obj({}, {"seconds": number(0), "worker_restarts": integer(0, 10 ** 6),
                        "numeric": boolean(nullable=True)}, nullable=True),
+    # a library harvest: what an op library adds to the TF release it ran with
+    "library": obj({"name": text(64, pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*"),
+                    "version": text(64, pattern=r"[0-9A-Za-z][0-9A-Za-z.+\-]*")}, {
+        "modules": array(text(512), max_items=100_000),
+        "op_libraries": array(obj({"file": text(512)}, {"sha256": text(64)}),
+                              max_items=10_000)}, nullable=True),
 })
 
 

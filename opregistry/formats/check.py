@@ -6,7 +6,7 @@ from typing import Any
 from opregistry.formats import plural
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
-           "reason"]
+           "reason"]  # + "library" when an op of an op library blocks
 
 
 def finding_rows(result: Any) -> list[dict[str, Any]]:
@@ -22,7 +22,8 @@ def finding_rows(result: Any) -> list[dict[str, Any]]:
             for b in ops or [None]:
                 rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
                                  function=b.function if b else None,
-                                 reason=b.reason if b else "no path"))
+                                 reason=b.reason if b else "no path",
+                                 library=b.library if b else None))
     return rows
 
 
@@ -36,6 +37,12 @@ def summary_line(result: Any) -> str:
                + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
                   if len(result.meta_graphs) > 1 else "")
                + f" against TensorFlow {result.release}")
+    if result.library_ops:
+        by_library: dict[str, list[str]] = {}
+        for op, library in result.library_ops.items():
+            by_library.setdefault(library, []).append(op)
+        summary += "; ops of op libraries: " + "; ".join(
+            f"{', '.join(ops)} ({library})" for library, ops in sorted(by_library.items()))
     if result.unknown_ops:
         summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
     return summary

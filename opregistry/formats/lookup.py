@@ -27,7 +27,8 @@ def verified_summary(row: query.OpRelease) -> str | None:
 
 def lookup_row(row: query.OpRelease) -> dict[str, object]:
     return {
-        "op": row.op, "release": row.release, "package": row.package, "gradient": row.gradient,
+        "op": row.op, "release": row.release_label, "package": row.package,
+        "with_tf": row.release if row.library else None, "gradient": row.gradient,
         "public": row.public, "function": row.function.qualname if row.function else None,
         "module": row.function.module if row.function else None,
         "location": row.function.location if row.function else None,

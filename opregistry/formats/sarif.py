@@ -137,7 +137,8 @@ def check_sarif(result: Any) -> str:
             rule = "partial_path" if kind == "partial_path" else \
                 (ops[0].reason if ops else "no_path")
             where = f"{item.signature}/{item.output}" if item.signature else item.output
-            named = ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in ops) or "no op named"
+            named = ", ".join(f"{b.node} ({b.op}" + (f" of {b.library}" if b.library else "") +
+                              f": {b.reason})" for b in ops) or "no op named"
             verb = "gets no gradient from" if kind == "finding" else \
                 "gets a gradient, but one path stops, from"
             results.append({

@@ -90,7 +90,8 @@ def _distribution(tf_package_dir, tf_version):
             meta = _read_metadata(os.path.join(site_dir, entry))
             found.append((meta.get("Name", name), meta.get("Version", "")))
     for name, version in found:
-        if version == tf_version:
+        # tf-nightly's tf.__version__ is 2.23.0-dev20261026, its distribution 2.23.0.dev20261026
+        if version.replace("-", ".") == str(tf_version).replace("-", "."):
             return name, version
     if found:
         return found[0]
@@ -457,8 +458,14 @@ def source_hash(fn):
 
 # ------------------------------------------------------------------ python names
 
+_LOADED_LIBRARY_MODULE = re.compile(r"[0-9a-f]{40}$")
+
+
 def _is_gen_module(module_name):
-    return bool(module_name) and module_name.rsplit(".", 1)[-1].startswith("gen_")
+    """A module of generated op wrappers: TF's ``gen_*``, or the module that
+    ``tf.load_op_library`` makes for a .so (named by the sha1 of its wrappers)."""
+    last = module_name.rsplit(".", 1)[-1] if module_name else ""
+    return last.startswith("gen_") or bool(_LOADED_LIBRARY_MODULE.match(last))
 
 
 def _gen_wrapper_ops(fn, op_names):
@@ -610,22 +617,39 @@ def _python_names(op_names, major):
 PROBE_STALL_S = 60
 
 
-def _load_probe_module():
+def _load_sibling(name):
+    """An in-environment module beside this file, loaded by path (``-I`` keeps this
+    directory off sys.path, and the package itself is not installed here)."""
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
-    spec = importlib.util.spec_from_file_location("opregistry_probe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    key = "opregistry_" + name
+    if key not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[key] = module
+    return sys.modules[key]
 
 
-def _probe_worker(ops_path, results_path, numeric):
+def _load_probe_module():
+    return _load_sibling("probe")
+
+
+def _load_libraries(plugins, op_libraries):
+    """Load the op libraries of a library harvest (``plugins.py``); None without any."""
+    if not plugins and not op_libraries:
+        return None
+    return _load_sibling("plugins").load(plugins, op_libraries, _gradient_registry())
+
+
+def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
     """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
         import tensorflow  # noqa: F401
     root, top = _tf_source_root()
     _import_gradient_modules(root, top)
+    _load_libraries(plugins, op_libraries)
     probe = _load_probe_module()
     api = probe.TFApi()
     op_defs = dict((op.name, op) for op in _all_op_defs())
@@ -653,18 +677,19 @@ def _probe_worker(ops_path, results_path, numeric):
     return 0
 
 
-def _run_probes(names, numeric=True, python=None):
-    """Probe ``names`` in worker subprocesses; returns (records, restarts)."""
+def _run_probes(names, numeric=True, python=None, libraries=()):
+    """Probe ``names`` in worker subprocesses; returns (records, restarts).
+    ``libraries`` are the worker's extra arguments that load the op libraries."""
     import shutil
     import tempfile
     workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
     try:
-        return _probe_rounds(names, numeric, python, workdir)
+        return _probe_rounds(names, numeric, python, workdir, list(libraries))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _probe_rounds(names, numeric, python, workdir):
+def _probe_rounds(names, numeric, python, workdir, libraries=()):
     import subprocess
     import time
     records = {}
@@ -677,7 +702,7 @@ def _probe_rounds(names, numeric, python, workdir):
         with io.open(ops_path, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(remaining))
         cmd = [python or sys.executable, "-I", os.path.abspath(__file__), "--probe-worker",
-               ops_path, results_path] + ([] if numeric else ["--no-numeric"])
+               ops_path, results_path] + ([] if numeric else ["--no-numeric"]) + list(libraries)
         with io.open(log_path, "wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
             last_size, last_change, stalled = -1, time.time(), False
@@ -741,8 +766,13 @@ def _tail(path):
 
 # -------------------------------------------------------------------------- main
 
-def collect(import_modules=True, probes=False, numeric=True):
-    """Build the harvest document for the TensorFlow importable here."""
+def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libraries=(),
+            library_name=None, library_version=None):
+    """Build the harvest document for the TensorFlow importable here.
+
+    With ``plugins`` (modules or ``.py`` paths) or ``op_libraries`` (``.so`` paths) it
+    is a library harvest: the document holds only what they add to the registries
+    (ops, gradient entries, Python names), and names the library."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
         import tensorflow as tf
@@ -750,8 +780,14 @@ def collect(import_modules=True, probes=False, numeric=True):
     root, top = _tf_source_root()
     site_dir = os.path.dirname(root)
     attempted, failures, needs_import = [], [], {}
-    if import_modules:
+    if import_modules or plugins or op_libraries:
         attempted, failures, needs_import = _import_gradient_modules(root, top)
+    core_ops = set(op.name for op in _all_op_defs())
+    core_entries = set(_gradient_registry())
+    loaded = _load_libraries(plugins, op_libraries)
+    if loaded is not None:
+        needs_import = dict(loaded.registered_by)
+        attempted, failures = loaded.modules, loaded.failures
 
     op_defs = _all_op_defs()
     op_names = set(op.name for op in op_defs)
@@ -774,31 +810,32 @@ def collect(import_modules=True, probes=False, numeric=True):
             out["function"] = _function_info(fn, site_dir)
         return out
 
+    if loaded is None:
+        wanted, entries = op_names, set(registry)
+    else:  # a library's own ops, and core ops it gives a gradient entry
+        entries = set(registry) - core_entries
+        wanted = (op_names - core_ops) | (entries & op_names)
     ops = []
     for op in sorted(op_defs, key=lambda o: o.name):
-        ops.append({
-            "name": op.name,
-            "op_def": _op_def(op),
-            "public": (op.name in public) if public is not None else None,
-            "gradient": gradient(op.name),
-        })
+        if op.name in wanted:
+            ops.append({
+                "name": op.name,
+                "op_def": _op_def(op),
+                "public": (op.name in public) if public is not None else None,
+                "gradient": gradient(op.name),
+            })
     probe_info = None
     if probes:
-        import time
-        started = time.time()
-        statuses = dict((op["name"], op["gradient"]["status"]) for op in ops)
-        records, restarts = _run_probes(
-            [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric)
-        _load_probe_module().second_order(records, statuses)
-        for op in ops:
-            if op["name"] in records:
-                op["probe"] = records[op["name"]]
-        probe_info = {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
-                      "numeric": numeric}
+        probe_info = _probe_ops(ops, op_defs, registry, numeric,
+                                _library_arguments(plugins, op_libraries))
     orphans = [dict(gradient(name), name=name)
-               for name in sorted(registry) if name not in op_names]
+               for name in sorted(entries) if name not in op_names]
     major = int(str(release["version"]).split(".")[0])
-    return {
+    if loaded is None:
+        python_names = _python_names(op_names, major)
+    else:
+        python_names = _library_python_names(loaded.tops, wanted)
+    document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "collected_at": datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z",
@@ -807,39 +844,139 @@ def collect(import_modules=True, probes=False, numeric=True):
         "raw_ops_available": public is not None,
         "ops": ops,
         "orphan_gradients": orphans,
-        "python_names": _python_names(op_names, major),
+        "python_names": python_names,
         "probes": probe_info,
     }
+    if loaded is not None:
+        document["library"] = _load_sibling("plugins").describe(
+            loaded, library_name, library_version)
+    return document
+
+
+def _library_arguments(plugins, op_libraries):
+    """The collector arguments that load the same libraries (for probe workers)."""
+    out = []
+    for path in op_libraries:
+        out += ["--op-library", os.path.abspath(path)]
+    for spec in plugins:
+        out += ["--plugin", os.path.abspath(spec) if spec.endswith(".py") else spec]
+    return out
+
+
+def _probe_ops(ops, op_defs, registry, numeric, libraries):
+    """Probe the registered gradients of ``ops``; returns the document's ``probes``."""
+    import time
+    started = time.time()
+    # second order follows gradient paths through any op, the library's or TF's
+    statuses = {}
+    for op in op_defs:
+        entry = registry.get(op.name)
+        fn = entry.get("type") if isinstance(entry, dict) else entry
+        statuses[op.name] = ("missing" if entry is None else
+                             "no_gradient" if fn is None else "registered")
+    records, restarts = _run_probes(
+        [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric,
+        libraries=libraries)
+    _load_probe_module().second_order(records, statuses)
+    for op in ops:
+        if op["name"] in records:
+            op["probe"] = records[op["name"]]
+    return {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
+            "numeric": numeric}
+
+
+def _library_python_names(tops, op_names):
+    """Public functions of a library's packages (``tensorflow_text.case_fold_utf8``)
+    whose code reaches the generated wrappers of ``op_names``."""
+    mapping = {}
+    gen_cache = {}
+    seen = set()
+    prefixes = tuple(t + "." for t in tops)
+    modules = sorted((name, m) for name, m in list(sys.modules.items())
+                     if m is not None and (name in tops or name.startswith(prefixes)))
+    # the shortest public path first: ``tensorflow_text.f`` before ``....ops.module.f``
+    modules.sort(key=lambda item: (item[0].count("."), item[0]))
+    for module_name, module in modules:
+        if any(part.startswith("_") for part in module_name.split(".")):
+            continue
+        try:
+            members = sorted(vars(module).items())
+        except TypeError:
+            continue
+        for attr, obj in members:
+            if attr.startswith("_") or not inspect.isfunction(_unwrap_tf(obj)):
+                continue
+            target = _unwrap_tf(obj)
+            if id(target) in seen:
+                continue
+            seen.add(id(target))
+            try:
+                if _is_gen_module(getattr(target, "__module__", "") or ""):
+                    found, method = gen_cache_get(gen_cache, target, op_names), "generated_wrapper"
+                else:
+                    found, method = _called_gen_ops(target, op_names, gen_cache), "calls_wrapper"
+            except Exception:  # noqa: BLE001 - a library's code can be anything
+                continue
+            for op in found or ():
+                mapping[("%s.%s" % (module_name, attr), op)] = (
+                    method + ("_multi" if len(found) > 1 else ""))
+    return [{"name": name, "op": op, "method": method}
+            for (name, op), method in sorted(mapping.items())]
+
+
+_USAGE = ("usage: collector.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric]] "
+          "[--plugin MODULE|FILE.py]... [--op-library FILE.so]... [--library-name NAME] "
+          "[--library-version VERSION]")
+
+
+def _parse(argv):
+    options = {"out": None, "import_modules": True, "probes": False, "numeric": True,
+               "plugins": [], "op_libraries": [], "library_name": None,
+               "library_version": None}
+    valued = {"--out": "out", "--library-name": "library_name",
+              "--library-version": "library_version"}
+    listed = {"--plugin": "plugins", "--op-library": "op_libraries"}
+    flags = {"--no-extra-imports": ("import_modules", False), "--probes": ("probes", True),
+             "--no-numeric": ("numeric", False)}
+    while argv:
+        arg = argv.pop(0)
+        if arg in valued and argv:
+            options[valued[arg]] = argv.pop(0)
+        elif arg in listed and argv:
+            options[listed[arg]].append(argv.pop(0))
+        elif arg in flags:
+            key, value = flags[arg]
+            options[key] = value
+        else:
+            return None
+    return options
+
+
+def _worker_main(argv):
+    options = _parse(argv[3:]) or {}
+    return _probe_worker(argv[1], argv[2], options.get("numeric", True),
+                         options.get("plugins", ()), options.get("op_libraries", ()))
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    out_path = None
-    import_modules = True
-    probes = False
-    numeric = True
     if argv[:1] == ["--probe-worker"]:
-        return _probe_worker(argv[1], argv[2], "--no-numeric" not in argv)
-    while argv:
-        arg = argv.pop(0)
-        if arg == "--out" and argv:
-            out_path = argv.pop(0)
-        elif arg == "--no-extra-imports":
-            import_modules = False
-        elif arg == "--probes":
-            probes = True
-        elif arg == "--no-numeric":
-            numeric = False
-        else:
-            print("usage: collector.py [--out FILE] [--no-extra-imports] [--probes "
-                  "[--no-numeric]]", file=sys.stderr)
-            return 2
+        return _worker_main(argv)
+    options = _parse(argv)
+    if options is None:
+        print(_USAGE, file=sys.stderr)
+        return 2
+    out_path = options.pop("out")
     try:
-        document = collect(import_modules=import_modules, probes=probes, numeric=numeric)
+        document = collect(**options)
     except ImportError as exc:
-        print("opregistry-collector: cannot import TensorFlow: %s" % _one_line(exc),
+        if "tensorflow" not in sys.modules:
+            print("opregistry-collector: cannot import TensorFlow: %s" % _one_line(exc),
+                  file=sys.stderr)
+            return 3
+        print("opregistry-collector: cannot import a plugin: %s" % _one_line(exc),
               file=sys.stderr)
-        return 3
+        return 5
     except Exception as exc:  # noqa: BLE001 - one line for the runner, details below it
         traceback.print_exc(file=sys.stderr)
         print("opregistry-collector: %s" % _one_line(exc), file=sys.stderr)

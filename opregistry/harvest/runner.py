@@ -1,4 +1,5 @@
-"""Find or build TensorFlow environments, run the collector in them, load the results.
+"""Run the collector in a TensorFlow environment (an interpreter, or a cached venv
+built from a recipe) and load what it reports.
 
 The collector always runs in a subprocess under the target interpreter, so a
 crash or a hang in TensorFlow cannot take the caller down, and the caller never
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -20,181 +20,62 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import HarvestError, OpregistryError
+from opregistry.harvest.environments import _last_error_line, discard_venv, ensure_venv
+from opregistry.harvest.recipes import (
+    RECIPES,
+    Recipe,
+    is_requirement,
+    library_for,
+    recipe_for,
+)
+
+__all__ = ["RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe", "collect",
+           "harvest", "iter_harvest", "recipe_for"]
 
 COLLECTOR = Path(__file__).resolve().parent / "collector.py"
 COLLECTOR_TIMEOUT_S = 30 * 60
-PIP_TIMEOUT_S = 30 * 60
-READY_MARKER = ".opregistry-ready"
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How to install the newest patch of one TF minor line on x86_64 Linux."""
-
-    version: str
-    python: str  # a major.minor that has wheels for it
-    package: str
-    pins: tuple[str, ...] = ()
-
-
-# Measured on x86_64 Linux with CPython from pyenv (shared/TF_RELEASES.md): the newest
-# patch of each minor line, a Python with wheels for it, and what old releases need
-# pinned (protobuf 4+ breaks `import tensorflow` up to 2.5). tensorflow-cpu does not
-# exist for 1.13, 1.14, 1.15.5 and 2.0.x.
-_PROTOBUF_3 = ("protobuf==3.20.3",)
-RECIPES: dict[str, Recipe] = {r.version.rsplit(".", 1)[0]: r for r in (
-    Recipe("1.13.2", "3.7", "tensorflow", _PROTOBUF_3),
-    Recipe("1.14.0", "3.7", "tensorflow", _PROTOBUF_3),
-    Recipe("1.15.5", "3.7", "tensorflow", _PROTOBUF_3),
-    Recipe("2.0.4", "3.7", "tensorflow", _PROTOBUF_3),
-    Recipe("2.1.4", "3.7", "tensorflow-cpu", _PROTOBUF_3),
-    Recipe("2.2.3", "3.8", "tensorflow-cpu", _PROTOBUF_3),
-    Recipe("2.3.4", "3.8", "tensorflow-cpu", _PROTOBUF_3),
-    Recipe("2.4.4", "3.8", "tensorflow-cpu", _PROTOBUF_3),
-    Recipe("2.5.3", "3.8", "tensorflow-cpu", _PROTOBUF_3),
-    Recipe("2.6.5", "3.8", "tensorflow-cpu"),
-    Recipe("2.7.4", "3.8", "tensorflow-cpu"),
-    Recipe("2.8.4", "3.8", "tensorflow-cpu"),
-    Recipe("2.9.3", "3.8", "tensorflow-cpu"),
-    Recipe("2.10.1", "3.8", "tensorflow-cpu"),
-    Recipe("2.11.1", "3.8", "tensorflow-cpu"),
-    Recipe("2.12.1", "3.8", "tensorflow-cpu"),
-    Recipe("2.13.1", "3.8", "tensorflow-cpu"),
-    Recipe("2.14.1", "3.10", "tensorflow-cpu"),
-    Recipe("2.15.1", "3.10", "tensorflow-cpu"),
-    Recipe("2.16.2", "3.10", "tensorflow-cpu"),
-    Recipe("2.17.1", "3.10", "tensorflow-cpu"),
-    Recipe("2.18.1", "3.10", "tensorflow-cpu"),
-    Recipe("2.19.1", "3.10", "tensorflow-cpu"),
-    Recipe("2.20.0", "3.10", "tensorflow-cpu"),
-    Recipe("2.21.0", "3.10", "tensorflow-cpu"),
-)}
-
-
-def recipe_for(version: str, package: str | None = None) -> Recipe:
-    """The recipe for ``2.12`` (newest patch) or an exact ``2.12.0``."""
-    parts = version.strip().split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
-        raise OpregistryError(f"not a TensorFlow version: {version!r}")
-    minor = ".".join(parts[:2])
-    base = RECIPES.get(minor)
-    if base is None:
-        raise OpregistryError(
-            f"no install recipe for TensorFlow {version} (known: {', '.join(RECIPES)}); "
-            "install it yourself and pass --python")
-    exact = version if len(parts) > 2 else base.version
-    chosen = package or base.package
-    if chosen == "tensorflow-cpu" and (minor in ("1.13", "1.14", "2.0") or exact == "1.15.5"):
-        raise OpregistryError(f"tensorflow-cpu {exact} does not exist; use --package tensorflow")
-    return Recipe(exact, base.python, chosen, base.pins)
-
-
-# ---------------------------------------------------------------------- interpreters
-
-
-def find_python(minor: str) -> Path | None:
-    """A CPython ``minor`` (e.g. ``3.7``): pyenv's versions first, then ``pythonX.Y`` on PATH."""
-    roots = []
-    if os.environ.get("PYENV_ROOT"):
-        roots.append(Path(os.environ["PYENV_ROOT"]))
-    roots.append(Path.home() / ".pyenv")
-    for root in roots:
-        versions = root / "versions"
-        if not versions.is_dir():
-            continue
-        found = []
-        for entry in versions.iterdir():
-            match = re.fullmatch(re.escape(minor) + r"\.(\d+)", entry.name)
-            python = entry / "bin" / "python"
-            if match and python.exists():
-                found.append((int(match.group(1)), python))
-        if found:
-            return max(found)[1]
-    on_path = shutil.which(f"python{minor}")
-    return Path(on_path) if on_path else None
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("OPREGISTRY_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "opregistry"
-
-
-def venv_path(recipe: Recipe) -> Path:
-    return cache_dir() / "venvs" / f"{recipe.package}-{recipe.version}-py{recipe.python}"
-
-
-def _run(cmd: list[str], timeout: int, what: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise HarvestError(f"{what} timed out after {timeout} s") from None
-    except OSError as exc:
-        raise HarvestError(f"{what} could not start: {exc.strerror or exc}") from None
-
-
-def _last_error_line(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith(("ERROR:", "opregistry-collector:")) or "Error" in line:
-            return line
-    return lines[-1] if lines else "no output"
-
-
-def ensure_venv(recipe: Recipe, base_python: str | os.PathLike[str] | None = None,
-                rebuild: bool = False) -> Path:
-    """The cached venv for ``recipe``, built first if needed; returns its python."""
-    venv = venv_path(recipe)
-    python = venv / "bin" / "python"
-    if rebuild and venv.exists():
-        shutil.rmtree(venv)
-    if (venv / READY_MARKER).exists() and python.exists():
-        return python
-    if venv.exists():  # an interrupted build: start over
-        shutil.rmtree(venv)
-    base = Path(base_python) if base_python else find_python(recipe.python)
-    if base is None:
-        raise HarvestError(
-            f"TensorFlow {recipe.version} needs Python {recipe.python}, and none was found "
-            f"(looked in pyenv versions and for python{recipe.python} on PATH); "
-            f"pass --python /path/to/python{recipe.python}")
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    made = _run([str(base), "-m", "venv", str(venv)], 600, f"creating a venv with {base}")
-    if made.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise HarvestError(f"creating a venv with {base} failed: {_last_error_line(made.stderr)}")
-    install = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-               f"{recipe.package}=={recipe.version}", *recipe.pins]
-    done = _run(install, PIP_TIMEOUT_S, f"installing {recipe.package}=={recipe.version}")
-    if done.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise HarvestError(f"installing {recipe.package}=={recipe.version} failed: "
-                           f"{_last_error_line(done.stderr)}")
-    (venv / READY_MARKER).write_text(json.dumps(recipe.__dict__) + "\n")
-    return python
-
-
-def discard_venv(recipe: Recipe) -> bool:
-    venv = venv_path(recipe)
-    if venv.exists():
-        shutil.rmtree(venv)
-        return True
-    return False
+COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported
 
 
 # ------------------------------------------------------------------------- collecting
 
 
+@dataclass(frozen=True)
+class Libraries:
+    """What a library harvest loads: modules or ``.py`` files to import, ``.so`` files
+    to load, and optionally the name and version to store the release under."""
+
+    plugins: tuple[str, ...] = ()
+    op_libraries: tuple[str, ...] = ()
+    name: str | None = None
+    version: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.plugins or self.op_libraries)
+
+    def arguments(self) -> list[str]:
+        """The collector's arguments for them."""
+        out: list[str] = []
+        for path in self.op_libraries:
+            out += ["--op-library", str(Path(path).resolve())]
+        for spec in self.plugins:
+            out += ["--plugin", str(Path(spec).resolve()) if spec.endswith(".py") else spec]
+        if self.name:
+            out += ["--library-name", self.name]
+        if self.version:
+            out += ["--library-version", self.version]
+        return out
+
+
 def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool = True,
-            probes: bool = True, numeric: bool = True) -> dict[str, Any]:
+            probes: bool = True, numeric: bool = True,
+            libraries: Libraries | None = None) -> dict[str, Any]:
     """Run the collector under ``python`` (default: this interpreter); return its document.
 
     With ``probes`` every registered gradient function is also called on a symbolic
-    op (and, with ``numeric``, checked against finite differences)."""
+    op (and, with ``numeric``, checked against finite differences). With ``libraries``
+    the document holds what those op libraries add."""
     interpreter = str(python or sys.executable)
     if not Path(interpreter).exists() and not shutil.which(interpreter):
         raise HarvestError(f"no such interpreter: {interpreter}")
@@ -207,6 +88,11 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
             cmd.append("--probes")
             if not numeric:
                 cmd.append("--no-numeric")
+        if libraries:
+            for path in libraries.op_libraries:
+                if not Path(path).is_file():
+                    raise HarvestError(f"no such op library: {path}")
+            cmd += libraries.arguments()
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env,
@@ -218,6 +104,9 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
         if done.returncode == COLLECTOR_NO_TF:
             raise HarvestError(f"{interpreter} cannot import TensorFlow "
                                f"({_last_error_line(done.stderr).split(': ', 1)[-1]})")
+        if done.returncode == COLLECTOR_NO_PLUGIN:
+            raise HarvestError(f"{interpreter}: "
+                               f"{_last_error_line(done.stderr).split(': ', 1)[-1]}")
         if done.returncode != 0 or not out.exists():
             reason = _last_error_line(done.stderr)
             if done.returncode < 0:
@@ -239,12 +128,47 @@ class HarvestTarget:
     python: str | None = None  # interpreter with TF, or the base for a new venv
     tf_version: str | None = None
     package: str | None = None
+    # --plugin values: with tf_version, requirements to install (tensorflow-text==2.21.1)
+    # or modules; otherwise modules or .py files to import
+    plugins: tuple[str, ...] = ()
+    op_libraries: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()  # modules to import besides the plugins' own
+    library_name: str | None = None
+    library_version: str | None = None
 
     @property
     def label(self) -> str:
         if self.tf_version:
-            return f"TensorFlow {self.tf_version}" + (f" ({self.package})" if self.package else "")
-        return self.python or sys.executable
+            label = f"TensorFlow {self.tf_version}" + (
+                f" ({self.package})" if self.package else "")
+        else:
+            label = self.python or sys.executable
+        extra = [*self.plugins, *(Path(p).name for p in self.op_libraries)]
+        return label + (f" + {', '.join(extra)}" if extra else "")
+
+    def requirements(self) -> tuple[str, ...]:
+        """The op libraries to install in the release's venv."""
+        if not self.tf_version:
+            wanted = [p for p in self.plugins if is_requirement(p)]
+            if wanted:
+                raise OpregistryError(
+                    f"--plugin {wanted[0]} names a package to install: add --tf-version to "
+                    "build an environment with it, or give the module to import")
+            return ()
+        return tuple(p if is_requirement(p) else p.replace("_", "-") for p in self.plugins
+                     if not p.endswith(".py"))
+
+    def libraries(self) -> Libraries:
+        """What the collector loads: each plugin's modules, the .so files, ``imports``."""
+        modules: list[str] = []
+        for plugin in self.plugins:
+            if self.tf_version and not plugin.endswith(".py"):
+                modules += library_for(plugin).modules
+            else:
+                modules.append(plugin)
+        modules += self.imports
+        return Libraries(tuple(dict.fromkeys(modules)), self.op_libraries,
+                         self.library_name, self.library_version)
 
 
 @dataclass(frozen=True)
@@ -258,6 +182,7 @@ class HarvestOutcome:
     error: str | None = None
     seconds: float = 0.0
     document_path: str | None = None
+    library: str | None = None  # "tensorflow-text 2.21.1" for an op library's release
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -299,7 +224,8 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
                 saved = _save(document, Path(save_documents))
             result = load(engine, document)
             yield HarvestOutcome(target.label, True, result.release, result.package, result.ops,
-                                 result.replaced, None, time.monotonic() - started, saved)
+                                 result.replaced, None, time.monotonic() - started, saved,
+                                 result.library)
         except OpregistryError as exc:
             yield HarvestOutcome(target.label, False, error=str(exc),
                                  seconds=time.monotonic() - started)
@@ -308,12 +234,14 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
 
 def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
                     numeric: bool) -> dict[str, Any]:
+    libraries = target.libraries()
     if not target.tf_version:
-        return collect(target.python, probes=probes, numeric=numeric)
-    recipe = recipe_for(target.tf_version, target.package)
+        target.requirements()  # a requirement without an environment to install it in
+        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries)
+    recipe = recipe_for(target.tf_version, target.package, target.requirements())
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
-        return collect(python, probes=probes, numeric=numeric)
+        return collect(python, probes=probes, numeric=numeric, libraries=libraries)
     finally:
         if discard_env:
             discard_venv(recipe)
@@ -329,8 +257,11 @@ def _save_directory(directory: Path) -> None:
 
 def _save(document: dict[str, Any], directory: Path) -> str:
     _save_directory(directory)
-    rel = document["release"]
-    path = directory / f"{rel['package']}-{rel['version']}.json"
+    rel, library = document["release"], document.get("library")
+    name = f"{rel['package']}-{rel['version']}"
+    if library:
+        name = f"{library['name']}-{library['version']}+{name}"
+    path = directory / f"{name}.json"
     try:
         path.write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
     except OSError as exc:

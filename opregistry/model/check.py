@@ -80,7 +80,8 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
     op_types = set().union(*(m.op_types for m in models))
     version, facts = query.op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
-        return CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
+        result = CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
+    return result.with_libraries({op: f.library for op, f in facts.items() if f.library})
 
 
 def _is_tensor_of(text: str, nodes: set[str]) -> bool:

@@ -18,6 +18,7 @@ class BlockingOp:
     function: str | None
     reason: str  # one of REASONS
     site: str | None = None  # "file:line" that created the op, where known (traced code)
+    library: str | None = None  # the op library the op comes from ("tensorflow-text 2.21.1")
 
 
 def with_sites(sites: dict[str, str], ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
@@ -96,6 +97,21 @@ class CheckResult:
         default_factory=list, repr=False)
     # findings and partial paths a policy ignores (``opregistry.policy.Ignored``)
     ignored: list[Any] = field(default_factory=list)
+    # op type -> the op library whose release gave its facts ("tensorflow-text 2.21.1")
+    library_ops: dict[str, str] = field(default_factory=dict)
+
+    def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
+        """This result naming, for each op of an op library, the library (in place)."""
+        from dataclasses import replace
+
+        def named(ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
+            return tuple(replace(b, library=library_ops[b.op]) if b.op in library_ops else b
+                         for b in ops)
+
+        self.library_ops = dict(sorted(library_ops.items()))
+        self.findings = [replace(f, blocking_ops=named(f.blocking_ops)) for f in self.findings]
+        self.partial_paths = [replace(p, ops=named(p.ops)) for p in self.partial_paths]
+        return self
 
     def to_dot(self) -> str:
         """Graphviz of the findings (``opregistry.formats.dot``)."""
@@ -137,5 +153,6 @@ class CheckResult:
                 "targets": [asdict(t) for t in self.targets],
                 "unused_variables": self.unused_variables,
                 "unknown_ops": self.unknown_ops,
+                "library_ops": self.library_ops,
                 "unsaved_custom_gradients": self.unsaved_custom_gradients,
                 "ignored": [i.to_dict() for i in self.ignored]}

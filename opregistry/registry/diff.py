@@ -91,48 +91,63 @@ class DiffResult:
         }
 
 
-def diff(before: str, after: str, *, db: Any = None, sources: bool = False) -> DiffResult:
+def diff(before: str, after: str, *, db: Any = None, sources: bool = False,
+         library: str | None = None) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
     transitions, and gradient functions whose normalised source changed (with
-    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``)."""
+    ``sources``, each change carries both source texts: ``FunctionChange.source_diff``).
+    With ``library``, between two of that op library's releases (by its version, or the
+    TensorFlow each was harvested with)."""
     with using(db) as store:
-        a, b = store.release(before), store.release(after)
-        rows_a, rows_b = release_ops(store, a.id), release_ops(store, b.id)
-        added = [rows_b[n] for n in sorted(set(rows_b) - set(rows_a))]
-        removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
-        transitions, changed = [], []
-        effective_t, input_c, second_t, verified_t = [], [], [], []
-        for name in sorted(set(rows_a) & set(rows_b)):
-            old, new = rows_a[name], rows_b[name]
-            if old.gradient != new.gradient:
-                transitions.append(Transition(name, old.gradient, new.gradient, new.public))
-            elif old.function and new.function and old.function.source_hash and \
-                    new.function.source_hash and \
-                    old.function.source_hash != new.function.source_hash:
-                changed.append(FunctionChange(name, old.function, new.function,
-                                              a.version, b.version))
-            if old.effective and new.effective and old.effective != new.effective:
-                effective_t.append(Transition(name, old.effective, new.effective, new.public))
-            before_inputs = {i.position: i for i in old.inputs}
-            for i in new.inputs:
-                j = before_inputs.get(i.position)
-                if j is not None and j.name == i.name and j.result != i.result:
-                    input_c.append(InputChange(name, i.position, i.name, j.result, i.result))
-            if old.second_order and new.second_order and old.second_order != new.second_order:
-                second_t.append(Transition(name, old.second_order, new.second_order, new.public))
-            if old.verification and new.verification and \
-                    old.verification.status != new.verification.status:
-                verified_t.append(Transition(name, old.verification.status,
-                                             new.verification.status, new.public))
-        if sources and changed:
-            names = [c.op for c in changed]
+        a, b = store.release(before, library=library), store.release(after, library=library)
+        result = compare(a.label, b.label, release_ops(store, a.id), release_ops(store, b.id),
+                         versions=(a.version, b.version))
+        if sources and result.changed_functions:
+            names = [c.op for c in result.changed_functions]
             text_a, text_b = store.function_sources(a.id, names), store.function_sources(
                 b.id, names)
-            changed = [replace(c, before_source=text_a.get(c.op), after_source=text_b.get(c.op),
-                               with_source=True) for c in changed]
-        return DiffResult(before=a.version, after=b.version, added=tuple(added),
-                          removed=tuple(removed), transitions=tuple(transitions),
-                          changed_functions=tuple(changed),
-                          effective_transitions=tuple(effective_t),
-                          input_changes=tuple(input_c), second_order_changes=tuple(second_t),
-                          verification_changes=tuple(verified_t))
+            result = replace(result, changed_functions=tuple(
+                replace(c, before_source=text_a.get(c.op), after_source=text_b.get(c.op),
+                        with_source=True) for c in result.changed_functions))
+        return result
+
+
+def compare(before: str, after: str, rows_a: dict[str, OpRelease],
+            rows_b: dict[str, OpRelease], *, versions: tuple[str, str] | None = None
+            ) -> DiffResult:
+    """The diff of two releases' ops (op -> OpRelease each), already read: ``diff`` reads
+    two releases, the site compares every release with the one before from one bulk read.
+    ``before`` and ``after`` label the releases; ``versions`` are their TensorFlow
+    versions (for source links), the labels themselves by default."""
+    version_a, version_b = versions or (before, after)
+    added = [rows_b[n] for n in sorted(set(rows_b) - set(rows_a))]
+    removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
+    transitions, changed = [], []
+    effective_t, input_c, second_t, verified_t = [], [], [], []
+    for name in sorted(set(rows_a) & set(rows_b)):
+        old, new = rows_a[name], rows_b[name]
+        if old.gradient != new.gradient:
+            transitions.append(Transition(name, old.gradient, new.gradient, new.public))
+        elif old.function and new.function and old.function.source_hash and \
+                new.function.source_hash and \
+                old.function.source_hash != new.function.source_hash:
+            changed.append(FunctionChange(name, old.function, new.function, version_a,
+                                          version_b))
+        if old.effective and new.effective and old.effective != new.effective:
+            effective_t.append(Transition(name, old.effective, new.effective, new.public))
+        before_inputs = {i.position: i for i in old.inputs}
+        for i in new.inputs:
+            j = before_inputs.get(i.position)
+            if j is not None and j.name == i.name and j.result != i.result:
+                input_c.append(InputChange(name, i.position, i.name, j.result, i.result))
+        if old.second_order and new.second_order and old.second_order != new.second_order:
+            second_t.append(Transition(name, old.second_order, new.second_order, new.public))
+        if old.verification and new.verification and \
+                old.verification.status != new.verification.status:
+            verified_t.append(Transition(name, old.verification.status,
+                                         new.verification.status, new.public))
+    return DiffResult(before=before, after=after, added=tuple(added), removed=tuple(removed),
+                      transitions=tuple(transitions), changed_functions=tuple(changed),
+                      effective_transitions=tuple(effective_t), input_changes=tuple(input_c),
+                      second_order_changes=tuple(second_t),
+                      verification_changes=tuple(verified_t))

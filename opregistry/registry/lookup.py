@@ -81,10 +81,18 @@ class OpRelease:
     second_order: str | None = None  # differentiable | blocked | unknown
     second_order_blockers: tuple[Blocker, ...] = ()
     verification: Verification | None = None
+    # an op library's release (release/package: the TensorFlow it was harvested with)
+    library: str | None = None
+    library_version: str | None = None
+
+    @property
+    def release_label(self) -> str:
+        """``2.21.0``, or ``tensorflow-text 2.21.1`` for an op library's op."""
+        return f"{self.library} {self.library_version}" if self.library else self.release
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.function is not None:
+        if self.function is not None and self.library is None:
             from opregistry.registry.sources import source_url
 
             data["function"]["url"] = source_url(self.release, self.function.source_file,
@@ -110,7 +118,7 @@ class LookupResult:
 
 @dataclass(frozen=True)
 class ReleaseSummary:
-    release: str
+    release: str  # the TensorFlow version (an op library's release: the one it ran with)
     package: str
     package_version: str
     python: str
@@ -123,6 +131,13 @@ class ReleaseSummary:
     public: int | None
     orphan_gradients: int
     import_failures: int
+    library: str | None = None  # tensorflow-text
+    library_version: str | None = None
+    prerelease: bool = False  # a nightly, dev or rc TensorFlow
+
+    @property
+    def label(self) -> str:
+        return f"{self.library} {self.library_version}" if self.library else self.release
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,8 +146,11 @@ class ReleaseSummary:
 # -------------------------------------------------------------------------- releases
 
 
-def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
-    """Every release in the database, oldest first, with op counts per status."""
+def releases(db: Any = None, *, library: str | None = None) -> tuple[ReleaseSummary, ...]:
+    """Every release in the database, TensorFlow's then op libraries', oldest first, with
+    op counts per status (``library``: only that library's; ``tensorflow``: only TF's)."""
+    from opregistry.db.store import is_prerelease
+
     with using(db) as store:
         counts: dict[int, dict[str, Any]] = {}
         for row in store.status_counts():
@@ -145,6 +163,8 @@ def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
         orphans = store.orphan_counts()
         out = []
         for rel in store.release_details():
+            if library is not None and (rel["library"] or "tensorflow") != library:
+                continue
             per = counts.get(rel["id"], {})
             out.append(ReleaseSummary(
                 release=rel["version"], package=rel["package"],
@@ -155,8 +175,14 @@ def releases(db: Any = None) -> tuple[ReleaseSummary, ...]:
                 missing=per.get("missing", 0),
                 public=per["public"] if per.get("has_public") else None,
                 orphan_gradients=orphans.get(rel["id"], 0),
-                import_failures=_count_json_list(rel["import_failures"])))
-        return tuple(sorted(out, key=lambda s: (version_key(s.release), s.package)))
+                import_failures=_count_json_list(rel["import_failures"]),
+                library=rel["library"] or None, library_version=rel["library_version"] or None,
+                prerelease=is_prerelease(rel["version"])))
+        if library is not None and library != "tensorflow" and not out:
+            store.release("latest", library=library)  # the error that lists the libraries
+        return tuple(sorted(out, key=lambda s: (
+            s.library or "", version_key(s.library_version or ""), version_key(s.release),
+            s.package)))
 
 
 def _count_json_list(text: str | None) -> int:
@@ -192,7 +218,8 @@ def op_release(row: dict[str, Any], via: str | None = None,
                      probe_reason=row["probe_reason"], inputs=tuple(inputs),
                      second_order=row["second_order"],
                      second_order_blockers=_blockers(row["second_order_blockers"]),
-                     verification=verification)
+                     verification=verification, library=row["library"] or None,
+                     library_version=row["library_version"] or None)
 
 
 def release_ops(store: Store, release_id: int, **filters: Any) -> dict[str, OpRelease]:
@@ -221,7 +248,8 @@ def input_gradients(store: Store, release_id: int, op: str | None = None
 
 
 def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
-    return sorted(rows, key=lambda r: (r.op, version_key(r.release), r.package))
+    return sorted(rows, key=lambda r: (r.op, r.library or "", version_key(r.library_version or ""),
+                                       version_key(r.release), r.package))
 
 
 def _strip_prefix(name: str) -> str:
@@ -266,30 +294,50 @@ def suggest(store: Store, name: str, limit: int = 5) -> list[str]:
     return matches
 
 
-def lookup(name: str, release: str | None = None, *, db: Any = None) -> LookupResult:
+def lookup(name: str, release: str | None = None, *, library: str | None = None,
+           db: Any = None) -> LookupResult:
     """Gradient status of an op (by op name, any case, or public Python name) in every
-    release, or in ``release`` only."""
+    release, or in ``release`` only (an op library's op: in the library's releases
+    harvested with that TensorFlow). ``library`` keeps that library's releases only."""
     with using(db) as store:
         matched_by, ops = _resolve_name(store, name)
-        release_id = None
-        if release is not None:
-            rel = store.release(release)
-            release_id = rel.id
+        wanted = _wanted_releases(store, release, library)
         rows: list[OpRelease] = []
         for op, method in ops:
-            for row in store.op_rows(release_id=release_id, op=op):
+            for row in store.op_rows(op=op):
+                if wanted is not None and row["release_id"] not in wanted:
+                    continue
                 inputs = input_gradients(store, row["release_id"], op).get(op, [])
                 rows.append(op_release(row, via=name if method else None, inputs=inputs))
-        if release is not None and not rows:
-            raise OpregistryError(f"{name!r} is not an op of release {rel.version}")
+        if wanted is not None and not rows:
+            where = f"release {release}" if release else f"op library {library}"
+            raise OpregistryError(f"{name!r} is not an op of {where}")
         return LookupResult(query=name, matched_by=matched_by,
                             ops=tuple(op for op, _ in ops), rows=tuple(_sorted_rows(rows)))
 
 
+def _wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:
+    """Release ids a lookup keeps (None: all)."""
+    if library is not None and library != "tensorflow":
+        if release is not None:
+            return {store.release(release, library=library).id}
+        name = library.replace("==", " ").split()[0]
+        store.release("latest", library=library)  # an unknown library is an error
+        return {r.id for r in store.library_releases(name)}
+    if release is None:
+        return None if library is None else {r.id for r in store.core_releases()}
+    rel = store.release(release)
+    with_libraries = library is None
+    return {rel.id} | ({r.id for r in store.library_releases() if r.version == rel.version}
+                       if with_libraries else set())
+
+
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
-        effective: str | None = None, db: Any = None) -> tuple[OpRelease, ...]:
+        effective: str | None = None, library: str | None = None, db: Any = None
+        ) -> tuple[OpRelease, ...]:
     """Ops of one release (default: the newest), optionally filtered by registry status,
-    tf.raw_ops membership or effective differentiability."""
+    tf.raw_ops membership or effective differentiability; with ``library``, the ops that
+    op library's release adds."""
     if status is not None and status not in GRADIENT_STATES:
         raise OpregistryError(
             f"unknown status {status!r} (choose from {', '.join(GRADIENT_STATES)})")
@@ -297,7 +345,7 @@ def ops(release: str | None = None, *, status: str | None = None, public_only: b
         raise OpregistryError(
             f"unknown effective status {effective!r} (choose from {', '.join(EFFECTIVE_STATES)})")
     with using(db) as store:
-        rel = store.release(release or "latest")
+        rel = store.release(release or "latest", library=library)
         found = release_ops(store, rel.id, status=status, effective=effective,
                             public=True if public_only else None)
         return tuple(_sorted_rows(list(found.values())))
@@ -316,21 +364,46 @@ class OpFacts:
     inputs: tuple[InputGradient, ...]
     definition: dict[str, Any]  # the OpDef as harvested (inputs/outputs/attrs)
     verification: str | None = None  # verified | flagged | not_verified (numeric probe)
+    library: str | None = None  # "tensorflow-text 2.21.1": the op library it comes from
 
 
 def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
              ) -> tuple[str, dict[str, OpFacts]]:
-    """(release version, {op: facts}) for the ops of ``op_names`` the release knows."""
-    import json
-
+    """(release version, {op: facts}) for the ops of ``op_names`` the release knows, and
+    for the others, what the op libraries in the database know (each library's release
+    harvested with this TensorFlow, else its newest)."""
     with using(db) as store:
         rel = store.release(release or "latest")
-        wanted = set(op_names)
-        inputs = input_gradients(store, rel.id)
-        out = {}
-        for row in store.op_rows(release_id=rel.id):
-            if row["op"] in wanted:
-                out[row["op"]] = OpFacts(row["op"], row["gradient"], row["effective"],
-                                         tuple(inputs.get(row["op"], [])),
-                                         json.loads(row["definition"]), row["verification"])
+        out = _release_facts(store, rel, set(op_names))
+        rest = set(op_names) - set(out)
+        for candidate in _library_releases_for(store, rel) if rest else ():
+            found = _release_facts(store, candidate, rest)
+            out.update(found)
+            rest -= set(found)
         return rel.version, out
+
+
+def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFacts]:
+    import json
+
+    rows = [row for row in store.op_rows(release_id=rel.id) if row["op"] in wanted]
+    if not rows:
+        return {}
+    inputs = input_gradients(store, rel.id)
+    library = rel.label if rel.library else None
+    return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
+                               tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),
+                               row["verification"], library) for row in rows}
+
+
+def _library_releases_for(store: Store, rel: Any) -> list[Any]:
+    """Per op library, the release to use with TensorFlow release ``rel``: the one
+    harvested with it, else the one harvested with the nearest older TensorFlow, else
+    the library's oldest."""
+    chosen = []
+    for name in sorted({r.library for r in store.library_releases()}):
+        releases = sorted(store.library_releases(name), key=lambda r: (
+            version_key(r.version), version_key(r.library_version)))
+        older = [r for r in releases if version_key(r.version) <= version_key(rel.version)]
+        chosen.append(older[-1] if older else releases[0])
+    return chosen

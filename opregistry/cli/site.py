@@ -1,0 +1,32 @@
+"""``opregistry site OUT_DIR``: the static site (``opregistry.site.build_site``)."""
+from __future__ import annotations
+
+import typer
+
+from opregistry.cli.app import app, fail
+from opregistry.cli.options import DbOption, OptionalStr
+from opregistry.errors import OpregistryError
+from opregistry.formats import plural
+
+
+@app.command()
+def site(
+    out_dir: str = typer.Argument(..., metavar="OUT_DIR",
+                                  help="Folder to write the site to (created or replaced)."),
+    force: bool = typer.Option(False, "--force",
+                               help="Replace OUT_DIR even if it holds something other than "
+                                    "an opregistry site (its contents are deleted)."),
+    db: OptionalStr = DbOption,
+) -> None:
+    """A self-contained static site of the database: the matrix of every op in every
+    release, a page per op, per release and per release diff, and the export the pages
+    read (data/ops.json). Opens from file:// or any static host."""
+    from opregistry.site import build_site  # the site's modules only for this command
+
+    try:
+        built = build_site(out_dir, db=db, force=force)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    typer.echo(f"{built.out_dir}: {plural(built.pages, 'page')} for "
+               f"{plural(built.ops, 'op')} in {plural(built.releases, 'release')}, "
+               f"{built.bytes / 1e6:.1f} MB in {built.seconds:.1f} s", err=True)

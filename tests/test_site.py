@@ -1,0 +1,408 @@
+"""The static site, built once from the shipped database and driven in a real headless
+Chromium (Debian's /usr/bin/chromium through playwright; no browser is downloaded)."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from conftest import ROOT, run_cli
+
+import opregistry
+from opregistry.registry.sources import source_url
+from opregistry.site import build, build_site
+from opregistry.site.export import STATES
+
+SHIPPED = ROOT / "data" / "opregistry.sqlite"
+CHROMIUM = Path("/usr/bin/chromium")
+# without the background-networking flags Chromium waits on the closed network
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    done = run_cli("site", str(out), "--db", str(SHIPPED))
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r".*: \d+ pages for \d+ ops in 25 releases, [\d.]+ MB in [\d.]+ s\n",
+                        done.stderr), done.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def data(site: Path) -> dict:
+    return json.loads((site / "data" / "ops.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.fail("/usr/bin/chromium is missing: apt-get install -y chromium (.ci/run does)")
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class Watched:
+    """A page that records console errors, page errors and every non-file request."""
+
+    def __init__(self, browser, width: int = 1300, height: int = 900):
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.problems: list[str] = []
+        self.page.on("console", lambda m: m.type in ("error", "warning") and
+                     self.problems.append(f"console {m.type}: {m.text}"))
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        self.page.on("request", lambda r: r.url.startswith("file://") or
+                     self.problems.append(f"network request: {r.url}"))
+
+    def open(self, site: Path, path: str, ready: bool = True):
+        self.page.goto((site / path).as_uri() if "#" not in path else
+                       (site / path.split("#")[0]).as_uri() + "#" + path.split("#", 1)[1])
+        if ready:
+            self.page.wait_for_selector("html[data-ready='1']", timeout=10_000)
+        return self.page
+
+
+@pytest.fixture
+def watched(browser):
+    found = Watched(browser)
+    yield found
+    found.page.close()
+    assert found.problems == []
+
+
+def column(data: dict, key: str) -> int:
+    return [r["key"] for r in data["releases"]].index(key)
+
+
+def cell(page, row: int, key: str, data: dict):
+    return page.locator(f"#rows tr[data-i='{row}'] td").nth(column(data, key))
+
+
+# ----------------------------------------------------------------------- the build
+
+
+def test_the_site_is_complete_small_and_marked(site: Path, data: dict):
+    with sqlite3.connect(f"{SHIPPED.as_uri()}?mode=ro", uri=True) as conn:
+        ops_in_db = {r[0] for r in conn.execute("SELECT DISTINCT op_name FROM release_ops")}
+    assert set(data["ops"]) == ops_in_db and len(ops_in_db) > 2000
+    assert [r["key"] for r in data["releases"]] == [
+        r.release for r in opregistry.releases(db=SHIPPED)]
+    for op in data["ops"].values():
+        assert (site / op["page"]).is_file()
+    # the matrix's whole download: the page, its data and its assets
+    index = sum((site / p).stat().st_size for p in (
+        "index.html", "data/matrix.js", "static/matrix.js", "static/style.css"))
+    assert index < 1_500_000
+    assert (site / "data" / "ops.js").read_text().startswith("window.OPREGISTRY_OPS={")
+    marker = json.loads((site / build.MARKER).read_text())
+    assert marker["ops"] == len(data["ops"]) and marker["releases"] == 25
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "Floor", "ClipByValue", "TensorMapInsert", "Shape"])
+def test_the_export_says_what_lookup_says(data: dict, op: str):
+    for row in opregistry.lookup(op, db=SHIPPED).rows:
+        entry = data["ops"][op]["releases"][row.release]
+        assert entry["gradient"] == row.gradient
+        assert entry.get("effective") == row.effective
+        assert [(i["position"], i["name"], i["result"]) for i in entry.get("inputs", [])] == [
+            (i.position, i.name, i.result) for i in row.inputs]
+        assert entry.get("second_order") == row.second_order
+        if row.function:
+            assert entry["function"]["qualname"] == row.function.qualname
+            assert entry["function"]["url"] == source_url(row.release, row.function.source_file,
+                                                          row.function.line)
+
+
+def test_a_folder_that_is_not_a_site_is_refused_and_force_replaces_it(tmp_path: Path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    done = run_cli("site", str(target), "--db", str(SHIPPED))
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
+    assert "--force" in done.stderr and (target / "notes.txt").read_text() == "keep me"
+    (tmp_path / "file").write_text("x")
+    done = run_cli("site", str(tmp_path / "file"), "--db", str(SHIPPED))
+    assert done.returncode == 2 and "is not a directory" in done.stderr
+    done = run_cli("site", str(target), "--db", str(SHIPPED), "--force")
+    assert done.returncode == 0, done.stderr
+    assert not (target / "notes.txt").exists() and (target / "index.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "mine"]  # nothing left over
+
+
+def test_a_failed_build_leaves_the_previous_site_as_it_was(site: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    target = tmp_path / "site"
+    shutil.copytree(site, target)
+    before = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
+
+    def broken(name, *args):
+        if name == "Floor":
+            raise RuntimeError("disk full, say")
+        return "<p>page</p>"
+
+    monkeypatch.setattr(build.op_page, "render", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_site(target, db=SHIPPED)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*")) == before
+    assert "ArgMax" in (target / "ops" / "ArgMax.html").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["site"]  # the staging folder is gone
+
+
+def test_releases_appear_from_their_records_without_code_changes(tmp_path: Path, browser):
+    """An op library's release and a nightly, as the harvester stores them (copies of
+    2.21.0's rows here): columns come from the release records, grouped by library, the
+    nightly marked as a pre-release, each library diffed only against itself."""
+    db = tmp_path / "more.sqlite"
+    shutil.copy(SHIPPED, db)
+    with sqlite3.connect(db) as conn:
+        newest = conn.execute("SELECT id FROM releases WHERE version = '2.21.0'").fetchone()[0]
+        for rid, version, package, library, library_version in (
+                (900, "2.22.0.dev20260101", "tf-nightly", "", ""),
+                (901, "2.21.0", "tensorflow-cpu", "tensorflow-text", "2.21.1")):
+            conn.execute("INSERT INTO releases SELECT :rid, :v, :p, :v, git_version, "
+                         "python_version, platform, machine, harvested_at, collector_format, "
+                         "raw_ops_available, imports_attempted, import_failures, probe_seconds, "
+                         "probe_restarts, numeric_checked, :lib, :libv, library_detail "
+                         "FROM releases WHERE id = :old",
+                         {"rid": rid, "v": version, "p": package, "lib": library,
+                          "libv": library_version, "old": newest})
+            conn.execute("INSERT INTO release_ops SELECT :rid, op_name, op_def_id, public, "
+                         "gradient, gradient_function_id, needs_import, effective, probe_reason, "
+                         "second_order, second_order_blockers, verification, verification_dtype, "
+                         "verification_error, verification_tolerance, verification_reason, "
+                         "verification_detail FROM release_ops WHERE release_id = :old AND "
+                         "op_name LIKE 'A%'", {"rid": rid, "old": newest})
+    built = build_site(tmp_path / "out", db=db)
+    assert built.releases == 27
+    exported = json.loads((tmp_path / "out" / "data" / "ops.json").read_text())
+    assert [(r["key"], r["library"], r["prerelease"], r["label"])
+            for r in exported["releases"][-3:]] == [
+        ("2.21.0", "tensorflow", False, "2.21.0"),
+        ("2.22.0.dev20260101", "tensorflow", True, "2.22.0.dev20260101"),
+        ("tensorflow-text-2.21.1", "tensorflow-text", False, "tensorflow-text 2.21.1")]
+    assert (tmp_path / "out" / "diff" / "2.21.0--2.22.0.dev20260101.html").is_file()
+    assert not list((tmp_path / "out" / "diff").glob("*tensorflow-text*"))  # no cross-library diff
+    argmax = exported["ops"]["ArgMax"]["releases"]["tensorflow-text-2.21.1"]
+    assert argmax["state"] == "none" and "url" not in argmax["function"]  # not TF's source
+    page = Watched(browser)
+    page.open(tmp_path / "out", "index.html")
+    groups = page.page.locator("#head tr.groups th[scope=colgroup]")
+    assert groups.all_inner_texts() == ["tensorflow", "tensorflow-text"]
+    assert page.page.locator("#head tr.versions th.pre").inner_text() == "2.22.0.dev20260101"
+    assert page.page.locator("#head tr.versions th a").last.inner_text() == "2.21.1"
+    page.page.fill("#q", "ArgMax")
+    assert page.page.locator("#rows tr[data-i='0'] td").last.get_attribute("title") == (
+        "ArgMax tensorflow-text-2.21.1: none")
+    assert page.problems == []
+    page.page.close()
+
+
+# ------------------------------------------------------------------------ in Chromium
+
+
+def test_the_matrix_loads_from_file_with_every_op_and_release(site: Path, data: dict, watched):
+    page = watched.open(site, "index.html")
+    assert page.inner_text("#count") == f"{len(data['ops'])} of {len(data['ops'])} ops"
+    headers = page.locator("#head tr.versions th[scope=col] a")
+    assert headers.count() == 25 and headers.nth(24).inner_text() == "2.21.0"
+    rows = page.locator("#rows tr[data-i]").count()
+    assert 10 < rows < 200  # only what is in view is rendered
+    assert page.evaluate("window.OPREGISTRY_READY_MS") < 3000
+    (ROOT / "docs").mkdir(exist_ok=True)
+    page.screenshot(path=str(ROOT / "docs" / "site-matrix.png"))
+
+
+def test_searching_a_python_name_shows_floor_with_none_in_2_21(site: Path, data: dict, watched):
+    page = watched.open(site, "index.html")
+    page.fill("#q", "tf.math.floor")
+    first = page.locator("#rows tr[data-i='0'] th a")
+    assert first.inner_text() == "Floor"
+    assert page.locator("#rows tr[data-i='0'] th .py").inner_text() == "tf.math.floor"
+    floor = cell(page, 0, "2.21.0", data)
+    assert floor.get_attribute("class") == "s s-none"
+    assert floor.inner_text().startswith(STATES["none"][1])  # a glyph, not colour alone
+    assert floor.get_attribute("title") == "Floor 2.21.0: none"
+    assert "q=tf.math.floor" in page.url  # the search is in the address, to link to
+
+
+def test_filters_status_in_a_release_public_only_and_changed_between(site: Path, data: dict,
+                                                                     watched):
+    page = watched.open(site, "index.html")
+    page.select_option("#in", "2.21.0")
+    page.select_option("#state", "none")
+    wanted = sorted(n for n, op in data["ops"].items()
+                    if op["releases"].get("2.21.0", {}).get("state") == "none")
+    assert page.inner_text("#count") == f"{len(wanted)} of {len(data['ops'])} ops"
+    assert page.locator("#rows tr[data-i] th a").all_inner_texts()[:5] == sorted(
+        wanted, key=lambda n: (n.startswith("_"), n.lower(), n))[:5]
+    page.click("#reset")
+    page.check("#public")
+    shown = page.locator("#rows tr[data-i] th a").all_inner_texts()
+    assert shown and not any(n.startswith("_") for n in shown)
+    public = sum(1 for op in data["ops"].values() if not op["hidden"])
+    assert page.inner_text("#count") == f"{public} of {len(data['ops'])} ops"
+    page.click("#reset")
+    page.select_option("#from", "2.12.1")
+    page.select_option("#to", "2.21.0")
+    a, b = column(data, "2.12.1"), column(data, "2.21.0")
+    changed = [n for n, op in data["ops"].items()
+               if op["releases"].get("2.12.1", {}).get("state") !=
+               op["releases"].get("2.21.0", {}).get("state")]
+    assert page.inner_text("#count") == f"{len(changed)} of {len(data['ops'])} ops"
+    page.fill("#q", "ClipByValue")
+    assert page.locator("#rows tr[data-i] th a").all_inner_texts() == ["ClipByValue"]
+    assert cell(page, 0, "2.12.1", data).get_attribute("class") == "s s-missing"
+    assert cell(page, 0, "2.21.0", data).get_attribute("class") == "s s-differentiable"
+    assert (a, b) != (0, 0)
+
+
+def test_the_matrix_is_keyboard_navigable(site: Path, watched):
+    page = watched.open(site, "index.html")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "q"
+    page.keyboard.type("ArgMax")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.textContent") == "ArgMax"
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.closest('tr').dataset.i") == "1"
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/ops/ArgMax\.html$"))
+    page.keyboard.press("Escape")
+
+
+def test_scrolling_the_matrix_renders_the_rows_in_view(site: Path, data: dict, watched):
+    page = watched.open(site, "index.html")
+    page.keyboard.press("/")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("End")
+    last = data["ops"]
+    names = sorted(last, key=lambda n: (n.startswith("_"), n.lower(), n))
+    assert page.evaluate("document.activeElement.textContent") == names[-1]
+    header = page.locator("#head tr.versions th").first.bounding_box()
+    grid = page.locator("#grid").bounding_box()
+    assert abs(header["y"] - grid["y"]) < 3  # the header row stuck to the top
+
+
+def test_the_argmax_page_shows_registered_none_and_the_source_link(site: Path, watched):
+    page = watched.open(site, "ops/ArgMax.html", ready=False)
+    row = page.locator("tr:has(#r-2\\.21\\.0)")
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1] == "registered" and cells[2].endswith("none")
+    link = row.get_by_role("link", name="source at 2.21.0")
+    assert link.get_attribute("href") == (
+        "https://github.com/tensorflow/tensorflow/blob/v2.21.0/tensorflow/python/ops/"
+        "math_grad.py#L33")
+    assert "_ArgMaxGrad" in cells[6] and "input:none" in cells[3]
+    assert "tf.math.argmax" in page.locator("#python-names + ul").inner_text()
+
+
+def test_the_clipbyvalue_history_shows_its_change_between_2_12_and_2_21(site: Path, watched):
+    page = watched.open(site, "ops/ClipByValue.html", ready=False)
+    before = page.locator("tr:has(#r-2\\.12\\.1)").locator("td").all_inner_texts()
+    after = page.locator("tr:has(#r-2\\.21\\.0)").locator("td").all_inner_texts()
+    changed = page.locator("tr:has(#r-2\\.13\\.1)")
+    assert before[1:3] == ["missing", "✕ missing"]
+    assert after[1:3] == ["registered", "✓ differentiable"]
+    assert changed.get_attribute("class") == "changed"
+    assert changed.locator("td").first.inner_text().startswith(
+        "changed in gradient missing → registered; effective missing → differentiable")
+    assert page.locator("ul.changes a[href='#r-2.13.1']").count() == 1
+    (ROOT / "docs").mkdir(exist_ok=True)
+    page.screenshot(path=str(ROOT / "docs" / "site-op.png"), full_page=False)
+
+
+def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(
+        site: Path, data: dict, watched):
+    expected = opregistry.diff("2.12.1", "2.13.1", db=SHIPPED)
+    page = watched.open(site, "diff/2.12.1--2.13.1.html", ready=False)
+    static = {s.get_attribute("id"): int(s.evaluate("e => e.parentElement.dataset.count"))
+              for s in page.locator("section h2").all()}
+    assert static["gradient"] == len(expected.transitions)
+    assert static["added"] == len(expected.added)
+    assert static["gradient-function-changed"] == len(expected.changed_functions)
+    assert "ClipByValue" in page.locator("#gradient + div").inner_text()
+    page = watched.open(site, "compare.html#a=2.12.1&b=2.13.1")
+    computed = {s.get_attribute("id"): int(s.evaluate("e => e.parentElement.dataset.count"))
+                for s in page.locator("section h2").all()}
+    assert computed == static
+    page.select_option("#a", "1.15.5")
+    page.select_option("#b", "2.21.0")
+    wide = opregistry.diff("1.15.5", "2.21.0", db=SHIPPED)
+    counts = {s.get_attribute("id"): int(s.evaluate("e => e.parentElement.dataset.count"))
+              for s in page.locator("section h2").all()}
+    assert counts == {"added": len(wide.added), "removed": len(wide.removed),
+                      "gradient": len(wide.transitions),
+                      "effective": len(wide.effective_transitions),
+                      "per-input": len(wide.input_changes),
+                      "second-order": len(wide.second_order_changes),
+                      "verification": len(wide.verification_changes),
+                      "gradient-function-changed": len(wide.changed_functions)}
+    assert "a=1.15.5&b=2.21.0" in page.url
+
+
+@pytest.mark.parametrize("path", ["index.html", "ops/ArgMax.html", "releases/2.21.0.html",
+                                  "diff/2.12.1--2.13.1.html"])
+def test_pages_fit_a_phone_width(site: Path, browser, path: str):
+    page = Watched(browser, width=390, height=800)
+    page.open(site, path, ready=path == "index.html")
+    overflow = page.page.evaluate("document.documentElement.scrollWidth")
+    assert overflow <= 391, f"{path} is {overflow}px wide on a 390px screen"
+    assert page.problems == []
+    page.page.close()
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.add(found["id"])
+        for key in ("href", "src"):
+            if found.get(key):
+                self.links.append(found[key])
+
+
+def test_every_internal_link_resolves(site: Path, data: dict):
+    parsed: dict[Path, _Links] = {}
+
+    def page(path: Path) -> _Links:
+        if path not in parsed:
+            parsed[path] = _Links()
+            parsed[path].feed(path.read_text())
+        return parsed[path]
+
+    checked = 0
+    for html in sorted(site.rglob("*.html")):
+        for link in page(html).links:
+            url = urlsplit(link)
+            if url.scheme in ("http", "https"):
+                assert url.netloc == "github.com", link  # only source links leave the site
+                continue
+            assert not url.scheme and not url.netloc, f"{html}: {link}"
+            target = (html.parent / unquote(url.path)).resolve() if url.path else html
+            assert target.is_file(), f"{html.relative_to(site)}: {link}"
+            if url.fragment and target.suffix == ".html" and "=" not in url.fragment:
+                assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
+            checked += 1
+    # the links the pages' scripts make: every op page and release page they name
+    matrix = json.loads((site / "data" / "matrix.js").read_text()
+                        .removeprefix("window.OPREGISTRY_MATRIX=").rstrip().rstrip(";"))
+    assert all((site / op[4]).is_file() for op in matrix["ops"])
+    assert all((site / r["page"]).is_file() for r in matrix["releases"])
+    assert checked > 50_000
