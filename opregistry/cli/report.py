@@ -22,9 +22,13 @@ def probe_report(
     fmt: OutputFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
+    details: bool = typer.Option(
+        False, "--details", help="Also list every op the numerical check could not compare, "
+        "with its reason."),
 ) -> None:
     """How much of a release the probes covered, the error distribution of the numerical
-    checks, and every op whose gradient disagrees with finite differences."""
+    checks, every op whose gradient disagrees with finite differences, and why the
+    others were not compared."""
     try:
         report = coverage.probe_report(release, db=db)
     except OpregistryError as exc:
@@ -59,6 +63,14 @@ def probe_report(
                 "inputs": " ".join(f"{i.name}:{i.numeric_error:.2g}" for i in f.inputs
                                    if i.numeric_error is not None)}
                 for f in report.flagged_ops]))
+        if report.not_verified_ops:
+            parts.append("\nnot verifiable, by reason (--details lists the ops)")
+            parts.append(render(fmt, None, [{"reason": kind, "ops": n}
+                                            for kind, n in report.not_verified_reasons]))
+        if details and report.not_verified_ops:
+            parts.append("\nnot verifiable")
+            parts.append(render(fmt, None, [{"op": op, "reason": reason}
+                                            for op, reason in report.not_verified_ops]))
         emit(output_file, "\n".join(parts))
     typer.echo(f"{report.release}: {report.probed_share:.1%} probed per input, "
                f"{report.checked_share:.1%} of differentiable ops checked numerically, "

@@ -49,6 +49,25 @@ _CONFIGS = (
 )
 
 
+def _load_sibling(filename, module_name):
+    """An in-environment module next to this file, loaded by path as this one is."""
+    import importlib.util
+    import os
+    import sys
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__file__", None) == path:
+        return loaded
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+args = _load_sibling("probe_args.py", "opregistry_probe_args")
+
+
 class ProbeFailure(Exception):
     """Why an op could not be probed; ``stage`` says where it failed."""
 
@@ -66,7 +85,17 @@ def _one_line(exc):
                  not line.strip().startswith(("[[", "File ", "Detected at node", "Graph execution"))]
         message = lines[-1] if lines else message
     text = ("%s: %s" % (type(exc).__name__, message)).strip()
-    return re.sub(r"\s+", " ", text)[:300]
+    return _strip_paths(re.sub(r"\s+", " ", text))[:300]
+
+
+# Where the harvest ran differs between machines and runs (a checkout, a cached venv):
+# messages keep a file's name only, so a re-harvest records the same reason.
+_DEFINED_AT = re.compile(r"\s*\(defined at [^)]*\)")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])(?:/[^/\s:'\"(),]+)+/([^/\s:'\"(),]+)")
+
+
+def _strip_paths(text):
+    return _ABSOLUTE_PATH.sub(r"\1", _DEFINED_AT.sub("", text))
 
 
 class TFApi(object):
@@ -127,6 +156,9 @@ def _choose_type(allowed, float_type):
         return float_type
     if float_type in allowed:
         return float_type
+    if float_type == "DT_DOUBLE" and "DT_COMPLEX128" in allowed and not any(
+            name in allowed for name in _FLOAT_TYPES):
+        return "DT_COMPLEX128"  # complex-only ops in double precision
     for name in _TYPE_PREFERENCE:
         if name in allowed:
             return name
@@ -175,12 +207,19 @@ def _required_attr(api, attr, variant):
                        % (attr.name, kind))
 
 
-def _plan(api, op_def, float_type, variant=0):
-    """(attrs as AttrValue protos, [(input arg name, dtype name, is_ref)])."""
+def _plan(api, op_def, float_type, variant=0, family=None, precise=False):
+    """(attrs as AttrValue protos, [(input arg name, dtype name, is_ref)]); a family
+    (probe_args) fixes some type attributes and attribute values."""
     av = api.attr_value_pb2.AttrValue
     attrs, type_of, list_types, numbers = {}, {}, {}, {}
+    types = dict(family.types) if family is not None else {}
+    if precise and float_type == "DT_DOUBLE":
+        types.update(_double_output_types(api, op_def))
     for attr in op_def.attr:
-        if attr.type == "type":
+        if attr.type == "type" and attr.name in types:
+            type_of[attr.name] = types[attr.name]
+            attrs[attr.name] = av(type=api.types_pb2.DataType.Value(types[attr.name]))
+        elif attr.type == "type":
             if attr.HasField("default_value") and not _is_input_type_attr(op_def, attr.name):
                 chosen = api.types_pb2.DataType.Name(attr.default_value.type)
             else:
@@ -206,6 +245,11 @@ def _plan(api, op_def, float_type, variant=0):
             continue  # the C API fills in defaults
         else:
             attrs[attr.name] = _required_attr(api, attr, variant)
+    if family is not None:
+        names = set(a.name for a in op_def.attr)
+        for name, value in family.attrs.items():
+            if name in names:
+                attrs[name] = args.attr_value(api, value)
     slots = []
     for arg in op_def.input_arg:
         fixed = api.types_pb2.DataType.Name(arg.type) if arg.type else None
@@ -217,6 +261,29 @@ def _plan(api, op_def, float_type, variant=0):
         else:
             slots.append((arg.name, fixed or type_of.get(arg.type_attr), arg.is_ref))
     return attrs, slots
+
+
+_COMPLEX_PARTNER = {"DT_FLOAT": "DT_DOUBLE", "DT_COMPLEX64": "DT_COMPLEX128"}
+
+
+def _double_output_types(api, op_def):
+    """For ops on complex numbers checked in double precision: the output type
+    attributes (complex64 / float by default) in double precision too, so that the
+    types of a Complex, Real or RFFT op agree."""
+    complex_only = [a for a in op_def.attr if a.type == "type" and _allowed_names(api, a)
+                    and set(_allowed_names(api, a)) <= set(_COMPLEX_TYPES)]
+    if not complex_only:
+        return {}
+    out = {}
+    for attr in op_def.attr:
+        if attr.type != "type" or not attr.HasField("default_value") or \
+                _is_input_type_attr(op_def, attr.name):
+            continue
+        default = api.types_pb2.DataType.Name(attr.default_value.type)
+        wanted = _COMPLEX_PARTNER.get(default)
+        if wanted and wanted in _allowed_names(api, attr):
+            out[attr.name] = wanted
+    return out
 
 
 def _named_float_shape(op_name, arg_name, shape):
@@ -327,9 +394,13 @@ def _int_input(api, dtype, shape, mode, index, arg_name="", ordinal=None, op_nam
 
 
 def build(api, graph, op_def, float_type="DT_FLOAT", shape=None, int_mode="placeholder",
-          variant=0):
-    """Create ``op_def`` in ``graph`` from generated inputs; return the Operation."""
-    attrs, slots = _plan(api, op_def, float_type, variant)
+          variant=0, builder=None):
+    """Create ``op_def`` in ``graph`` from generated inputs; return the Operation.
+
+    ``builder`` (probe_args.Builder, for the numerical check) builds the inputs its
+    family or their dtype asks for; the rest are made here."""
+    family = builder.family if builder is not None else None
+    attrs, slots = _plan(api, op_def, float_type, variant, family, builder is not None)
     if any(dtype is None for _, dtype, _ in slots):
         raise ProbeFailure("build", "cannot infer an input type")
     with graph.as_default():
@@ -338,6 +409,11 @@ def build(api, graph, op_def, float_type="DT_FLOAT", shape=None, int_mode="place
         seen = {}
         for index, (arg_name, dtype_name, is_ref) in enumerate(slots):
             ordinal = seen[arg_name] = seen.get(arg_name, -1) + 1
+            made = builder.make_input(index, arg_name, dtype_name, is_ref, attrs) \
+                if builder is not None else None
+            if made is not None:
+                inputs.append(made)
+                continue
             if op_def.name.startswith("TensorArray") and not is_ref and (
                     dtype_name == "DT_RESOURCE" or arg_name == "flow_in"):
                 # a real TensorArray: its handle and flow, as the gradient expects
@@ -364,6 +440,8 @@ def build(api, graph, op_def, float_type="DT_FLOAT", shape=None, int_mode="place
                     this_shape = _named_float_shape(op_def.name, arg_name, shape)
                 inputs.append(api.placeholder(api.dtype(dtype_name), shape=this_shape,
                                               name="in%d" % index))
+            if builder is not None:
+                builder.note_input(arg_name, inputs[-1])
         try:
             return api.create_op(graph, op_def.name, inputs, attrs, "probed")
         except Exception as exc:  # noqa: BLE001 - shape functions raise anything
@@ -675,46 +753,124 @@ def numeric_check(api, op_def, rows, seed=1234):
 
     Full Jacobians (at most 64 elements in and out), float64 where the kernels allow it
     (step 1e-6, tolerance 1e-5 on the error relative to max(1, |J|)), else float32
-    (step 1e-3, tolerance 2e-2). Returns a dict with status ``verified``, ``flagged``
-    or ``not_verified`` and the evidence.
+    (step 1e-3, tolerance 2e-2). Ops of a family in ``probe_args`` get their arguments
+    built as callers build them, and are compared as a function of the real sources
+    those are built from. Returns a dict with status ``verified``, ``flagged`` or
+    ``not_verified`` and the evidence.
     """
     positions = [r["position"] for r in rows
-                 if r["result"] == "gradient" and r["dtype"] in _FLOAT_TYPES]
+                 if r["result"] == "gradient" and r["dtype"] in _TRAINABLE]
     if not positions:
-        return {"status": "not_verified", "reason": "no real floating input receives a gradient"}
-    if any(a.name == "orig_output" for a in op_def.input_arg):
+        return {"status": "not_verified",
+                "reason": "no floating, complex, resource or variant input receives a gradient"}
+    devices = _kernel_devices(api, op_def.name)
+    reason = args.unverifiable(op_def.name) or _no_cpu_kernel(devices, only_elsewhere=True)
+    if reason:
+        return {"status": "not_verified", "reason": reason}
+    family = args.family_for(op_def.name)
+    if family is None and any(a.name == "orig_output" for a in op_def.input_arg):
         return {"status": "not_verified",
                 "reason": "orig_output must equal the forward op applied to orig_input"}
     if op_def.is_stateful and op_def.name.startswith(("Random", "Multinomial", "Parameterized")):
         return {"status": "not_verified", "reason": "random op: outputs differ between runs"}
     failures = []
-    variants = (0, 1) if any(a.type == "string" and a.name in _STRING_OVERRIDES
-                             for a in op_def.attr) else (0,)
-    for float_type, variant, (shape, int_mode) in (
-            (f, v, c) for f in ("DT_DOUBLE", "DT_FLOAT") for v in variants
-            for c in _NUMERIC_CONFIGS):
-        if True:
-            for low, high in ((0.3, 0.9), (1.1, 1.9)):
-                rng = random.Random(seed)
-                try:
-                    return _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions,
-                                       low, high, variant)
-                except _NonFinite as failure:
-                    failures.append(failure)
-                    continue
-                except ProbeFailure as failure:
-                    failures.append(failure)
-                except Exception as exc:  # noqa: BLE001
-                    failures.append(ProbeFailure("numeric", _one_line(exc)))
-                break  # the wider range only helps non-finite outputs
+    if family is not None:
+        configs = [(0, (family.shape, "named"))]
+    else:
+        variants = (0, 1) if any(a.type == "string" and a.name in _STRING_OVERRIDES
+                                 for a in op_def.attr) else (0,)
+        configs = [(v, c) for v in variants for c in _NUMERIC_CONFIGS]
+    for float_type, (variant, (shape, int_mode)) in (
+            (f, c) for f in ("DT_DOUBLE", "DT_FLOAT") for c in configs):
+        for low, high in ((0.3, 0.9), (1.1, 1.9)):
+            rng = random.Random(seed)
+            try:
+                return _numeric_at(api, op_def, family, float_type, shape, int_mode, variant,
+                                   positions, point=_RandomPoint(rng, low, high))
+            except _NonFinite as failure:
+                failures.append(failure)
+                continue
+            except ProbeFailure as failure:
+                failures.append(failure)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(ProbeFailure("numeric", _one_line(exc)))
+            break  # the wider range only helps non-finite outputs
     # report the failure that got furthest: after the op was built, if any
     ran = [f for f in failures if f.stage in ("run", "nonfinite", "check")]
     best = (ran or failures)[0] if failures else None
+    if best is not None and best.stage == "run" and op_def.name not in _FUNCTIONAL:
+        # an op without kernels of its own can still run (AccumulateNV2 is rewritten
+        # into others): only a failed run says the missing kernel is the reason
+        return {"status": "not_verified",
+                "reason": _no_cpu_kernel(devices, only_elsewhere=False) or best.reason}
     return {"status": "not_verified", "reason": best.reason if best else "no point worked"}
+
+
+def replay(api, op_def, detail):
+    """The check of a stored verification, recomputed at its stored point (``feeds``
+    by placeholder name, the sources it varied): the evidence behind a flag."""
+    family = args.family_named(detail.get("family"))
+    point = _StoredPoint(dict((f["name"], f["value"]) for f in detail["feeds"]),
+                         detail["varied"])
+    return _numeric_at(api, op_def, family, detail["float_type"], detail["shape"],
+                       detail["int_mode"], detail.get("variant", 0), [], point=point)
+
+
+def _kernel_devices(api, op_name):
+    """The device types with a kernel for ``op_name`` (None: TF cannot say)."""
+    try:
+        from tensorflow.python.framework import kernels
+        registered = kernels.get_registered_kernels_for_op(op_name)
+    except Exception:  # noqa: BLE001 - no such module (1.13) or no such op
+        return None
+    return sorted(set(k.device_type for k in registered.kernel))
+
+
+def _no_cpu_kernel(devices, only_elsewhere):
+    """Why an op cannot run here: kernels for other devices only (GPU, TPU, XLA: known
+    before running it, which may crash the process), or, once a run failed, none."""
+    if devices is None or set(devices) & set(["CPU", "DEFAULT", "XLA_CPU"]):
+        return None  # XLA_CPU: a device of its own in 1.x, where XlaEinsum runs
+    if devices:
+        return "no CPU kernel (kernels for %s only)" % ", ".join(devices)
+    return None if only_elsewhere else "no CPU kernel (no kernel registered at all)"
 
 
 class _NonFinite(ProbeFailure):
     pass
+
+
+class _RandomPoint(object):
+    """A random point away from kinks; ``vary(source)``: the sources a check varies."""
+
+    def __init__(self, rng, low, high):
+        self.rng, self.low, self.high = rng, low, high
+
+    def value(self, api, source, dtype, shape, positive_definite):
+        if source.value is not None:
+            return api.np.full(shape, source.value, dtype=dtype.as_numpy_dtype)
+        return _point(api, dtype, shape, self.rng, self.low, self.high, positive_definite)
+
+    def varies(self, source, positions, family):
+        if source.vary is not None:
+            return source.vary
+        return bool(family is not None and family.vary_all) or source.position in positions
+
+
+class _StoredPoint(object):
+    """The point a flagged check stored, fed back by placeholder name."""
+
+    def __init__(self, values, varied):
+        self.values, self.varied = values, set(varied)
+
+    def value(self, api, source, dtype, shape, positive_definite):
+        name = source.feed.op.name
+        if name not in self.values:
+            raise ProbeFailure("build", "the stored point has no value for %s" % name)
+        return api.np.array(self.values[name], dtype=dtype.as_numpy_dtype).reshape(shape)
+
+    def varies(self, source, positions, family):
+        return source.feed.op.name in self.varied
 
 
 def _point(api, dtype, shape, rng, low, high, positive_definite):
@@ -750,65 +906,144 @@ def _directions(np, base, symmetric):
     return np.stack(out)
 
 
-def _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions, low, high, variant):
-    np = api.np
+def _output_names(op_def, op):
+    names = []
+    for arg in op_def.output_arg:
+        count = 1
+        if arg.number_attr:
+            count = op.get_attr(arg.number_attr)
+        elif arg.type_list_attr:
+            count = len(op.get_attr(arg.type_list_attr))
+        names.extend([arg.name] * count)
+    if len(names) != len(op.outputs):
+        names = ["output%d" % i for i in range(len(op.outputs))]
+    return names
+
+
+def _numeric_at(api, op_def, family, float_type, shape, int_mode, variant, positions, point):
     graph = api.tf.Graph()
-    if op_def.name in _FUNCTIONAL:
-        op = _build_functional(api, graph, op_def.name, float_type)
-    else:
-        op = build(api, graph, op_def, float_type, shape, int_mode, variant)
+    builder = args.Builder(api, graph, op_def.name, family, float_type, shape)
+    with _control_flow_v1(api, family is not None and family.control_flow_v1):
+        if op_def.name in _FUNCTIONAL:
+            op = _build_functional(api, graph, op_def.name, float_type)
+        elif op_def.HasField("deprecation") and \
+                op_def.deprecation.version <= graph.graph_def_versions.producer:
+            op = build_imported(api, graph, op_def, float_type, shape)
+        else:
+            op = build(api, graph, op_def, float_type, shape, int_mode, variant, builder)
+        read = builder.read_outputs(op, _output_names(op_def, op))
+        outputs = [t for _, t in read if api.type_name(t.dtype) in _FLOAT_TYPES]
+        if not outputs:
+            kinds = sorted(set(api.type_name(o.dtype)[3:].lower() for o in op.outputs))
+            raise ProbeFailure("build", "no real floating output (outputs: %s; no reader for "
+                               "them)" % ", ".join(kinds) if kinds else "no outputs")
+        labels = [_output_names(op_def, op)[i] + ("" if t.op.type == "Identity"
+                                                  else ":" + t.op.type) for i, t in read]
+        sources, feeds = _feeds(api, op_def, op, builder, shape, point)
+        varied = [s for s in sources if point.varies(s, positions, family) and
+                  feeds[s.feed].size]  # an empty input has no direction to vary
+        result = _compare(api, op_def, graph, op, outputs, sources, varied, feeds,
+                          family is not None)
+    result.update({"shape": shape, "int_mode": int_mode, "float_type": float_type,
+                   "variant": variant, "outputs": labels})
+    if family is not None:
+        result["family"] = family.name
+        if family.note:
+            result["note"] = family.note
+    if result["status"] == "flagged":  # enough to reproduce it by hand: every input's value
+        names = _input_names(op_def, op)
+        result["point"] = [{"position": i, "name": names[i] if i < len(names) else "",
+                            "dtype": api.type_name(t.dtype),
+                            "value": feeds[t].tolist() if t in feeds else _const_value(api, t)}
+                           for i, t in enumerate(op.inputs)]
+        result["feeds"] = [{"name": t.op.name, "dtype": api.type_name(t.dtype),
+                            "value": v.tolist()} for t, v in feeds.items()]
+        result["varied"] = [s.feed.op.name for s in varied]
+    return result
+
+
+def _feeds(api, op_def, op, builder, shape, point):
+    """(sources, feeds): a value for every placeholder of the graph. The builder's
+    sources first, then the op's own placeholder inputs (sources of their position),
+    then what generic builders made on the side (the dense matrix of a CSR input)."""
+    np = api.np
     inputs = list(op.inputs)
-    outputs = [o for o in op.outputs if api.type_name(o.dtype) in _FLOAT_TYPES]
-    if not outputs:
-        raise ProbeFailure("build", "no real floating output")
-    with graph.as_default():  # functional ops are not fetchable themselves
-        outputs = [api.tf.identity(o) for o in outputs]
-    positive_definite = bool(_POSITIVE_DEFINITE.search(op_def.name))
-    symmetric = bool(_SYMMETRIC.search(op_def.name))
-    feeds = {}
-    for t in inputs:
-        if t.op.type != "Placeholder":
+    sources = list(builder.sources)
+    known = set(s.feed for s in sources)
+    for placeholder in op.graph.get_operations():
+        if placeholder.type != "Placeholder" or placeholder.outputs[0] in known:
             continue
+        t = placeholder.outputs[0]
         name = api.type_name(t.dtype)
+        position = inputs.index(t) if t in inputs else None
         if name in _FLOAT_TYPES:
-            t_shape = [d if d is not None else 2 for d in t.get_shape().as_list()] \
-                if t.get_shape().dims is not None else shape
-            feeds[t] = _point(api, t.dtype.base_dtype, t_shape, rng, low, high, positive_definite)
+            sources.append(args.Source(t, position))
         elif name == "DT_BOOL":
-            feeds[t] = np.array(True)
+            sources.append(args.Source(t, position, vary=False, value=True))
         elif name in ("DT_INT32", "DT_INT64") and op_def.name in _FUNCTIONAL:
-            feeds[t] = np.array(1, dtype=t.dtype.as_numpy_dtype)  # branch index
+            sources.append(args.Source(t, position, vary=False, value=1))  # branch index
         else:
             raise ProbeFailure("build", "cannot make a concrete %s input" % name)
-    _bound_clip_inputs(api, op_def, op, feeds)
-    _normalise_labels(api, op_def, op, feeds)
-    xs = [inputs[p] for p in positions if p < len(inputs) and inputs[p] in feeds]
-    if not xs:
+    positive_definite = bool(_POSITIVE_DEFINITE.search(op_def.name))
+    names = _input_names(op_def, op)
+    feeds = {}
+    for s in sources:
+        t = s.feed
+        if t.dtype.base_dtype == api.dtypes.bool:
+            feeds[t] = np.array(True)
+            continue
+        t_shape = [d if d is not None else 2 for d in t.get_shape().as_list()] \
+            if t.get_shape().dims is not None else (
+                builder.arg_shape(names[s.position]) if s.position is not None and
+                builder.family is not None else shape)
+        feeds[t] = point.value(api, s, t.dtype.base_dtype, t_shape, positive_definite)
+    if isinstance(point, _RandomPoint):
+        _bound_clip_inputs(api, op_def, op, feeds)
+        _normalise_labels(api, op_def, op, feeds)
+    return sources, feeds
+
+
+def _compare(api, op_def, graph, op, outputs, sources, varied, feeds, shaped):
+    """Theoretical against numerical Jacobian of ``outputs`` w.r.t. the varied sources."""
+    np = api.np
+    if not varied:
         raise ProbeFailure("build", "the differentiable inputs cannot be fed")
     # the least precise of the inputs varied and the outputs read decides the step
     # (ResizeBilinear, for one, answers in float32 whatever it is given)
-    dtypes = set(api.type_name(t.dtype) for t in list(xs) + list(outputs))
+    dtypes = set(api.type_name(t.dtype) for t in [s.feed for s in varied] + list(outputs))
     actual = "DT_DOUBLE" if dtypes == set(["DT_DOUBLE"]) else (
         "DT_FLOAT" if dtypes <= set(["DT_FLOAT", "DT_DOUBLE"]) else None)
     if actual is None:
         raise ProbeFailure("build", "only half-precision kernels (%s)" % ", ".join(sorted(dtypes)))
     delta, tolerance = _TOLERANCE[actual]
-    if sum(feeds[x].size for x in xs) > 64:
+    if sum(feeds[s.feed].size for s in varied) > 64:
         raise ProbeFailure("build", "too large for a full Jacobian")
+    symmetric = bool(_SYMMETRIC.search(op_def.name))
+    setups = [s.setup for s in sources if s.setup is not None]
     with graph.as_default():
-        dys = [api.placeholder(o.dtype.base_dtype, name="dy%d" % i) for i, o in enumerate(outputs)]
-        grads = api.gradients(outputs, xs, grad_ys=dys)
+        # upstream gradients with the outputs' static shapes where a family built the op
+        # (CSRSparseMatrixToDense's gradient reads its dense shape from them)
+        dys = [api.placeholder(o.dtype.base_dtype, shape=o.get_shape() if shaped and
+                               o.get_shape().num_elements() else None, name="dy%d" % i)
+               for i, o in enumerate(outputs)]
+        grads = api.gradients(outputs, [s.x for s in varied], grad_ys=dys)
         if any(g is None for g in grads):
             raise ProbeFailure("check", "tf.gradients gives no gradient for an input")
         grads = [api.ops.convert_to_tensor(g) for g in grads]  # IndexedSlices -> dense
         init = [v.initializer for v in api.v1.global_variables()]
     session = api.v1.Session(graph=graph)
+
+    def run(fetches, feed):
+        if setups:
+            session.run(setups, feed_dict=feed)
+        return session.run(fetches, feed_dict=feed)
+
     try:
         if init:
             session.run(init)
         try:
-            ys = session.run(outputs, feed_dict=feeds)
-            again = session.run(outputs, feed_dict=feeds)
+            ys = run(outputs, feeds)
+            again = run(outputs, feeds)
         except Exception as exc:  # noqa: BLE001 - no kernel for this dtype, bad values...
             raise ProbeFailure("run", _one_line(exc))
         if any(not np.all(np.isfinite(y)) for y in ys):
@@ -827,19 +1062,19 @@ def _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions, low, h
                         seed[j] = 1
                     feed[d] = seed.reshape(v.shape)
                 theory.append([np.asarray(g, dtype=np.float64).reshape(-1)
-                               for g in session.run(grads, feed_dict=feed)])
+                               for g in run(grads, feed)])
         errors, worst = [], 0.0
-        for x_index, x in enumerate(xs):
-            base = feeds[x]
+        for x_index, s in enumerate(varied):
+            base = feeds[s.feed]
             directions = _directions(np, base, symmetric)
             jt = np.stack([row[x_index] for row in theory]) if theory else np.zeros((0, base.size))
             along_theory = jt.dot(directions.T)
             columns = []
             for d in directions:
                 fp, fm = dict(feeds), dict(feeds)
-                fp[x] = (base.reshape(-1) + delta * d).reshape(base.shape).astype(base.dtype)
-                fm[x] = (base.reshape(-1) - delta * d).reshape(base.shape).astype(base.dtype)
-                yp, ym = session.run(outputs, feed_dict=fp), session.run(outputs, feed_dict=fm)
+                fp[s.feed] = (base.reshape(-1) + delta * d).reshape(base.shape).astype(base.dtype)
+                fm[s.feed] = (base.reshape(-1) - delta * d).reshape(base.shape).astype(base.dtype)
+                yp, ym = run(outputs, fp), run(outputs, fm)
                 columns.append(np.concatenate(
                     [((a.astype(np.float64) - b.astype(np.float64)) / (2 * delta)).reshape(-1)
                      for a, b in zip(yp, ym)]))
@@ -851,21 +1086,28 @@ def _numeric_at(api, op_def, float_type, shape, int_mode, rng, positions, low, h
                 block = np.abs(along_theory[row:row + y.size] - along_numeric[row:row + y.size])
                 per_output.append(float(block.max()) / scale if block.size else 0.0)
                 row += y.size
-            errors.append({"position": inputs.index(x), "max_error": err,
+            errors.append({"position": s.position, "source": s.feed.op.name, "max_error": err,
                            "relative": err / scale, "per_output": per_output})
             worst = max(worst, err / scale)
     finally:
         session.close()
-    result = {"status": "verified" if worst <= tolerance else "flagged", "dtype": actual,
-              "tolerance": tolerance, "delta": delta, "max_error": worst, "inputs": errors,
-              "shape": shape, "int_mode": int_mode, "symmetric": symmetric}
-    if worst > tolerance:  # enough to reproduce it by hand: every input's value
-        names = _input_names(op_def, op)
-        result["point"] = [{"position": i, "name": names[i] if i < len(names) else "",
-                            "dtype": api.type_name(t.dtype),
-                            "value": feeds[t].tolist() if t in feeds else _const_value(api, t)}
-                           for i, t in enumerate(inputs)]
-    return result
+    return {"status": "verified" if worst <= tolerance else "flagged", "dtype": actual,
+            "tolerance": tolerance, "delta": delta, "max_error": worst,
+            "inputs": _per_input(errors), "symmetric": symmetric}
+
+
+def _per_input(errors):
+    """One entry per op input (the worst of the sources built for it); sources that
+    build no single input are listed with ``position`` None."""
+    by_position, out = {}, []
+    for entry in errors:
+        if entry["position"] is None:
+            out.append(entry)
+            continue
+        kept = by_position.get(entry["position"])
+        if kept is None or entry["relative"] > kept["relative"]:
+            by_position[entry["position"]] = entry
+    return sorted(by_position.values(), key=lambda e: e["position"]) + out
 
 
 def _const_value(api, tensor):

@@ -44,6 +44,17 @@ class ProbeReport:
     error_histogram: tuple[tuple[str, int], ...]  # (bucket, count) of relative errors
     flagged_ops: tuple[FlaggedOp, ...]
     second_order: dict[str, int]
+    # (op, reason) of every differentiable or partial op the numerical check could not
+    # compare, and how many share each kind of reason (the reason up to its details)
+    not_verified_ops: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def not_verified_reasons(self) -> tuple[tuple[str, int], ...]:
+        counts: dict[str, int] = {}
+        for _, reason in self.not_verified_ops:
+            kind = reason_kind(reason)
+            counts[kind] = counts.get(kind, 0) + 1
+        return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
     def probed_share(self) -> float:
@@ -58,7 +69,17 @@ class ProbeReport:
         out["flagged_ops"] = [f.to_dict() for f in self.flagged_ops]
         out["probed_share"] = round(self.probed_share, 4)
         out["checked_share"] = round(self.checked_share, 4)
+        out["not_verified_ops"] = [{"op": op, "reason": reason}
+                                   for op, reason in self.not_verified_ops]
+        out["not_verified_reasons"] = dict(self.not_verified_reasons)
         return out
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without its details: the text before its first ``(`` or ``: ``
+    (``no CPU kernel (kernels for GPU only)`` is ``no CPU kernel``)."""
+    kind = reason.split(" (", 1)[0].split(": ", 1)[0].strip()
+    return kind or "no reason recorded"
 
 
 _ERROR_BUCKETS = ((1e-12, "<= 1e-12"), (1e-10, "1e-12 .. 1e-10"), (1e-8, "1e-10 .. 1e-8"),
@@ -106,4 +127,9 @@ def probe_report(release: str | None = None, *, db: Any = None) -> ProbeReport:
             candidates=len(candidates), verified=status.count("verified"),
             flagged=status.count("flagged"), not_verified=status.count("not_verified"),
             error_histogram=tuple(histogram), flagged_ops=flagged,
-            second_order=dict(sorted(second.items())))
+            second_order=dict(sorted(second.items())),
+            not_verified_ops=tuple(sorted(
+                (r.op, (r.verification.reason if r.verification else None) or
+                 "no numerical check recorded")
+                for r in candidates
+                if not r.verification or r.verification.status == "not_verified")))
