@@ -6,6 +6,7 @@ from opregistry.cli.app import app, fail
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
+    LibraryOption,
     OptionalStr,
     OutputFileOption,
     ReleaseOption,
@@ -19,6 +20,7 @@ from opregistry.registry import probe_report as coverage
 @app.command("probe-report")
 def probe_report(
     release: OptionalStr = ReleaseOption,
+    library: OptionalStr = LibraryOption,
     fmt: OutputFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
@@ -30,7 +32,7 @@ def probe_report(
     checks, every op whose gradient disagrees with finite differences, and why the
     others were not compared."""
     try:
-        report = coverage.probe_report(release, db=db)
+        report = coverage.probe_report(release, library=library, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table:

@@ -87,14 +87,15 @@ _ERROR_BUCKETS = ((1e-12, "<= 1e-12"), (1e-10, "1e-12 .. 1e-10"), (1e-8, "1e-10 
                   (float("inf"), "> 1e-2"))
 
 
-def probe_report(release: str | None = None, *, db: Any = None) -> ProbeReport:
+def probe_report(release: str | None = None, *, library: str | None = None,
+                 db: Any = None) -> ProbeReport:
     """Coverage and findings of the probes for one release (default: the newest)."""
     with using(db) as store:
-        rel = store.release(release or "latest")
+        rel = store.release(release or "latest", library=library)
         seconds = next(r["probe_seconds"] for r in store.release_details() if r["id"] == rel.id)
         rows = list(release_ops(store, rel.id).values())
         if not any(r.effective for r in rows):
-            raise OpregistryError(f"release {rel.version} was harvested without probes")
+            raise OpregistryError(f"release {rel.label} was harvested without probes")
         registered = [r for r in rows if r.gradient == "registered"]
         effective: dict[str, int] = {}
         for r in rows:
@@ -118,7 +119,7 @@ def probe_report(release: str | None = None, *, db: Any = None) -> ProbeReport:
                         for r in sorted(candidates, key=lambda r: r.op)
                         if r.verification and r.verification.status == "flagged")
         return ProbeReport(
-            release=rel.version, package=rel.package, probe_seconds=seconds,
+            release=rel.label, package=rel.package, probe_seconds=seconds,
             registered=len(registered),
             probed_per_input=sum(1 for r in registered if r.effective != "unknown"),
             effective=dict(sorted(effective.items())),
