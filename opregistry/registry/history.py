@@ -65,6 +65,8 @@ def _record(row: dict[str, Any], shared: set[str]) -> ReleaseRecord:
     library_version = row.get("library_version") or None
     if library != TENSORFLOW:
         key = f"{library}-{library_version}"
+        if key in shared:  # one library release harvested with several TensorFlows
+            key += f"+{row['package']}-{row['version']}"
     else:
         key = f"{row['version']}:{row['package']}" if row["version"] in shared else row["version"]
     return ReleaseRecord(
@@ -78,7 +80,9 @@ def _record(row: dict[str, Any], shared: set[str]) -> ReleaseRecord:
 
 def _records(rows: list[dict[str, Any]]) -> list[ReleaseRecord]:
     core = [r["version"] for r in rows if not r.get("library")]
-    shared = {v for v in core if core.count(v) > 1}
+    libraries = [f"{r['library']}-{r['library_version']}" for r in rows if r.get("library")]
+    shared = {v for v in core if core.count(v) > 1} | {
+        k for k in libraries if libraries.count(k) > 1}
     out = [_record(r, shared) for r in rows]
     return sorted(out, key=lambda r: (r.library != TENSORFLOW, r.library,
                                       version_key(r.library_version or ""),

@@ -109,7 +109,9 @@ def _function_cell(run: list[dict[str, Any]], per: dict[str, Any]) -> str:
     if not function:
         return ""
     links = []
-    for rel in dict.fromkeys((run[0]["key"], run[-1]["key"])):
+    # the run's first and last release, and its last final one: a nightly has no tag
+    final = [r for r in run if not r.get("prerelease")] or run
+    for rel in dict.fromkeys((run[0]["key"], final[-1]["key"], run[-1]["key"])):
         url = per[rel].get("function", {}).get("url")
         if url:
             links.append(f'<a href="{esc(url)}" rel="noopener">source at {esc(rel)}</a>')
