@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from opregistry.errors import OpregistryError
-from opregistry.registry.lookup import OpFacts
+from opregistry.registry.facts import OpFacts
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -73,7 +73,7 @@ class Facts:
 
     def _lookup(self, wanted: list[str]) -> dict[str, OpFacts]:
         if self.release is not None:
-            from opregistry.registry.lookup import op_facts
+            from opregistry.registry.facts import op_facts
 
             try:
                 version, found = op_facts(self.release, wanted, db=self.db)

@@ -9,6 +9,7 @@ from opregistry.model.readers import savedmodel
 from opregistry.model.readers.model import Model, ModelError
 from opregistry.model.results import CheckResult
 from opregistry.registry import lookup as query
+from opregistry.registry.facts import op_facts
 
 
 def installed_tf_version() -> str | None:
@@ -78,7 +79,7 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
             outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
-    version, facts = query.op_facts(release or default_release(db), sorted(op_types), db=db)
+    version, facts = op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
         result = CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
     return result.with_libraries({op: f.library for op, f in facts.items() if f.library})

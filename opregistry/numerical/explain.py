@@ -23,7 +23,7 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     from opregistry.model.flatten import flatten
     from opregistry.model.paths import path_ops
     from opregistry.model.readers.traced import from_concrete
-    from opregistry.registry import lookup as query
+    from opregistry.registry.facts import op_facts
 
     subject = checker.subject
     original = subject.original or subject
@@ -39,7 +39,7 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
         op_types = sorted(set().union(*(m.op_types for m in models.values())))
-        version, facts = query.op_facts(release or default_release(db), op_types, db=db)
+        version, facts = op_facts(release or default_release(db), op_types, db=db)
     except OpregistryError as exc:
         # the graph alone still tells what each output depends on: blocked from
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing

@@ -350,11 +350,11 @@ def test_a_small_file_cannot_inline_millions(tmp_path):
 def test_keys_of_nested_instances_are_made_when_asked(tmp_path):
     from opregistry.model.flatten import flatten
     from opregistry.model.readers import savedmodel
-    from opregistry.registry import lookup
+    from opregistry.registry.facts import op_facts
 
     model = savedmodel.read(_write(tmp_path, _library_graph({"f0": ["f1"], "f1": ["f2"],
                                                              "f2": []})))
-    _, facts = lookup.op_facts("2.21", sorted(model.op_types))
+    _, facts = op_facts("2.21", sorted(model.op_types))
     assert list(flatten(model, facts).keys) == ["x", "call", "call/f0/c0", "call/f0/c0/f1/c0"]
 
 

@@ -13,7 +13,7 @@ from opregistry.db.loader import load
 from opregistry.db.location import resolve
 from opregistry.db.store import is_prerelease, using
 from opregistry.errors import OpregistryError, UnknownReleaseError
-from opregistry.registry.lookup import op_facts
+from opregistry.registry.facts import op_facts
 
 
 def _library(tf_version: str, version: str, ops: list) -> dict:
