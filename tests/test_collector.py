@@ -137,8 +137,9 @@ def test_source_hash_ignores_annotations_docstrings_and_formatting(tmp_path):
     assert hashes["plain"] != hashes["changed"]
 
 
-IN_ENVIRONMENT = [Path(collector.__file__), Path(collector.__file__).with_name("probe.py"),
-                  Path(collector.__file__).with_name("probe_args.py")]
+IN_ENVIRONMENT = [Path(collector.__file__)] + [
+    Path(collector.__file__).with_name(name)
+    for name in ("probe.py", "probe_args.py", "plugins.py", "names.py")]
 
 
 @pytest.mark.parametrize("path", IN_ENVIRONMENT, ids=lambda p: p.name)
