@@ -148,6 +148,41 @@ def test_check_of_a_text_model_names_the_library_and_agrees_with_tensorflow(
     assert "tensorflow-text" in done.stdout  # the library column beside ConstrainedSequence
 
 
+def test_a_keras_export_with_library_ops_agrees_with_tensorflow(text_db, tmp_path):
+    """Keras 3 `model.export()` of a model whose call uses tensorflow-text ops: one with a
+    gradient (MaxSpanningTree, to the weight and the input), one without
+    (ConstrainedSequence): every pair of both endpoints against TensorFlow."""
+    import keras
+    import tensorflow as tf
+    import tensorflow_text as text
+
+    import opregistry
+
+    class Tree(keras.Model):
+        def build(self, shape):  # type: ignore[no-untyped-def]
+            self.scores = self.add_weight(shape=(1, 4, 4), name="scores")
+            self.emissions = self.add_weight(shape=(1, 3, 2), name="emissions")
+
+        def call(self, x):  # type: ignore[no-untyped-def]
+            tree, _ = text.max_spanning_tree(tf.fill(tf.shape(x)[:1], 4), self.scores + x)
+            labels = text.greedy_constrained_sequence(self.emissions, sequence_length=[3])
+            return tree + tf.reduce_sum(tf.cast(labels, tf.float32))
+
+    model = Tree()
+    model(tf.zeros([1, 4, 4]))
+    path = tmp_path / "tree_export"
+    model.export(str(path), verbose=False)
+    result = opregistry.check(path, db=text_db)
+    assert set(result.library_ops) == {"MaxSpanningTree", "ConstrainedSequence"}
+    for report in result.outputs:
+        assert report.blocked == ["tree/emissions"]
+        assert sorted(report.with_gradient) == ["args_0", "tree/scores"]
+    comparison, = differential.run([Entry("keras-export", path)], db=text_db,
+                                   preload=("tensorflow_text",))
+    assert comparison.disagreements == []
+    assert comparison.pairs >= 6 and comparison.with_gradient > 0 and comparison.without > 0
+
+
 def test_without_the_library_its_ops_are_unknown(harvested_db, text_model):
     import opregistry
 

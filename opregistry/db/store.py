@@ -153,6 +153,18 @@ class Store:
         return [r for r in self.releases()
                 if r.library and (library is None or r.library == library)]
 
+    def library_releases_for(self, rel: ReleaseRow) -> list[ReleaseRow]:
+        """Per op library, its release that goes with TensorFlow release ``rel``: the one
+        harvested with it, else with the nearest older TensorFlow, else its oldest
+        (what ``check`` and ``lookup --tf`` use)."""
+        chosen = []
+        for name in sorted({r.library for r in self.library_releases()}):
+            releases = sorted(self.library_releases(name), key=lambda r: (
+                version_key(r.version), version_key(r.library_version)))
+            older = [r for r in releases if version_key(r.version) <= version_key(rel.version)]
+            chosen.append(older[-1] if older else releases[0])
+        return chosen
+
     def release(self, spec: str, library: str | None = None) -> ReleaseRow:
         """A TensorFlow release: ``2.21.0``, ``2.21`` (newest patch), ``latest`` (the newest
         final release), ``nightly`` (the newest pre-release), or ``2.21.0:tensorflow-cpu``.

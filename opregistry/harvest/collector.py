@@ -35,11 +35,6 @@ _TF_DISTRIBUTIONS = (
 _REGISTERS_GRADIENTS = re.compile(
     r"RegisterGradient\(|NotDifferentiable\(|NoGradient\(|no_gradient\(")
 
-# Parts of the TF tree whose modules are tests, tools or examples: never imported.
-_SKIP_DIRS = {"kernel_tests", "tools", "examples", "include", "testing",
-              "test", "tests", "benchmarks", "integration_tests", "third_party"}
-_SKIP_FILE = re.compile(r"(_test|_benchmark|_test_util|test_util|_testlib)\.py$")
-
 
 class CollectorError(Exception):
     """A fact the collector cannot establish; reported as one line by main()."""
@@ -127,29 +122,8 @@ def _tf_source_root():
 
 def _gradient_modules(root, top):
     """Module names under the TF tree whose source registers gradients."""
-    names = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs
-                            if d not in _SKIP_DIRS and not d.startswith((".", "__")))
-        rel = os.path.relpath(directory, root)
-        if rel != "." and rel.split(os.sep)[0] not in ("python", "contrib", "compiler"):
-            continue
-        for filename in sorted(files):
-            if not filename.endswith(".py") or _SKIP_FILE.search(filename):
-                continue
-            path = os.path.join(directory, filename)
-            try:
-                with io.open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-            except (IOError, OSError):
-                continue
-            if not _REGISTERS_GRADIENTS.search(text):
-                continue
-            parts = os.path.relpath(path, root)[:-3].split(os.sep)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            names.append(".".join([top] + parts))
-    return names
+    return _load_sibling("plugins").module_names(
+        root, top, _REGISTERS_GRADIENTS, ("python", "contrib", "compiler"))
 
 
 def _import_gradient_modules(root, top):

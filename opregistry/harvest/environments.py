@@ -60,7 +60,7 @@ def _run(cmd: list[str], timeout: int, what: str) -> subprocess.CompletedProcess
         raise HarvestError(f"{what} could not start: {exc.strerror or exc}") from None
 
 
-def _last_error_line(stderr: str) -> str:
+def last_error_line(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for line in reversed(lines):
         if line.startswith(("ERROR:", "opregistry-collector:")) or "Error" in line:
@@ -89,14 +89,14 @@ def ensure_venv(recipe: Recipe, base_python: str | os.PathLike[str] | None = Non
     made = _run([str(base), "-m", "venv", str(venv)], 600, f"creating a venv with {base}")
     if made.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
-        raise HarvestError(f"creating a venv with {base} failed: {_last_error_line(made.stderr)}")
+        raise HarvestError(f"creating a venv with {base} failed: {last_error_line(made.stderr)}")
     install = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
                *recipe.requirements]
     what = " ".join(recipe.requirements[:1] + list(recipe.libraries))
     done = _run(install, PIP_TIMEOUT_S, f"installing {what}")
     if done.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
-        raise HarvestError(f"installing {what} failed: {_last_error_line(done.stderr)}")
+        raise HarvestError(f"installing {what} failed: {last_error_line(done.stderr)}")
     (venv / READY_MARKER).write_text(json.dumps(recipe.__dict__) + "\n")
     return python
 

@@ -22,6 +22,7 @@ import sys
 _LOADS_OR_REGISTERS = re.compile(
     r"RegisterGradient\(|NotDifferentiable\(|NoGradient\(|no_gradient\(|"
     r"load_op_library\(|load_library\(|LazySO\(|LazyLoader\(|load_module\(")
+# parts of a package that are tests, tools or examples: never imported
 _SKIP_DIRS = {"kernel_tests", "tests", "test", "testing", "examples", "benchmarks", "tools",
               "integration_tests", "third_party", "include"}
 _SKIP_FILE = re.compile(r"(_test|_benchmark|_test_util|test_util|_testlib|conftest)\.py$")
@@ -52,29 +53,39 @@ def _import(spec):
     return importlib.import_module(spec)
 
 
+def module_names(root, package, pattern, top_dirs=None):
+    """Names of the modules under ``root`` (package ``package``) whose source matches
+    ``pattern``, tests, tools and examples left out; with ``top_dirs``, only modules at
+    the top or under those directories. The collector finds TF's gradient modules with
+    it, and a library's modules that load ops or register gradients."""
+    names = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs
+                            if d not in _SKIP_DIRS and not d.startswith((".", "__")))
+        rel = os.path.relpath(directory, root)
+        if top_dirs and rel != "." and rel.split(os.sep)[0] not in top_dirs:
+            continue
+        for filename in sorted(files):
+            if not filename.endswith(".py") or _SKIP_FILE.search(filename):
+                continue
+            path = os.path.join(directory, filename)
+            try:
+                with io.open(path, encoding="utf-8", errors="replace") as handle:
+                    if not pattern.search(handle.read()):
+                        continue
+            except (IOError, OSError):
+                continue
+            parts = os.path.relpath(path, root)[:-3].split(os.sep)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            names.append(".".join([package] + parts))
+    return names
+
+
 def _submodules(module):
     """Names of the modules of a package whose source loads ops or registers gradients."""
-    paths = list(getattr(module, "__path__", None) or [])
-    names = []
-    for root in paths:
-        for directory, subdirs, files in os.walk(root):
-            subdirs[:] = sorted(d for d in subdirs
-                                if d not in _SKIP_DIRS and not d.startswith((".", "__")))
-            for filename in sorted(files):
-                if not filename.endswith(".py") or _SKIP_FILE.search(filename):
-                    continue
-                path = os.path.join(directory, filename)
-                try:
-                    with io.open(path, encoding="utf-8", errors="replace") as handle:
-                        if not _LOADS_OR_REGISTERS.search(handle.read()):
-                            continue
-                except (IOError, OSError):
-                    continue
-                parts = os.path.relpath(path, root)[:-3].split(os.sep)
-                if parts[-1] == "__init__":
-                    parts = parts[:-1]
-                names.append(".".join([module.__name__] + parts))
-    return names
+    return [name for root in list(getattr(module, "__path__", None) or [])
+            for name in module_names(root, module.__name__, _LOADS_OR_REGISTERS)]
 
 
 class Loaded(object):

@@ -570,18 +570,27 @@ def _classify(api, value):
     return "gradient"
 
 
-def _input_names(op_def, op):
+def _arg_names(args, op, tensors, fallback):
+    """One OpDef argument name per tensor (a list argument repeats its name)."""
     names = []
-    for arg in op_def.input_arg:
+    for arg in args:
         count = 1
         if arg.number_attr:
             count = op.get_attr(arg.number_attr)
         elif arg.type_list_attr:
             count = len(op.get_attr(arg.type_list_attr))
         names.extend([arg.name] * count)
-    if len(names) != len(op.inputs):  # functional ops built through the API
-        names = ["input%d" % i for i in range(len(op.inputs))]
+    if len(names) != len(tensors):  # functional ops built through the API
+        names = ["%s%d" % (fallback, i) for i in range(len(tensors))]
     return names
+
+
+def _input_names(op_def, op):
+    return _arg_names(op_def.input_arg, op, op.inputs, "input")
+
+
+def _output_names(op_def, op):
+    return _arg_names(op_def.output_arg, op, op.outputs, "output")
 
 
 def _raises_by_design(exc):
@@ -904,20 +913,6 @@ def _directions(np, base, symmetric):
                 d[b, j, i] = 1.0
                 out.append(d.reshape(-1))
     return np.stack(out)
-
-
-def _output_names(op_def, op):
-    names = []
-    for arg in op_def.output_arg:
-        count = 1
-        if arg.number_attr:
-            count = op.get_attr(arg.number_attr)
-        elif arg.type_list_attr:
-            count = len(op.get_attr(arg.type_list_attr))
-        names.extend([arg.name] * count)
-    if len(names) != len(op.outputs):
-        names = ["output%d" % i for i in range(len(op.outputs))]
-    return names
 
 
 def _numeric_at(api, op_def, family, float_type, shape, int_mode, variant, positions, point):

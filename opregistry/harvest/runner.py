@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import HarvestError, OpregistryError
-from opregistry.harvest.environments import _last_error_line, discard_venv, ensure_venv
+from opregistry.harvest.environments import discard_venv, ensure_venv, last_error_line
 from opregistry.harvest.recipes import (
     RECIPES,
     Recipe,
@@ -103,12 +103,12 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
             raise HarvestError(f"{interpreter}: cannot run: {exc.strerror or exc}") from None
         if done.returncode == COLLECTOR_NO_TF:
             raise HarvestError(f"{interpreter} cannot import TensorFlow "
-                               f"({_last_error_line(done.stderr).split(': ', 1)[-1]})")
+                               f"({last_error_line(done.stderr).split(': ', 1)[-1]})")
         if done.returncode == COLLECTOR_NO_PLUGIN:
             raise HarvestError(f"{interpreter}: "
-                               f"{_last_error_line(done.stderr).split(': ', 1)[-1]}")
+                               f"{last_error_line(done.stderr).split(': ', 1)[-1]}")
         if done.returncode != 0 or not out.exists():
-            reason = _last_error_line(done.stderr)
+            reason = last_error_line(done.stderr)
             if done.returncode < 0:
                 reason = f"killed by signal {-done.returncode}"
             raise HarvestError(f"{interpreter}: the collector failed: {reason}")

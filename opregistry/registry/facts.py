@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from opregistry.db.store import Store, using, version_key
+from opregistry.db.store import Store, using
 from opregistry.registry.lookup import InputGradient, input_gradients
 
 
@@ -25,13 +25,13 @@ class OpFacts:
 def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
              ) -> tuple[str, dict[str, OpFacts]]:
     """(release version, {op: facts}) for the ops of ``op_names`` the release knows, and
-    for the others, what the op libraries in the database know (each library's release
-    harvested with this TensorFlow, else its newest)."""
+    for the others, what the op libraries in the database know (per library, the release
+    ``Store.library_releases_for`` picks for this TensorFlow)."""
     with using(db) as store:
         rel = store.release(release or "latest")
         out = _release_facts(store, rel, set(op_names))
         rest = set(op_names) - set(out)
-        for candidate in _library_releases_for(store, rel) if rest else ():
+        for candidate in store.library_releases_for(rel) if rest else ():
             found = _release_facts(store, candidate, rest)
             out.update(found)
             rest -= set(found)
@@ -49,16 +49,3 @@ def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFact
     return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
                                tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),
                                row["verification"], library) for row in rows}
-
-
-def _library_releases_for(store: Store, rel: Any) -> list[Any]:
-    """Per op library, the release to use with TensorFlow release ``rel``: the one
-    harvested with it, else the one harvested with the nearest older TensorFlow, else
-    the library's oldest."""
-    chosen = []
-    for name in sorted({r.library for r in store.library_releases()}):
-        releases = sorted(store.library_releases(name), key=lambda r: (
-            version_key(r.version), version_key(r.library_version)))
-        older = [r for r in releases if version_key(r.version) <= version_key(rel.version)]
-        chosen.append(older[-1] if older else releases[0])
-    return chosen

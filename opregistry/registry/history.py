@@ -72,8 +72,7 @@ def _record(row: dict[str, Any], shared: set[str]) -> ReleaseRecord:
     return ReleaseRecord(
         key=key, version=row["version"], package=row["package"], library=library,
         library_version=library_version,
-        prerelease=library == TENSORFLOW and (is_prerelease(row["version"])
-                                              or "nightly" in row["package"]),
+        prerelease=library == TENSORFLOW and is_prerelease(row["version"]),
         python=row.get("python_version"), git_version=row.get("git_version"),
         harvested_at=row.get("harvested_at"), record=row)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
-from opregistry.db.store import Store, using, version_key
+from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 
@@ -149,8 +149,6 @@ class ReleaseSummary:
 def releases(db: Any = None, *, library: str | None = None) -> tuple[ReleaseSummary, ...]:
     """Every release in the database, TensorFlow's then op libraries', oldest first, with
     op counts per status (``library``: only that library's; ``tensorflow``: only TF's)."""
-    from opregistry.db.store import is_prerelease
-
     with using(db) as store:
         counts: dict[int, dict[str, Any]] = {}
         for row in store.status_counts():
@@ -297,8 +295,8 @@ def suggest(store: Store, name: str, limit: int = 5) -> list[str]:
 def lookup(name: str, release: str | None = None, *, library: str | None = None,
            db: Any = None) -> LookupResult:
     """Gradient status of an op (by op name, any case, or public Python name) in every
-    release, or in ``release`` only (an op library's op: in the library's releases
-    harvested with that TensorFlow). ``library`` keeps that library's releases only."""
+    release, or in ``release`` only (an op library's op: in the library release that
+    ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only."""
     with using(db) as store:
         matched_by, ops = _resolve_name(store, name)
         wanted = _wanted_releases(store, release, library)
@@ -327,9 +325,9 @@ def _wanted_releases(store: Store, release: str | None, library: str | None) -> 
     if release is None:
         return None if library is None else {r.id for r in store.core_releases()}
     rel = store.release(release)
-    with_libraries = library is None
-    return {rel.id} | ({r.id for r in store.library_releases() if r.version == rel.version}
-                       if with_libraries else set())
+    if library is not None:  # --library tensorflow: TF's own release only
+        return {rel.id}
+    return {rel.id} | {r.id for r in store.library_releases_for(rel)}
 
 
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
