@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from system_packages import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import differential  # noqa: E402
@@ -245,8 +246,7 @@ def custom_op(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import tensorflow as tf
 
     compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler (g++) on PATH to build the custom op")
+    require(compiler, "a C++ compiler (g++) to build the custom op")
     directory = tmp_path_factory.mktemp("custom-op")
     (directory / "times_two.cc").write_text(CUSTOM_OP)
     (directory / "times_two_grad.py").write_text(GRADIENT)

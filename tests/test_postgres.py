@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from system_packages import require
 
 pytest.importorskip("pg8000")
 
@@ -33,13 +34,11 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def postgres_url():
     initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    require(initdb and pg_ctl, "PostgreSQL (initdb, pg_ctl)")
     # PostgreSQL refuses to run as root: run it as the postgres user then
     as_user: list[str] = []
     if os.geteuid() == 0:
-        if not shutil.which("runuser"):
-            pytest.skip("running as root without runuser to start PostgreSQL")
+        require(shutil.which("runuser"), "runuser (PostgreSQL refuses to run as root)")
         as_user = ["runuser", "-u", "postgres", "--"]
     base = Path(tempfile.mkdtemp(prefix="opregistry-pg-"))
     base.chmod(0o755)
