@@ -183,5 +183,8 @@ def as_json(data: dict[str, Any]) -> str:
 
 def as_script(name: str, data: dict[str, Any]) -> str:
     """``data`` as a script that sets ``window.NAME``: a page opened from ``file://`` may
-    load a script, but Chromium refuses it ``fetch()`` of a local JSON file."""
-    return f"window.{name}={as_json(data)};\n"
+    load a script, but Chromium refuses it ``fetch()`` of a local JSON file. The JSON is
+    parsed with ``JSON.parse``, not written as an object literal, where a key
+    ``__proto__`` (an op may be named so) would set the prototype instead of a key."""
+    text = as_json(data).replace("\\", "\\\\").replace("'", "\\'")
+    return f"window.{name}=JSON.parse('{text}');\n"

@@ -56,13 +56,15 @@ def test_the_export_has_one_record_per_op_with_an_entry_per_release(small_db, tm
 
 def test_a_previous_site_is_replaced_and_anything_else_refused(small_db, tmp_path):
     build_site(tmp_path / "site", db=small_db)
-    (tmp_path / "site" / "stale.html").write_text("old")
-    build_site(tmp_path / "site", db=small_db)
-    assert not (tmp_path / "site" / "stale.html").exists()
+    build_site(tmp_path / "site", db=small_db)  # a previous site: replaced
+    (tmp_path / "site" / "stale.html").write_text("not ours")
+    with pytest.raises(SiteError, match=r"does not prove opregistry wrote \(stale.html\)"):
+        build_site(tmp_path / "site", db=small_db)
+    assert (tmp_path / "site" / "stale.html").read_text() == "not ours"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "thesis.tex").write_text("mine")
-    with pytest.raises(SiteError, match="holds no opregistry site"):
-        build_site(tmp_path / "other", db=small_db)
+    with pytest.raises(SiteError, match="holds no site manifest"):
+        build_site(tmp_path / "other", db=small_db, force=True)
     assert issubclass(SiteError, OpregistryError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "site"]
 
