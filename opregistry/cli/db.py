@@ -97,5 +97,5 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
                        + (" (replaced)" if result.replaced else ""), err=True)
     except OpregistryError as exc:
         raise fail(exc) from None
-    if fmt != OutputFormat.table:  # the table view is the stderr lines above
-        emit(output_file, render(fmt, loaded, loaded))
+    if fmt != OutputFormat.table or output_file is not None:
+        emit(output_file, render(fmt, loaded, loaded))  # on stdout, the table is stderr's lines

@@ -106,7 +106,8 @@ def harvest_command(
         typer.echo(f"Error: {failed[0].error}", err=True)
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
-    emit(output_file, render(fmt, data, data, COLUMNS))
+    if len(failed) < len(outcomes) or output_file is None:  # -o FILE is never written on exit 2
+        emit(output_file, render(fmt, data, data, COLUMNS))
     typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
                f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
     if failed:
