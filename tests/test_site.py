@@ -16,7 +16,7 @@ from conftest import ROOT, run_cli
 import opregistry
 from opregistry.registry.sources import source_url
 from opregistry.site import build, build_site
-from opregistry.site.export import STATES
+from opregistry.site.export import STATES, from_script
 
 SHIPPED = ROOT / "data" / "opregistry.sqlite"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -106,7 +106,7 @@ def test_the_site_is_complete_small_and_marked(site: Path, data: dict):
         "index.html", "data/matrix.js", "static/matrix.js", "static/style.css"))
     assert index < 1_500_000
     script = (site / "data" / "ops.js").read_text()
-    assert script.startswith("window.OPREGISTRY_OPS=JSON.parse('{")
+    assert script.startswith("window.OPREGISTRY_OPS=JSON.parse('{") and from_script(script) == data
     marker = json.loads((site / build.MARKER).read_text())
     assert marker["ops"] == len(data["ops"])
     assert marker["releases"] == len(opregistry.releases(db=SHIPPED))
@@ -447,8 +447,7 @@ def test_every_internal_link_resolves(site: Path, data: dict):
                 assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
             checked += 1
     # the links the pages' scripts make: every op page and release page they name
-    matrix = json.loads((site / "data" / "matrix.js").read_text()
-                        .removeprefix("window.OPREGISTRY_MATRIX=").rstrip().rstrip(";"))
+    matrix = from_script((site / "data" / "matrix.js").read_text())
     assert all((site / op[4]).is_file() for op in matrix["ops"])
     assert all((site / r["page"]).is_file() for r in matrix["releases"])
     assert checked > 50_000

@@ -188,3 +188,11 @@ def as_script(name: str, data: dict[str, Any]) -> str:
     ``__proto__`` (an op may be named so) would set the prototype instead of a key."""
     text = as_json(data).replace("\\", "\\\\").replace("'", "\\'")
     return f"window.{name}=JSON.parse('{text}');\n"
+
+
+def from_script(text: str) -> Any:
+    """The data of a script :func:`as_script` wrote (for tests and the benchmark)."""
+    import re
+
+    literal = text[text.index("JSON.parse('") + len("JSON.parse('"):text.rindex("');")]
+    return json.loads(re.sub(r"\\(.)", lambda m: m.group(1), literal))

@@ -14,7 +14,7 @@ from opregistry.db.location import resolve
 from opregistry.errors import OpregistryError, SiteError
 from opregistry.registry.history import _records
 from opregistry.site import build_site
-from opregistry.site.export import _compact
+from opregistry.site.export import _compact, as_script, from_script
 from opregistry.site.html import file_names
 from opregistry.site.op_page import changes
 
@@ -93,6 +93,13 @@ def test_file_names_are_safe_and_unique_without_case():
     names = file_names(["Foo", "foo", "a/b", "FOO", "2.10.1:tensorflow"])
     assert names == {"Foo": "Foo", "foo": "foo-2", "a/b": "a_b", "FOO": "FOO-3",
                      "2.10.1:tensorflow": "2.10.1_tensorflow"}
+
+
+def test_a_data_script_holds_its_json_exactly():
+    data = {"ops": {"__proto__": {"q": "it's \\'quoted\\' \\\\ \"and\" \u2028 </script>"}}}
+    script = as_script("X", data)
+    assert script.startswith("window.X=JSON.parse('") and "\n" not in script[:-1]
+    assert from_script(script) == data
 
 
 def test_compact_keeps_zeros_and_drops_empty_values():
