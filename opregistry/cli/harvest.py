@@ -94,6 +94,12 @@ def harvest_command(
         targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
                                   plugins=(shipped_library_requirement(lib),))
                     for lib in LIBRARIES.values()]
+    if (rebuild_env or discard_env) and any(t.tf_version for t in targets):
+        from opregistry.harvest.environments import cache_dir
+
+        when = "before building it again" if rebuild_env else "after harvesting it"
+        typer.echo(f"{cache_dir() / 'venvs'}: deleting each release's venv {when} (only "
+                   "venvs opregistry built there)", err=True)  # say it before deleting
     try:
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(

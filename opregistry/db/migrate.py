@@ -49,6 +49,7 @@ def create_file(location: DatabaseLocation, revision: str = "head") -> str | Non
     import tempfile
 
     from opregistry.db.engine import make_engine
+    from opregistry.files import umask
 
     path = location.sqlite_path
     assert path is not None
@@ -60,7 +61,7 @@ def create_file(location: DatabaseLocation, revision: str = "head") -> str | Non
         raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from None
     tmp = Path(name)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is not what sqlite3 would give
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp's 0600 is not what sqlite3 would give
         engine = make_engine(DatabaseLocation(f"sqlite:///{tmp}", tmp, shipped=False),
                              create=True)
         try:
@@ -85,14 +86,6 @@ def create_file(location: DatabaseLocation, revision: str = "head") -> str | Non
                 leftover.unlink()
             except FileNotFoundError:
                 pass
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from opregistry import __version__
 from opregistry.db.location import resolve
 from opregistry.errors import DatabaseError, SiteError
+from opregistry.files import umask
 from opregistry.registry.diff import compare
 from opregistry.registry.history import History, history
 from opregistry.site import export, op_page, pages, release_pages
@@ -89,7 +90,7 @@ def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool =
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would hide the site from a web server
+        staging.chmod(0o777 & ~umask())  # mkdtemp's 0700 would hide the site from a web server
     except OSError as exc:
         raise SiteError(f"cannot write {out}: {exc.strerror or exc}") from None
     try:
@@ -113,12 +114,6 @@ def _copy_mode(source: Path, target: Path) -> None:
         target.chmod(stat.S_IMODE(source.stat().st_mode))
     except OSError:
         pass
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _swap(staging: Path, out: Path, previous: PreviousSite | None) -> tuple[int, list[str]]:
