@@ -34,6 +34,8 @@ def write_atomically(path: Path, text: str) -> None:
     if info is not None and not stat.S_ISREG(info.st_mode):
         _write_in_place(target, text)  # a FIFO, a terminal, /dev/null: never replaced
         return
+    if info is not None and not os.access(target, os.W_OK):  # as open() would refuse it
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
     mode = stat.S_IMODE(info.st_mode) if info else 0o666 & ~umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
