@@ -31,7 +31,7 @@ def site(
             typer.echo(f"{previous.root}: replacing the site {previous.generator or 'opregistry'}"
                        f" built ({plural(len(previous.files), 'file')} listed in its "
                        "manifest)", err=True)
-        built = build_site(out_dir, db=db, force=force)
+        built = build_site(out_dir, db=db, force=force, checked=previous)
     except OpregistryError as exc:
         raise fail(exc) from None
     for kept in built.kept:

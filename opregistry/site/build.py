@@ -76,16 +76,17 @@ def _database_path(db: Any) -> Path | None:
         return None
 
 
-def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool = False
-               ) -> SiteSummary:
+def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool = False,
+               checked: PreviousSite | None = None) -> SiteSummary:
     """Write the site (matrix, op, release and diff pages, the export) to ``out_dir``.
 
     ``force`` is accepted for compatibility and widens nothing: a folder is replaced only
-    when its manifest proves every file in it an earlier build's."""
+    when its manifest proves every file in it an earlier build's. ``checked``: what
+    :func:`site_target` returned, not read again if nothing in the folder changed."""
     started = time.perf_counter()
     out = _absolute(out_dir)
     db_path = _database_path(db)
-    check_target(out, db_path)
+    previous = check_target(out, db_path, checked)
     found = history(db)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +99,7 @@ def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool =
             counts = _write(staging, found)
         except OSError as exc:  # ENOSPC, EFBIG, EIO...: the staging folder goes, nothing else
             raise SiteError(f"cannot write {out}: {exc.strerror or exc}") from None
-        previous = check_target(out, db_path)  # again: the build took seconds
+        previous = check_target(out, db_path, previous)  # again: the build took seconds
         if out.exists():
             _copy_mode(out, staging)
         replaced, kept = _swap(staging, out, previous)

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -35,16 +35,24 @@ class PreviousSite:
     root: Path
     generator: str
     files: dict[str, str]  # relative POSIX path -> SHA-256 of its content
+    # every entry as checked (path -> inode, size, mtime): a later look that finds the
+    # same need not read 50 MB again
+    seen: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False)
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_target(out: Path, db_path: Path | None) -> PreviousSite | None:
+def check_target(out: Path, db_path: Path | None, checked: PreviousSite | None = None
+                 ) -> PreviousSite | None:
     """None when ``out`` is missing or empty; the previous site when every file in it is
-    one an earlier build wrote; otherwise :class:`SiteError` naming what was found."""
+    one an earlier build wrote; otherwise :class:`SiteError` naming what was found.
+    ``checked``: the result of an earlier call, returned again without reading the
+    files when no entry changed since (same names, inodes, sizes and times)."""
     _refuse_protected(out, db_path)
+    if checked is not None and checked.root == out and _entries(out) == checked.seen:
+        return checked
     try:
         info = out.lstat()
     except FileNotFoundError:
@@ -60,6 +68,7 @@ def check_target(out: Path, db_path: Path | None) -> PreviousSite | None:
             return None
     except OSError as exc:
         raise SiteError(f"cannot read {out}: {exc.strerror or exc}") from None
+    seen = _entries(out)
     previous = _read_manifest(out)
     foreign = _foreign_entries(out, previous.files)
     if foreign:
@@ -69,7 +78,20 @@ def check_target(out: Path, db_path: Path | None) -> PreviousSite | None:
                         f"{'entry' if len(foreign) == 1 else 'entries'} its site manifest "
                         f"does not prove opregistry wrote ({shown}{more}); nothing was "
                         "deleted: pick another directory or move them")
-    return previous
+    return PreviousSite(previous.root, previous.generator, previous.files, seen)
+
+
+def _entries(out: Path) -> dict[str, tuple[int, int, int]]:
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(out):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            found[os.path.relpath(path, out)] = (info.st_ino, info.st_size, info.st_mtime_ns)
+    return found
 
 
 def _refuse_protected(out: Path, db_path: Path | None) -> None:

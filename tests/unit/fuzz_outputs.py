@@ -103,7 +103,7 @@ def _random_name(rng: random.Random) -> str:
 def edit_site(site: Path, rng: random.Random) -> list[str]:
     """Random edits of a built site; returns the labels of those that leave something
     the build did not write (the oracle: any such label means "refuse")."""
-    foreign: list[str] = []
+    foreign: dict[str, str] = {}  # what is not the build's -> the edit that left it
     for _ in range(rng.randint(0, 3)):
         try:
             listed = _listed(site)
@@ -119,6 +119,7 @@ def edit_site(site: Path, rng: random.Random) -> list[str]:
             if os.path.lexists(path):
                 continue
             path.write_text("the user's")
+            target = path
         elif kind == "edit" and target.is_file() and not target.is_symlink():
             suffix = rng.choice(["", " ", "edited"])
             target.write_bytes(target.read_bytes() + suffix.encode())
@@ -135,7 +136,8 @@ def edit_site(site: Path, rng: random.Random) -> list[str]:
             else:
                 os.mkfifo(target)
         elif kind == "delete" and target.is_file() and target.name != MANIFEST:
-            target.unlink()  # a file of ours gone: still ours
+            target.unlink()  # a file of ours gone: still ours; an edited one: gone too
+            foreign.pop(str(target), None)
             continue
         elif kind == "manifest":
             how = rng.choice(["garbage", "truncate", "forge", "old", "drop", "symlink"])
@@ -153,19 +155,21 @@ def edit_site(site: Path, rng: random.Random) -> list[str]:
                 path.write_text(json.dumps({"generator": "opregistry 0.1", "ops": 1}))
             elif how == "symlink":
                 path.symlink_to(site.parent / "outside.txt")
-            foreign.append(f"manifest {how}")
+            foreign[MANIFEST] = f"manifest {how}"
             continue
         elif kind == "git":
             (site / ".git").mkdir(exist_ok=True)
+            target = site / ".git"
         elif kind == "empty":
             (site / "drafts").mkdir(exist_ok=True)
+            target = site / "drafts"
         elif kind == "chmod" and target.is_file():
             target.chmod(0o600)  # a mode change alone: the content is still ours
             continue
         else:
             continue
-        foreign.append(kind)
-    return foreign
+        foreign[str(target)] = kind
+    return list(foreign.values())
 
 
 def site_case(index: int, seed: int, db: Path, built: Path, work: Path,

@@ -236,3 +236,16 @@ def test_a_full_disk_while_writing_is_one_line_and_the_previous_site_stays(small
     assert done.stderr.count("\n") == 2, done.stderr  # "replacing ..." then the error
     assert done.stderr.splitlines()[1] == f"Error: cannot write {target}: File too large"
     assert snapshot(tmp_path) == before  # the staging folder is gone, the site intact
+
+
+def test_a_change_after_the_first_look_is_seen_before_anything_is_deleted(small_db, tmp_path):
+    target = tmp_path / "site"
+    build_site(target, db=small_db)
+    previous = site_target(target, db=small_db)
+    assert previous is not None and build_site(target, db=small_db, checked=previous).replaced
+    previous = site_target(target, db=small_db)
+    (target / "index.html").write_text("edited after the first look")
+    before = snapshot(tmp_path)
+    with pytest.raises(SiteError, match=r"does not prove opregistry wrote \(index.html\)"):
+        build_site(target, db=small_db, checked=previous)
+    assert snapshot(tmp_path) == before
