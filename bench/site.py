@@ -90,10 +90,9 @@ def browser_times(site: Path, repeat: int) -> None:
 
 
 def page_rows(site: Path) -> str:
-    import json
+    from opregistry.site.export import from_script
 
-    text = (site / "data" / "matrix.js").read_text()
-    data = json.loads(text[text.index("=") + 1:].rstrip().rstrip(";"))
+    data = from_script((site / "data" / "matrix.js").read_text())
     return f"{len(data['ops'])} ops x {len(data['releases'])} releases"
 
 

@@ -16,7 +16,7 @@ from conftest import ROOT, run_cli
 import opregistry
 from opregistry.registry.sources import source_url
 from opregistry.site import build, build_site
-from opregistry.site.export import STATES
+from opregistry.site.export import STATES, from_script
 
 SHIPPED = ROOT / "data" / "opregistry.sqlite"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -105,7 +105,8 @@ def test_the_site_is_complete_small_and_marked(site: Path, data: dict):
     index = sum((site / p).stat().st_size for p in (
         "index.html", "data/matrix.js", "static/matrix.js", "static/style.css"))
     assert index < 1_500_000
-    assert (site / "data" / "ops.js").read_text().startswith("window.OPREGISTRY_OPS={")
+    script = (site / "data" / "ops.js").read_text()
+    assert script.startswith("window.OPREGISTRY_OPS=JSON.parse('{") and from_script(script) == data
     marker = json.loads((site / build.MARKER).read_text())
     assert marker["ops"] == len(data["ops"])
     assert marker["releases"] == len(opregistry.releases(db=SHIPPED))
@@ -126,20 +127,19 @@ def test_the_export_says_what_lookup_says(data: dict, op: str):
                                                           row.function.line)
 
 
-def test_a_folder_that_is_not_a_site_is_refused_and_force_replaces_it(tmp_path: Path):
+def test_a_folder_that_is_not_a_site_is_refused_with_or_without_force(tmp_path: Path):
     target = tmp_path / "mine"
     target.mkdir()
     (target / "notes.txt").write_text("keep me")
-    done = run_cli("site", str(target), "--db", str(SHIPPED))
-    assert done.returncode == 2
-    assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
-    assert "--force" in done.stderr and (target / "notes.txt").read_text() == "keep me"
+    for force in ([], ["--force"]):
+        done = run_cli("site", str(target), "--db", str(SHIPPED), *force)
+        assert done.returncode == 2
+        assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
+        assert "holds no site manifest" in done.stderr
+        assert (target / "notes.txt").read_text() == "keep me"
     (tmp_path / "file").write_text("x")
     done = run_cli("site", str(tmp_path / "file"), "--db", str(SHIPPED))
     assert done.returncode == 2 and "is not a directory" in done.stderr
-    done = run_cli("site", str(target), "--db", str(SHIPPED), "--force")
-    assert done.returncode == 0, done.stderr
-    assert not (target / "notes.txt").exists() and (target / "index.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "mine"]  # nothing left over
 
 
@@ -363,6 +363,41 @@ def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(
     assert "a=1.15.5&b=2.21.0" in page.url
 
 
+def test_ops_named_like_object_prototype_keys_appear_on_the_compare_page(tmp_path: Path,
+                                                                          browser):
+    """data/ops.js is parsed JSON, not an object literal (where a key ``__proto__`` sets
+    the prototype and the op vanishes)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "unit"))
+    from documents import document, op
+
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import resolve
+
+    names = ["__proto__", "constructor", "hasOwnProperty", "toString"]
+    engine = make_engine(resolve(tmp_path / "protos.sqlite"), create=True)
+    load(engine, document("2.1.0", [op("Floor", "registered", "none", [("x", "none")])]))
+    load(engine, document("2.2.0", [op("Floor", "registered", "none", [("x", "none")]),
+                                    *(op(n, "missing") for n in names)]))
+    engine.dispose()
+    build_site(tmp_path / "out", db=tmp_path / "protos.sqlite")
+    page = Watched(browser)
+    page.open(tmp_path / "out", "compare.html#a=2.1.0&b=2.2.0")
+    added = page.page.locator("#added + p.oplist code").all_inner_texts()
+    assert added == names
+    assert page.page.evaluate("Object.keys(window.OPREGISTRY_OPS.ops).length") == 5
+    hrefs = page.page.locator("#added + p.oplist a").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))")
+    assert all(h.startswith("ops/") for h in hrefs) and len(set(hrefs)) == 4
+    page.open(tmp_path / "out", "index.html")
+    page.page.fill("#q", "__proto__")
+    assert page.page.locator("#rows tr[data-i]").count() == 1
+    assert page.problems == []
+    page.page.close()
+
+
 @pytest.mark.parametrize("path", ["index.html", "ops/ArgMax.html", "releases/2.21.0.html",
                                   "diff/2.12.1--2.13.1.html"])
 def test_pages_fit_a_phone_width(site: Path, browser, path: str):
@@ -412,8 +447,7 @@ def test_every_internal_link_resolves(site: Path, data: dict):
                 assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
             checked += 1
     # the links the pages' scripts make: every op page and release page they name
-    matrix = json.loads((site / "data" / "matrix.js").read_text()
-                        .removeprefix("window.OPREGISTRY_MATRIX=").rstrip().rstrip(";"))
+    matrix = from_script((site / "data" / "matrix.js").read_text())
     assert all((site / op[4]).is_file() for op in matrix["ops"])
     assert all((site / r["page"]).is_file() for r in matrix["releases"])
     assert checked > 50_000

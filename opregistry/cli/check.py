@@ -96,7 +96,8 @@ def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
         if any(row["library"] for row in rows):  # which op library a blocking op is from
             columns = [*columns, "library"]
-        if rows or fmt != CheckFormat.table:
+        # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
+        if rows or fmt != CheckFormat.table or output_file is not None:
             emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
 
 

@@ -33,11 +33,17 @@ def _engine(db: str | None, create: bool, write: bool | None = None
 def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) -> None:
     """Create the schema or migrate it to REVISION (default: head)."""
     from opregistry.db import migrate
+    from opregistry.db.location import resolve
 
     try:
-        location, engine = _engine(db, create=True)
-        migrate.upgrade(engine, revision)
-        typer.echo(f"{location.describe()} is at {migrate.current(engine)}", err=True)
+        location = resolve(db).writable()
+        if location.sqlite_path is not None and not location.sqlite_path.exists():
+            reached = migrate.create_file(location, revision)  # no file left on a failure
+        else:
+            location, engine = _engine(db, create=True)
+            migrate.upgrade(engine, revision)
+            reached = migrate.current(engine)
+        typer.echo(f"{location.describe()} is at {reached}", err=True)
     except OpregistryError as exc:
         raise fail(exc) from None
 
@@ -97,5 +103,5 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
                        + (" (replaced)" if result.replaced else ""), err=True)
     except OpregistryError as exc:
         raise fail(exc) from None
-    if fmt != OutputFormat.table:  # the table view is the stderr lines above
-        emit(output_file, render(fmt, loaded, loaded))
+    if fmt != OutputFormat.table or output_file is not None:
+        emit(output_file, render(fmt, loaded, loaded))  # on stdout, the table is stderr's lines

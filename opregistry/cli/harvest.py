@@ -94,6 +94,12 @@ def harvest_command(
         targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
                                   plugins=(shipped_library_requirement(lib),))
                     for lib in LIBRARIES.values()]
+    if (rebuild_env or discard_env) and any(t.tf_version for t in targets):
+        from opregistry.harvest.environments import cache_dir
+
+        when = "before building it again" if rebuild_env else "after harvesting it"
+        typer.echo(f"{cache_dir() / 'venvs'}: deleting each release's venv {when} (only "
+                   "venvs opregistry built there)", err=True)  # say it before deleting
     try:
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(
@@ -106,7 +112,8 @@ def harvest_command(
         typer.echo(f"Error: {failed[0].error}", err=True)
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
-    emit(output_file, render(fmt, data, data, COLUMNS))
+    if len(failed) < len(outcomes) or output_file is None:  # -o FILE is never written on exit 2
+        emit(output_file, render(fmt, data, data, COLUMNS))
     typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
                f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
     if failed:

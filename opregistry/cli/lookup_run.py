@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from opregistry.cli.output import write_atomically
+from opregistry.cli.output import write_report
 from opregistry.db.store import open_store
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
@@ -47,7 +47,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
             sys.stdout.flush()
         elif not errors:  # a report with an unknown op in it is not written
             try:
-                write_atomically(Path(output_file), text + "\n")
+                write_report(Path(output_file), text)
             except OpregistryError as exc:
                 errors.append(exc)
         for result in results:

@@ -90,8 +90,12 @@ def resolve(db: str | os.PathLike[str] | None = None) -> DatabaseLocation:
             path = Path(named[len("sqlite:///"):])
             return DatabaseLocation(named, path, shipped=False)
         return DatabaseLocation(named, None, shipped=False)
-    path = Path(named).expanduser()
-    return DatabaseLocation(f"sqlite:///{path.resolve()}", path.resolve(), shipped=False)
+    try:
+        path = Path(named).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a relative path from a deleted working directory
+        raise DatabaseError(f"cannot resolve the database path {named}: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+    return DatabaseLocation(f"sqlite:///{path}", path, shipped=False)
 
 
 def _hide_password(url: str) -> str:

@@ -15,6 +15,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
 from opregistry.db.engine import translated
+from opregistry.db.location import DatabaseLocation
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError
 
@@ -38,6 +39,53 @@ def _config(engine: Engine) -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     with translated(engine, "upgrade"):
         command.upgrade(_config(engine), revision)
+
+
+def create_file(location: DatabaseLocation, revision: str = "head") -> str | None:
+    """A new SQLite database at ``location`` migrated to ``revision``, built in a
+    temporary file beside it and linked into place only when complete: a full disk or
+    any other failure leaves no file (not an empty one). Returns its revision."""
+    import os
+    import tempfile
+
+    from opregistry.db.engine import make_engine
+    from opregistry.files import umask
+
+    path = location.sqlite_path
+    assert path is not None
+    location.check_file(create=True)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from None
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp's 0600 is not what sqlite3 would give
+        engine = make_engine(DatabaseLocation(f"sqlite:///{tmp}", tmp, shipped=False),
+                             create=True)
+        try:
+            upgrade(engine, revision)
+            reached = current(engine)
+        finally:
+            engine.dispose()
+        try:
+            os.link(tmp, path)  # never replaces a file another process made meanwhile
+        except FileExistsError:
+            raise DatabaseError(f"cannot create {path}: another process created it "
+                                "meanwhile; run the command again") from None
+        except OSError as exc:
+            raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from None
+        return reached
+    except DatabaseError as exc:  # name the file the user asked for, not the temporary one
+        raise DatabaseError(str(exc).replace(str(tmp), str(path))) from None
+    finally:
+        for leftover in (tmp, *(tmp.with_name(tmp.name + s) for s in ("-journal", "-wal",
+                                                                        "-shm"))):
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -1,5 +1,9 @@
 """The cached venvs a harvest runs in: one per recipe, built with a pyenv (or PATH)
-Python, reused until ``--rebuild-env``."""
+Python, reused until ``--rebuild-env``.
+
+A venv folder is deleted (rebuilt, discarded, or an interrupted build started over) only
+when it is ours: it holds the marker written before the venv was built, naming its
+recipe. Anything else at that path is refused, never deleted."""
 from __future__ import annotations
 
 import json
@@ -13,7 +17,8 @@ from opregistry.errors import HarvestError
 from opregistry.harvest.recipes import Recipe
 
 PIP_TIMEOUT_S = 30 * 60
-READY_MARKER = ".opregistry-ready"
+READY_MARKER = ".opregistry-ready"  # the venv is complete
+OWNER_MARKER = ".opregistry-venv"  # written first: the folder is ours, built or not
 
 
 def find_python(minor: str) -> Path | None:
@@ -73,19 +78,23 @@ def ensure_venv(recipe: Recipe, base_python: str | os.PathLike[str] | None = Non
     """The cached venv for ``recipe``, built first if needed; returns its python."""
     venv = venv_path(recipe)
     python = venv / "bin" / "python"
-    if rebuild and venv.exists():
-        shutil.rmtree(venv)
-    if (venv / READY_MARKER).exists() and python.exists():
+    if rebuild and os.path.lexists(venv):
+        _remove_ours(venv, recipe)
+    if _is_ours(venv, recipe) and (venv / READY_MARKER).exists() and python.exists():
         return python
-    if venv.exists():  # an interrupted build: start over
-        shutil.rmtree(venv)
+    if os.path.lexists(venv):  # an interrupted build: start over
+        _remove_ours(venv, recipe)
     base = Path(base_python) if base_python else find_python(recipe.python)
     if base is None:
         raise HarvestError(
             f"TensorFlow {recipe.version} needs Python {recipe.python}, and none was found "
             f"(looked in pyenv versions and for python{recipe.python} on PATH); "
             f"pass --python /path/to/python{recipe.python}")
-    venv.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        venv.mkdir(parents=True)
+        (venv / OWNER_MARKER).write_text(json.dumps({"recipe": recipe.name}) + "\n")
+    except OSError as exc:
+        raise HarvestError(f"cannot create the venv {venv}: {exc.strerror or exc}") from None
     made = _run([str(base), "-m", "venv", str(venv)], 600, f"creating a venv with {base}")
     if made.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
@@ -103,7 +112,34 @@ def ensure_venv(recipe: Recipe, base_python: str | os.PathLike[str] | None = Non
 
 def discard_venv(recipe: Recipe) -> bool:
     venv = venv_path(recipe)
-    if venv.exists():
-        shutil.rmtree(venv)
+    if os.path.lexists(venv):
+        _remove_ours(venv, recipe)
         return True
     return False
+
+
+def _is_ours(venv: Path, recipe: Recipe) -> bool:
+    """Whether ``venv`` is a real folder holding our marker for ``recipe`` (the ready
+    marker of a complete build counts: earlier versions wrote only that one)."""
+    if venv.is_symlink() or not venv.is_dir():
+        return False
+    expected = {OWNER_MARKER: {"recipe": recipe.name},
+                READY_MARKER: json.loads(json.dumps(recipe.__dict__))}
+    for marker, content in expected.items():
+        path = venv / marker
+        try:
+            if path.is_symlink() or path.stat().st_size > 1 << 20:
+                continue
+            if json.loads(path.read_text(encoding="utf-8")) == content:
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _remove_ours(venv: Path, recipe: Recipe) -> None:
+    if not _is_ours(venv, recipe):
+        raise HarvestError(f"{venv} exists and is not a venv opregistry built (no "
+                           f"{OWNER_MARKER} naming {recipe.name}); nothing was deleted: move "
+                           "it, or set OPREGISTRY_CACHE to another folder")
+    shutil.rmtree(venv)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import HarvestError, OpregistryError
+from opregistry.files import write_atomically
 from opregistry.harvest.environments import discard_venv, ensure_venv, last_error_line
 from opregistry.harvest.recipes import (
     RECIPES,
@@ -262,9 +263,29 @@ def _save(document: dict[str, Any], directory: Path) -> str:
     if library:
         name = f"{library['name']}-{library['version']}+{name}"
     path = directory / f"{name}.json"
+    if not _replaceable(path):
+        raise HarvestError(f"cannot save harvest document {path}: a file that is not a "
+                           "harvest document is there; nothing was replaced")
     try:
-        path.write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
+        write_atomically(path, json.dumps(document, sort_keys=True))
     except OSError as exc:
         raise HarvestError(f"cannot save harvest document {path}: "
                            f"{exc.strerror or exc}") from None
     return str(path)
+
+
+def _replaceable(path: Path) -> bool:
+    """Whether ``path`` is free, or an earlier harvest document we may replace (its
+    first bytes say so: documents are written with sorted keys)."""
+    if not os.path.lexists(path):
+        return True
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    from opregistry.harvest.collector import FORMAT
+
+    return head.startswith(b'{"') and f'"format": "{FORMAT}"'.encode() in head

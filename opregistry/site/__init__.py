@@ -2,6 +2,6 @@
 release, a page per op, per release and per release diff, and the machine-readable
 export the pages read (``export.py`` documents its schema). Pure HTML, CSS and vanilla
 JavaScript; it works from ``file://`` and from any static host."""
-from opregistry.site.build import SiteSummary, build_site
+from opregistry.site.build import SiteSummary, build_site, site_target
 
-__all__ = ["SiteSummary", "build_site"]
+__all__ = ["SiteSummary", "build_site", "site_target"]

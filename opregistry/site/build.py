@@ -2,14 +2,15 @@
 
 The site is written into a temporary folder beside ``out_dir`` and renamed into place
 only when complete, so a failed build never leaves half a site where the last one was.
-A folder that holds something else is refused unless ``force`` (then it is replaced):
-a previous site is recognised by its marker file.
+Only a folder that is missing, empty or a previous site proved by its manifest is
+replaced (``target.py``); then exactly the previous site's files are deleted.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -18,13 +19,23 @@ from pathlib import Path
 from typing import Any
 
 from opregistry import __version__
-from opregistry.errors import SiteError
+from opregistry.db.location import resolve
+from opregistry.errors import DatabaseError, SiteError
+from opregistry.files import umask
 from opregistry.registry.diff import compare
 from opregistry.registry.history import History, history
 from opregistry.site import export, op_page, pages, release_pages
 from opregistry.site.html import file_names
+from opregistry.site.target import (
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    PreviousSite,
+    check_target,
+    digest,
+    remove_previous,
+)
 
-MARKER = ".opregistry-site.json"
+MARKER = MANIFEST  # the name earlier versions used
 STATIC = ("style.css", "matrix.js", "compare.js")
 
 
@@ -37,50 +48,79 @@ class SiteSummary:
     files: int
     bytes: int
     seconds: float
+    replaced: int = 0  # files of the previous site deleted
+    kept: tuple[str, ...] = ()  # entries that appeared in the previous site during the build
 
 
-def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool = False
-               ) -> SiteSummary:
-    """Write the site (matrix, op, release and diff pages, the export) to ``out_dir``."""
+def site_target(out_dir: str | os.PathLike[str], *, db: Any = None) -> PreviousSite | None:
+    """What building into ``out_dir`` would replace: None (nothing) or the previous site
+    whose files would be deleted; :class:`SiteError` when the folder is not the site's to
+    write."""
+    return check_target(_absolute(out_dir), _database_path(db))
+
+
+def _absolute(out_dir: str | os.PathLike[str]) -> Path:
+    try:
+        return Path(os.path.abspath(out_dir))
+    except OSError as exc:  # a relative path from a deleted working directory
+        raise SiteError(f"cannot resolve {os.fspath(out_dir)}: {exc.strerror or exc}"
+                        ) from None
+
+
+def _database_path(db: Any) -> Path | None:
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        return getattr(getattr(db, "location", None), "sqlite_path", None)
+    try:
+        return resolve(db).sqlite_path
+    except (DatabaseError, OSError):
+        return None
+
+
+def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool = False,
+               checked: PreviousSite | None = None) -> SiteSummary:
+    """Write the site (matrix, op, release and diff pages, the export) to ``out_dir``.
+
+    ``force`` is accepted for compatibility and widens nothing: a folder is replaced only
+    when its manifest proves every file in it an earlier build's. ``checked``: what
+    :func:`site_target` returned, not read again if nothing in the folder changed."""
     started = time.perf_counter()
-    out = Path(out_dir).absolute()
-    _check_target(out, force)
+    out = _absolute(out_dir)
+    db_path = _database_path(db)
+    previous = check_target(out, db_path, checked)
     found = history(db)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would hide the site from a web server
+        staging.chmod(0o777 & ~umask())  # mkdtemp's 0700 would hide the site from a web server
     except OSError as exc:
         raise SiteError(f"cannot write {out}: {exc.strerror or exc}") from None
     try:
-        counts = _write(staging, found)
-        _swap(staging, out)
+        try:
+            counts = _write(staging, found)
+        except OSError as exc:  # ENOSPC, EFBIG, EIO...: the staging folder goes, nothing else
+            raise SiteError(f"cannot write {out}: {exc.strerror or exc}") from None
+        previous = check_target(out, db_path, previous)  # again: the build took seconds
+        if out.exists():
+            _copy_mode(out, staging)
+        replaced, kept = _swap(staging, out, previous)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # only ever our own staging folder
         raise
     return SiteSummary(out, counts["ops"], counts["releases"], counts["pages"], counts["files"],
-                       counts["bytes"], time.perf_counter() - started)
+                       counts["bytes"], time.perf_counter() - started, replaced, tuple(kept))
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _copy_mode(source: Path, target: Path) -> None:
+    try:
+        target.chmod(stat.S_IMODE(source.stat().st_mode))
+    except OSError:
+        pass
 
 
-def _check_target(out: Path, force: bool) -> None:
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise SiteError(f"{out} exists and is not a directory")
-    if force or (out / MARKER).is_file() or not any(out.iterdir()):
-        return
-    raise SiteError(f"{out} is not empty and holds no opregistry site; pick another "
-                    "directory or pass --force to replace it")
-
-
-def _swap(staging: Path, out: Path) -> None:
-    """Put the finished site where ``out`` is (the old one, if any, removed after)."""
+def _swap(staging: Path, out: Path, previous: PreviousSite | None) -> tuple[int, list[str]]:
+    """Put the finished site where ``out`` is; then delete the previous site's files
+    (those its manifest lists with unchanged content, nothing else). Returns how many
+    were deleted and what was left of the old folder (beside ``out``) if anything."""
     old = None
     try:
         if out.exists():
@@ -90,10 +130,23 @@ def _swap(staging: Path, out: Path) -> None:
     except OSError as exc:
         if old is not None and (old / "site").exists() and not out.exists():
             os.replace(old / "site", out)  # put the previous site back
+        if old is not None and not (old / "site").exists():
+            old.rmdir()
         raise SiteError(f"cannot write {out}: {exc.strerror or exc}") from None
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    if old is None:
+        return 0, []
+    if previous is None:  # an empty folder
+        try:
+            (old / "site").rmdir()
+            old.rmdir()
+        except OSError:  # something appeared in it during the build: keep it
+            return 0, [str(old / "site")]
+        return 0, []
+    kept = remove_previous(previous, old / "site")
+    if kept:
+        return len(previous.files), [str(old / "site" / k) for k in kept]
+    old.rmdir()
+    return len(previous.files), []
 
 
 def _write(root: Path, found: History) -> dict[str, int]:
@@ -101,12 +154,15 @@ def _write(root: Path, found: History) -> dict[str, int]:
     release_files = file_names(r.key for r in found.releases)
     data = export.export(found, {op: f"ops/{f}.html" for op, f in op_files.items()})
     written: list[Path] = []
+    hashes: dict[str, str] = {}
 
     def put(relative: str, text: str) -> None:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        data = text.encode("utf-8")
+        path.write_bytes(data)
         written.append(path)
+        hashes[relative] = digest(data)
 
     matrix = export.matrix(data, {k: f"releases/{f}.html" for k, f in release_files.items()})
     put("data/ops.json", export.as_json(data))
@@ -133,8 +189,10 @@ def _write(root: Path, found: History) -> dict[str, int]:
         put(f"diff/{release_pages.diff_file(before, after, release_files)}.html",
             release_pages.diff_page(result, a, b, op_files, release_files))
     html_pages = sum(1 for p in written if p.suffix == ".html")
-    put(MARKER, json.dumps({"generator": f"opregistry {__version__}", "schema": export.SCHEMA,
-                            "ops": len(data["ops"]), "releases": len(data["releases"]),
-                            "pages": html_pages}, indent=2) + "\n")
+    put(MANIFEST, json.dumps({"manifest": MANIFEST_SCHEMA,
+                              "generator": f"opregistry {__version__}", "schema": export.SCHEMA,
+                              "ops": len(data["ops"]), "releases": len(data["releases"]),
+                              "pages": html_pages, "files": dict(sorted(hashes.items()))},
+                             indent=1) + "\n")
     return {"ops": len(data["ops"]), "releases": len(data["releases"]), "pages": html_pages,
             "files": len(written), "bytes": sum(p.stat().st_size for p in written)}

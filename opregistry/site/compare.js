@@ -8,12 +8,14 @@
   const $ = (id) => document.getElementById(id);
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";");
   const names = Object.keys(D.ops).sort();  // code point order, as Python's sorted()
+  // own keys only: an op or release named "constructor" is not Object.prototype's
+  const own = (o, k) => (Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined);
 
   function diff(a, b) {
     const out = { added: [], removed: [], gradient: [], effective: [], inputs: [],
                   second: [], verification: [], functions: [] };
     for (const name of names) {
-      const old = D.ops[name].releases[a], now = D.ops[name].releases[b];
+      const old = own(D.ops[name].releases, a), now = own(D.ops[name].releases, b);
       if (!old && now) out.added.push(name);
       if (old && !now) out.removed.push(name);
       if (!old || !now) continue;
@@ -40,7 +42,7 @@
     return out;
   }
 
-  const link = (name, key) => `<a href="${esc(D.ops[name].page)}#r-${esc(key)}"><code>${esc(name)}</code></a>`;
+  const link = (name, key) => `<a href="${esc(own(D.ops, name).page)}#r-${esc(key)}"><code>${esc(name)}</code></a>`;
   const source = (f) => `<code>${esc(f.qualname || "")}</code>` + (f.url ? ` <a href="${esc(f.url)}" rel="noopener">source</a>` : "");
 
   function section(title, rows, headers) {

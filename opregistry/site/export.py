@@ -183,5 +183,16 @@ def as_json(data: dict[str, Any]) -> str:
 
 def as_script(name: str, data: dict[str, Any]) -> str:
     """``data`` as a script that sets ``window.NAME``: a page opened from ``file://`` may
-    load a script, but Chromium refuses it ``fetch()`` of a local JSON file."""
-    return f"window.{name}={as_json(data)};\n"
+    load a script, but Chromium refuses it ``fetch()`` of a local JSON file. The JSON is
+    parsed with ``JSON.parse``, not written as an object literal, where a key
+    ``__proto__`` (an op may be named so) would set the prototype instead of a key."""
+    text = as_json(data).replace("\\", "\\\\").replace("'", "\\'")
+    return f"window.{name}=JSON.parse('{text}');\n"
+
+
+def from_script(text: str) -> Any:
+    """The data of a script :func:`as_script` wrote (for tests and the benchmark)."""
+    import re
+
+    literal = text[text.index("JSON.parse('") + len("JSON.parse('"):text.rindex("');")]
+    return json.loads(re.sub(r"\\(.)", lambda m: m.group(1), literal))

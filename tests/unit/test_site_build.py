@@ -14,7 +14,7 @@ from opregistry.db.location import resolve
 from opregistry.errors import OpregistryError, SiteError
 from opregistry.registry.history import _records
 from opregistry.site import build_site
-from opregistry.site.export import _compact
+from opregistry.site.export import _compact, as_script, from_script
 from opregistry.site.html import file_names
 from opregistry.site.op_page import changes
 
@@ -56,13 +56,15 @@ def test_the_export_has_one_record_per_op_with_an_entry_per_release(small_db, tm
 
 def test_a_previous_site_is_replaced_and_anything_else_refused(small_db, tmp_path):
     build_site(tmp_path / "site", db=small_db)
-    (tmp_path / "site" / "stale.html").write_text("old")
-    build_site(tmp_path / "site", db=small_db)
-    assert not (tmp_path / "site" / "stale.html").exists()
+    build_site(tmp_path / "site", db=small_db)  # a previous site: replaced
+    (tmp_path / "site" / "stale.html").write_text("not ours")
+    with pytest.raises(SiteError, match=r"does not prove opregistry wrote \(stale.html\)"):
+        build_site(tmp_path / "site", db=small_db)
+    assert (tmp_path / "site" / "stale.html").read_text() == "not ours"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "thesis.tex").write_text("mine")
-    with pytest.raises(SiteError, match="holds no opregistry site"):
-        build_site(tmp_path / "other", db=small_db)
+    with pytest.raises(SiteError, match="holds no site manifest"):
+        build_site(tmp_path / "other", db=small_db, force=True)
     assert issubclass(SiteError, OpregistryError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "site"]
 
@@ -91,6 +93,13 @@ def test_file_names_are_safe_and_unique_without_case():
     names = file_names(["Foo", "foo", "a/b", "FOO", "2.10.1:tensorflow"])
     assert names == {"Foo": "Foo", "foo": "foo-2", "a/b": "a_b", "FOO": "FOO-3",
                      "2.10.1:tensorflow": "2.10.1_tensorflow"}
+
+
+def test_a_data_script_holds_its_json_exactly():
+    data = {"ops": {"__proto__": {"q": "it's \\'quoted\\' \\\\ \"and\" \u2028 </script>"}}}
+    script = as_script("X", data)
+    assert script.startswith("window.X=JSON.parse('") and "\n" not in script[:-1]
+    assert from_script(script) == data
 
 
 def test_compact_keeps_zeros_and_drops_empty_values():

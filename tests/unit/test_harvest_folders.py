@@ -1,0 +1,108 @@
+"""The folders and files a harvest writes (no TensorFlow): a cached venv is deleted
+(--rebuild-env, --discard-env, an interrupted build) only when its marker proves it
+ours; --save-json replaces only an earlier harvest document, atomically."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from documents import document, op  # tests/unit is on sys.path
+from test_site_target import snapshot
+
+from opregistry.errors import HarvestError
+from opregistry.harvest import environments
+from opregistry.harvest.environments import OWNER_MARKER, READY_MARKER, discard_venv, ensure_venv
+from opregistry.harvest.recipes import Recipe
+from opregistry.harvest.runner import _save
+
+RECIPE = Recipe(version="1", python="3.11", package="./no-such-package")  # pip refuses it
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("OPREGISTRY_CACHE", str(tmp_path / "cache"))
+    venv = environments.venv_path(RECIPE)
+    venv.parent.mkdir(parents=True)
+    (tmp_path / "outside.txt").write_text("outside")
+    return venv
+
+
+def _foreign(venv: Path) -> None:
+    venv.mkdir()
+    (venv / "thesis.tex").write_text("mine")
+
+
+def _forged_marker(venv: Path) -> None:
+    _foreign(venv)
+    (venv / OWNER_MARKER).write_text(json.dumps({"recipe": "some-other-recipe"}))
+
+
+def _garbage_marker(venv: Path) -> None:
+    _foreign(venv)
+    (venv / READY_MARKER).write_text("[1, 2")
+
+
+def _symlink(venv: Path) -> None:
+    venv.symlink_to(venv.parent.parent.parent / "outside.txt")
+
+
+@pytest.mark.parametrize("make", [_foreign, _forged_marker, _garbage_marker, _symlink])
+@pytest.mark.parametrize("how", ["discard", "rebuild", "interrupted build"])
+def test_a_venv_folder_that_is_not_ours_is_never_deleted(make, how, cache, tmp_path):
+    make(cache)
+    before = snapshot(tmp_path)
+    with pytest.raises(HarvestError, match="is not a venv opregistry built .*nothing was "
+                                           "deleted"):
+        if how == "discard":
+            discard_venv(RECIPE)
+        else:
+            ensure_venv(RECIPE, sys.executable, rebuild=how == "rebuild")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("marker", [OWNER_MARKER, READY_MARKER])
+def test_our_venv_is_discarded(marker, cache, tmp_path):
+    cache.mkdir()
+    content = {"recipe": RECIPE.name} if marker == OWNER_MARKER else RECIPE.__dict__
+    (cache / marker).write_text(json.dumps(content))
+    (cache / "bin").mkdir()
+    assert discard_venv(RECIPE) and not os.path.lexists(cache)
+    assert (tmp_path / "outside.txt").read_text() == "outside"
+
+
+def test_a_failed_build_removes_only_the_venv_it_made(cache, tmp_path):
+    with pytest.raises(HarvestError, match="installing ./no-such-package"):
+        ensure_venv(RECIPE, sys.executable)
+    assert not os.path.lexists(cache) and list(cache.parent.iterdir()) == []
+
+
+def test_save_json_replaces_an_earlier_document_and_nothing_else(tmp_path):
+    saved = tmp_path / "docs"
+    saved.mkdir()
+    first = document("2.1.0", [op("Floor", "registered")])
+    old_umask = os.umask(0o027)
+    try:
+        path = Path(_save(first, saved))
+    finally:
+        os.umask(old_umask)
+    assert path.name == "tensorflow-cpu-2.1.0.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    second = document("2.1.0", [op("Floor", "registered"), op("MatMul", "registered")])
+    _save(second, saved)  # an earlier document: replaced
+    assert json.loads(path.read_text()) == second
+    path.write_text("my notes")
+    before = snapshot(tmp_path)
+    with pytest.raises(HarvestError, match="not a harvest document is there; nothing was "
+                                           "replaced"):
+        _save(second, saved)
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(HarvestError, match="not a harvest document"):
+        _save(second, saved)
+    assert not (tmp_path / "elsewhere.json").exists()
+    assert sorted(p.name for p in saved.iterdir()) == ["tensorflow-cpu-2.1.0.json"]
+    assert before.keys() == snapshot(tmp_path).keys()
