@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -77,10 +77,10 @@ def diff_releases(
     except OpregistryError as exc:
         raise fail(exc) from None
     emit(output_file, render_changes(result, fmt, source))
-    typer.echo(
+    note(
         f"{result.before} -> {result.after}: {len(result.added)} added, "
         f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "
         f"{plural(len(result.changed_functions), 'changed gradient function')}, "
         f"{len(result.effective_transitions)} effective, {len(result.input_changes)} per-input, "
         f"{len(result.second_order_changes)} second-order and "
-        f"{plural(len(result.verification_changes), 'verification change')}", err=True)
+        f"{plural(len(result.verification_changes), 'verification change')}")

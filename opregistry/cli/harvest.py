@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
@@ -103,12 +103,12 @@ def harvest_command(
         raise fail(exc) from None
     failed = [o for o in outcomes if not o.ok]
     if len(outcomes) == 1 and failed:
-        typer.echo(f"Error: {failed[0].error}", err=True)
+        note(f"Error: {failed[0].error}")
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
     emit(output_file, render(fmt, data, data, COLUMNS))
-    typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
-               f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
+    note(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
+         f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""))
     if failed:
         raise typer.Exit(code=EXIT_USAGE if len(failed) == len(outcomes) else EXIT_FINDINGS)
 
