@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
+
+_SPECIAL = frozenset("*?[")
 
 
 class GlobError(ValueError):
     """A set in a glob that is not a valid character set (``[z-a]``)."""
 
 
+@lru_cache(maxsize=1024)
 def compile_glob(pattern: str) -> Callable[[str], bool]:
     """A function telling whether a name matches ``pattern`` (case-sensitive)."""
+    if not _SPECIAL.intersection(pattern):  # a plain name
+        return pattern.__eq__
     segments = _segments(pattern)
     try:
         compiled = [(re.compile(regex, re.DOTALL), width) for regex, width in segments]

@@ -29,6 +29,7 @@ MAX_KEY_PARTS = 32  # parts of one dotted key or table header (a policy needs 3)
 MAX_REASON = 1000  # characters of a reason
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_SPECIAL = re.compile("[\"'#\n\\[\\]{},=.]")  # what _check_shape looks at
 
 
 def find_policy_file(start: Path) -> Path | None:
@@ -116,7 +117,11 @@ def _check_shape(path: Path, text: str) -> None:
     in one pass outside strings and comments (where TOML's brackets and dots are)."""
     depth = dots = line = 0
     i, n = 0, len(text)
-    while i < n:
+    while True:
+        found = _SPECIAL.search(text, i)
+        if found is None:
+            return
+        i = found.start()
         char = text[i]
         if char in "\"'":
             quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else char
@@ -137,15 +142,12 @@ def _check_shape(path: Path, text: str) -> None:
                                   f"more than {MAX_DEPTH} deep")
         elif char in "]}":
             depth = max(depth - 1, 0)
-            _check_key(path, dots, line)
             dots = 0
-        elif char == ",":
+        elif char in ",=":
             dots = 0
-        elif char == "=":
-            _check_key(path, dots, line)
-            dots = 0
-        elif char == ".":
+        else:  # "."
             dots += 1
+            _check_key(path, dots, line)
         i += 1
 
 
@@ -158,16 +160,17 @@ def _check_key(path: Path, dots: int, line: int) -> None:
 
 
 def _string_end(text: str, i: int, quote: str) -> int:
-    """The index after the string whose body starts at ``i`` (the text's end if it
-    never closes: the parser then says what is wrong)."""
-    escapes = quote[0] == '"'
+    """The index after the string whose body starts at ``i`` (its line's or the text's
+    end if it never closes: the parser then says what is wrong)."""
+    limit = len(text)
+    if len(quote) == 1:  # a one-line string
+        newline = text.find("\n", i)
+        limit = limit if newline < 0 else newline
     while True:
-        end = text.find(quote, i)
+        end = text.find(quote, i, limit)
         if end < 0:
-            return len(text)
-        if len(quote) == 1 and "\n" in text[i:end]:  # a one-line string never spans
-            return text.index("\n", i)
-        if escapes:
+            return limit
+        if quote[0] == '"':  # escapes: a quote after an odd run of backslashes is one
             backslashes = 0
             while end - backslashes - 1 >= i and text[end - backslashes - 1] == "\\":
                 backslashes += 1
