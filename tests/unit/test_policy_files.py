@@ -277,3 +277,17 @@ def test_an_error_about_a_hostile_value_is_one_escaped_line(tmp_path, model):
                            'reason = "r"\nexpires = "x\\u001b[2J"\n')
     done = _cli("check", str(model), "--policy", str(path), cwd=tmp_path)
     _one_error(done, "op:X\\nError: forged", "'x\\x1b[2J' is not a date")
+
+
+def test_a_deleted_working_directory_is_one_line(tmp_path, model):
+    """Looking for the policy file from a working directory that is gone was a
+    FileNotFoundError traceback."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = ("import os, sys, runpy; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+              "sys.argv = ['opregistry', 'check', sys.argv[2]]; "
+              "runpy.run_module('opregistry', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", script, str(gone), str(model)],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    _one_error(done, "the working directory is gone")
