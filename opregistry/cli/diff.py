@@ -14,6 +14,7 @@ from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import diff as changes
+from opregistry.text import printable
 
 COLUMNS = ["change", "op", "before", "after", "public", "detail"]
 
@@ -57,7 +58,10 @@ def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
     rows = flat_changes(result) if rows is None else rows
     text = render(fmt, dict(result.to_dict(), changes=rows), rows, COLUMNS)
     if source and fmt == OutputFormat.table:
-        text += "".join("\n\n" + c.source_diff().rstrip("\n") for c in result.changed_functions)
+        # a diff is many lines: each one escaped, as any text from a harvest document
+        text += "".join("\n\n" + "\n".join(map(printable, c.source_diff().rstrip("\n")
+                                                .split("\n")))
+                        for c in result.changed_functions)
     return text
 
 

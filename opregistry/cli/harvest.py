@@ -12,6 +12,7 @@ from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
+from opregistry.text import printable
 
 COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced", "seconds", "error"]
 
@@ -125,7 +126,7 @@ class _Progress:
     def _draw(self, text: str) -> None:
         filled = self.WIDTH * self.finished // self.total
         line = (f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] "
-                f"{self.finished}/{self.total} {text}")
+                f"{self.finished}/{self.total} {printable(text)}")
         sys.stderr.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
         sys.stderr.flush()
 
@@ -137,7 +138,7 @@ class _Progress:
         if not outcome.ok:
             self.failed += 1
             sys.stderr.write(("\n" if self.tty else "") +
-                             f"failed: {outcome.target}: {outcome.error}\n")
+                             printable(f"failed: {outcome.target}: {outcome.error}") + "\n")
         self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
         if self.finished == self.total and self.tty:
             sys.stderr.write("\n")

@@ -382,7 +382,7 @@ def run(inputs: int, seed: int = 0, first: int = 0) -> Figures:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inputs", type=int, default=3000)
+    parser.add_argument("--inputs", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--replay", type=int, help="write this input into folder --out")

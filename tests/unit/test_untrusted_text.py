@@ -145,3 +145,21 @@ def test_an_unknown_op_error_is_escaped(tmp_path, hostile_db):
     assert done.returncode == 2
     _clean(done.stderr)
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_diff_source_escapes_each_line_of_the_diff(tmp_path):
+    """``diff --source`` prints a gradient function's name from the harvest document."""
+    db = tmp_path / "two.sqlite"
+    for version, body in (("2.20.0", "return None"), ("2.21.0", "return grad")):
+        doc = document(version, [op("Floor", "registered", "none", [("x", "none")])])
+        doc["ops"][0]["gradient"]["function"].update(
+            qualname="_FloorGrad" + HOSTILE, source_hash=version,
+            source=f"def _FloorGrad(op, grad):\n    {body}\n")
+        source = tmp_path / f"{version}.json"
+        source.write_text(json.dumps(doc))
+        assert _cli("db", "load", str(source), "--db", str(db), cwd=tmp_path).returncode == 0
+    done = _cli("diff", "2.20.0", "2.21.0", "--source", "--db", str(db), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    _clean(done.stdout)
+    assert f"# Floor: _FloorGrad{ESCAPED} in 2.21.0" in done.stdout
+    assert "+    return grad" in done.stdout.splitlines()
