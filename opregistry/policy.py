@@ -23,17 +23,24 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from opregistry.errors import PolicyError
+from opregistry.glob import GlobError, compile_glob
+from opregistry.policy_file import FILE_NAME, file_entries, find_policy_file
+from opregistry.text import printable
+
+__all__ = ["FILE_NAME", "KINDS", "MAX_PATTERN", "MAX_RULES", "Policy", "Rule",
+           "find_policy_file", "load_policy"]
 
 KINDS = ("op", "node", "target", "output")
-FILE_NAME = ".opregistry.toml"
+MAX_PATTERN = 1000  # characters of a pattern: a glob costs (name x pattern) to match
+MAX_RULES = 10_000  # rules of one policy, --ignore included
+SHOWN = 5  # rules named on stderr per kind of report before "... and N more"
+_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,19 @@ class Rule:
     reason: str
     expires: datetime.date | None = None
     origin: str = "--ignore"  # the file (and entry) it comes from
+    _match: Callable[[str], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.pattern) > MAX_PATTERN:
+            raise PolicyError(f"{printable(self.origin)}: a pattern of "
+                              f"{len(self.pattern):,} characters "
+                              f"({printable(self.pattern[:40])}...); "
+                              f"the limit is {MAX_PATTERN:,}")
+        try:
+            object.__setattr__(self, "_match", compile_glob(self.glob))
+        except GlobError as exc:
+            raise PolicyError(f"{printable(self.origin)}: pattern "
+                              f"{printable(self.pattern)}: {exc}") from None
 
     @property
     def kind(self) -> str | None:
@@ -52,15 +72,21 @@ class Rule:
     def glob(self) -> str:
         return self.pattern.split(":", 1)[1] if self.kind else self.pattern
 
+    @property
+    def exact(self) -> bool:
+        """Whether the glob is a plain name (matched by a dictionary, not a scan)."""
+        return not _GLOB_CHARS.intersection(self.glob)
+
     def expired(self, today: datetime.date) -> bool:
         return self.expires is not None and self.expires < today
 
     def matches(self, kind: str, value: str) -> bool:
-        return self.kind in (None, kind) and fnmatchcase(value, self.glob)
+        return self.kind in (None, kind) and self._match(value)
 
     def describe(self) -> str:
+        """The rule in words, control characters escaped (for stderr)."""
         until = f", expires {self.expires.isoformat()}" if self.expires else ""
-        return f"{self.pattern} ({self.reason}{until}; {self.origin})"
+        return printable(f"{self.pattern} ({self.reason}{until}; {self.origin})")
 
 
 @dataclass
@@ -69,6 +95,7 @@ class Policy:
     source: str | None = None  # the policy file, if one was read
     today: datetime.date = field(default_factory=datetime.date.today)
     used: set[Rule] = field(default_factory=set)
+    _index: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def active(self) -> list[Rule]:
@@ -82,23 +109,53 @@ class Policy:
     def unmatched(self) -> list[Rule]:
         return [r for r in self.active if r not in self.used]
 
+    def first_match(self, queries: Iterable[tuple[str, str]]) -> Rule | None:
+        """The first active rule (in order) matching any (kind, value) of ``queries``:
+        plain names through a dictionary, globs by a scan, so thousands of rules stay
+        fast."""
+        exact, globs = self._rules_index()
+        best: tuple[int, Rule] | None = None
+        for kind, value in queries:
+            for key in ((kind, value), (None, value)):
+                found = exact.get(key)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = found
+            for order, rule in globs:
+                if best is not None and order >= best[0]:
+                    break
+                if rule.matches(kind, value):
+                    best = (order, rule)
+                    break
+        return best[1] if best else None
+
+    def _rules_index(self) -> tuple[dict[tuple[str | None, str], tuple[int, Rule]],
+                                    list[tuple[int, Rule]]]:
+        key = (len(self.rules), self.today)
+        if self._index is None or self._index[0] != key:
+            exact: dict[tuple[str | None, str], tuple[int, Rule]] = {}
+            globs: list[tuple[int, Rule]] = []
+            for order, rule in enumerate(self.active):
+                if rule.exact:
+                    exact.setdefault((rule.kind, rule.glob), (order, rule))
+                else:
+                    globs.append((order, rule))
+            self._index = (key, exact, globs)
+        return self._index[1], self._index[2]
+
     def rule_for(self, outputs: Iterable[str], target: str,
                  ops: Iterable[tuple[str, str]]) -> Rule | None:
         """The rule that ignores a finding (its output names, its target, its (op type,
         node) stops), marking the rules that matched as used; None: not ignored."""
-        active = self.active
-        for rule in active:
-            if rule.matches("target", target) or any(rule.matches("output", o)
-                                                      for o in outputs):
-                self.used.add(rule)
-                return rule
+        rule = self.first_match([("target", target), *(("output", o) for o in outputs)])
+        if rule is not None:
+            self.used.add(rule)
+            return rule
         stops = list(ops)
         if not stops:
             return None
         covering: list[Rule] = []
         for op, node in stops:
-            cover = next((r for r in active if r.matches("op", op) or r.matches("node", node)),
-                         None)
+            cover = self.first_match([("op", op), ("node", node)])
             if cover is None:
                 return None
             covering.append(cover)
@@ -106,10 +163,13 @@ class Policy:
         return covering[0]
 
     def report(self) -> list[str]:
-        """Lines for stderr: the rules that expired or matched nothing."""
-        lines = [f"policy rule expired on {r.expires}, not applied: {r.describe()}"
-                 for r in self.expired]
-        lines += [f"policy rule matched nothing: {r.describe()}" for r in self.unmatched]
+        """Lines for stderr: the rules that expired or matched nothing (the first
+        ``SHOWN`` of each, then how many more)."""
+        lines = _first_few([f"policy rule expired on {r.expires}, not applied: "
+                            f"{r.describe()}" for r in self.expired],
+                           "policy rules expired")
+        lines += _first_few([f"policy rule matched nothing: {r.describe()}"
+                             for r in self.unmatched], "policy rules matched nothing")
         return lines
 
     @property
@@ -118,86 +178,44 @@ class Policy:
         return bool(self.expired or self.unmatched)
 
 
+def _first_few(lines: list[str], what: str) -> list[str]:
+    if len(lines) <= SHOWN + 1:
+        return lines
+    return lines[:SHOWN] + [f"... and {len(lines) - SHOWN:,} more {what}"]
+
+
 def load_policy(ignore: Iterable[str] = (), *, path: str | os.PathLike[str] | None = None,
                 start: Path | None = None, today: datetime.date | None = None) -> Policy:
     """The rules of ``--ignore`` (``PATTERN`` or ``PATTERN=REASON``) and of the policy
     file (``path``, else the nearest one above ``start``, default the working directory)."""
     rules = [_cli_rule(text) for text in ignore]
-    found = Path(path) if path is not None else find_policy_file(start or Path.cwd())
+    if path is not None:
+        found: Path | None = Path(path)
+    else:
+        try:
+            start = start or Path.cwd()
+        except OSError as exc:
+            raise PolicyError("cannot look for a policy file: the working directory is "
+                              f"gone ({exc.strerror or exc})") from None
+        found = find_policy_file(start)
     if found is not None:
-        rules += _file_rules(found)
+        entries = file_entries(found)
+        if len(rules) + len(entries) > MAX_RULES:
+            raise PolicyError(f"{printable(str(found))}: {len(entries):,} rules; a policy "
+                              f"has at most {MAX_RULES:,}")
+        rules += [Rule(e["pattern"].strip(), e["reason"].strip(), e["expires"],
+                       f"{found.name} ignore[{index}]") for index, e in enumerate(entries)]
+    if len(rules) > MAX_RULES:
+        raise PolicyError(f"{len(rules):,} --ignore rules; a policy has at most "
+                          f"{MAX_RULES:,}")
     return Policy(rules, str(found) if found else None, today or datetime.date.today())
-
-
-def find_policy_file(start: Path) -> Path | None:
-    for directory in [start, *start.resolve().parents]:
-        candidate = directory / FILE_NAME
-        if candidate.is_file():
-            return candidate
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and "opregistry" in _read_toml(pyproject).get("tool", {}):
-            return pyproject
-    return None
 
 
 def _cli_rule(text: str) -> Rule:
     pattern, eq, reason = text.partition("=")
     if not pattern.strip():
-        raise PolicyError(f"--ignore {text!r}: no pattern")
+        raise PolicyError(f"--ignore {printable(repr(text))}: no pattern")
     return Rule(pattern.strip(), reason.strip() if eq else "given on the command line")
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.9/3.10
-        import tomli as tomllib
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, ValueError) as exc:  # TOMLDecodeError is a ValueError
-        raise PolicyError(f"cannot read policy file {path}: {exc}") from None
-
-
-def _file_rules(path: Path) -> list[Rule]:
-    data = _read_toml(path)
-    table = data.get("tool", {}).get("opregistry", {}) if path.name == "pyproject.toml" \
-        else data
-    where = " [tool.opregistry]" if path.name == "pyproject.toml" else ""
-    unknown = set(table) - {"ignore"}
-    if unknown:
-        raise PolicyError(f"{path}:{where} unknown key {sorted(unknown)[0]!r} "
-                          "(a policy has 'ignore' rules)")
-    entries = table.get("ignore", [])
-    if not isinstance(entries, list):
-        raise PolicyError(f"{path}:{where} 'ignore' must be a list of rules")
-    return [_entry_rule(path, index, entry) for index, entry in enumerate(entries)]
-
-
-def _entry_rule(path: Path, index: int, entry: Any) -> Rule:
-    where = f"{path}: ignore[{index}]"
-    if not isinstance(entry, dict):
-        raise PolicyError(f"{where}: a rule is a table with pattern and reason")
-    unknown = set(entry) - {"pattern", "reason", "expires"}
-    if unknown:
-        raise PolicyError(f"{where}: unknown key {sorted(unknown)[0]!r}")
-    pattern, reason = entry.get("pattern"), entry.get("reason")
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise PolicyError(f"{where}: missing pattern")
-    if not isinstance(reason, str) or not reason.strip():
-        raise PolicyError(f"{where} ({pattern}): missing reason (every ignore says why)")
-    expires = entry.get("expires")
-    if isinstance(expires, str):
-        try:
-            expires = datetime.date.fromisoformat(expires)
-        except ValueError:
-            raise PolicyError(f"{where} ({pattern}): expires {expires!r} is not a date "
-                              "(YYYY-MM-DD)") from None
-    elif isinstance(expires, datetime.datetime):
-        expires = expires.date()
-    elif expires is not None and not isinstance(expires, datetime.date):
-        raise PolicyError(f"{where} ({pattern}): expires must be a date (YYYY-MM-DD)")
-    return Rule(pattern.strip(), reason.strip(), expires, f"{path.name} ignore[{index}]")
 
 
 # ------------------------------------------------------------------ applying a policy
@@ -243,10 +261,9 @@ def apply_to_changes(rows: list[dict[str, Any]], policy: Policy
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(kept, ignored) rows of an upgrade check: a change is ignored when an ``op:`` (or
     bare) rule matches its op."""
-    active = [r for r in policy.active if r.kind in (None, "op")]
     kept, ignored = [], []
     for row in rows:
-        rule = next((r for r in active if r.matches("op", str(row["op"]))), None)
+        rule = policy.first_match([("op", str(row["op"]))])
         if rule is None:
             kept.append(row)
         else:
@@ -280,7 +297,8 @@ def summary(ignored_count: int, policy: Policy, what: str = "finding") -> list[s
     """The stderr lines of a command run with a policy."""
     lines = []
     if ignored_count:
-        used = sorted({r.pattern for r in policy.used})
+        used = sorted({printable(r.pattern) for r in policy.used})
+        more = f", ... and {len(used) - SHOWN:,} more rules" if len(used) > SHOWN + 1 else ""
         lines.append(f"{ignored_count} {what}{'s' if ignored_count != 1 else ''} ignored "
-                     f"by policy: {', '.join(used)}")
+                     f"by policy: {', '.join(used[:SHOWN] if more else used)}{more}")
     return lines + policy.report()

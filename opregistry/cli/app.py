@@ -5,6 +5,7 @@ import typer
 
 from opregistry import __version__
 from opregistry.errors import OpregistryError
+from opregistry.text import printable
 
 app = typer.Typer(
     name="opregistry",
@@ -33,8 +34,14 @@ def _root(
 
 def fail(error: OpregistryError) -> typer.Exit:
     """Print one line for a library error; return the Exit to raise."""
-    typer.echo(f"Error: {error}", err=True)
+    note(f"Error: {error}")
     return typer.Exit(code=error.exit_code)
+
+
+def note(text: str) -> None:
+    """A line on stderr, with the control characters of the untrusted text in it (names
+    from a model, a policy file or a harvest document) escaped."""
+    typer.echo(printable(text), err=True)
 
 
 def load_commands() -> typer.Typer:

@@ -5,7 +5,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.diff import SourceOption
 from opregistry.cli.options import (
     DbOption,
@@ -77,7 +77,7 @@ def check_command(
         raise fail(exc) from None
     result = apply_to_check(result, policy)
     _render(fmt, result, output_file)
-    typer.echo(summary_line(result), err=True)
+    note(summary_line(result))
     report_policy(policy, len(result.ignored))
     if result.findings or (strict and (result.partial_paths or policy.stale)):
         raise typer.Exit(code=EXIT_FINDINGS)
@@ -129,7 +129,7 @@ def upgrade_check_command(
         [r for r in flat_changes(result) if r["change"] != "added"], policy)
     emit(output_file, render_changes(result, fmt, source, rows))
     missing = [r.op for r in result.removed]
-    typer.echo(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
-               f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"
-                                 if missing else ""), err=True)
+    note(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
+         f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"
+                           if missing else ""))
     report_policy(policy, len(ignored), "change")

@@ -7,7 +7,7 @@ from typing import List
 
 import typer
 
-from opregistry.cli.app import app
+from opregistry.cli.app import app, note
 from opregistry.cli.options import (
     DbOption,
     IgnoreOption,
@@ -21,6 +21,7 @@ from opregistry.cli.options import (
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
 from opregistry.formats.check import COLUMNS, finding_rows, summary_line
+from opregistry.text import printable
 
 
 def models_of(files: List[str]) -> list[str]:
@@ -52,15 +53,15 @@ def check_files_command(
         try:
             result = apply_to_check(check(model, release=release, db=db), policy)
         except OpregistryError as exc:
-            typer.echo(f"Error: {model}: {exc}", err=True)
+            note(f"Error: {model}: {exc}")
             errors += 1
             continue
         ignored += len(result.ignored)
         if result.findings or (strict and result.partial_paths):
             failed += 1
-            typer.echo(f"{model}:")
+            typer.echo(printable(f"{model}:"))
             typer.echo(render("table", None, finding_rows(result), COLUMNS))
-        typer.echo(f"{model}: {summary_line(result)}", err=True)
+        note(f"{model}: {summary_line(result)}")
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

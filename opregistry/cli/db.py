@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, List
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
@@ -43,7 +43,7 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
             location, engine = _engine(db, create=True)
             migrate.upgrade(engine, revision)
             reached = migrate.current(engine)
-        typer.echo(f"{location.describe()} is at {reached}", err=True)
+        note(f"{location.describe()} is at {reached}")
     except OpregistryError as exc:
         raise fail(exc) from None
 
@@ -57,7 +57,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
     try:
         location, engine = _engine(db, create=False, write=True)
         migrate.downgrade(engine, revision)
-        typer.echo(f"{location.describe()} is at {migrate.current(engine) or 'base'}", err=True)
+        note(f"{location.describe()} is at {migrate.current(engine) or 'base'}")
     except OpregistryError as exc:
         raise fail(exc) from None
 
@@ -80,7 +80,7 @@ def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputF
         emit(output_file, revision or "base")  # the bare revision, for scripts
     else:
         emit(output_file, render(fmt, dict(row, head=list(head)), [row], list(row)))
-    typer.echo("at head" if revision in head else f"head is {', '.join(head)}", err=True)
+    note("at head" if revision in head else f"head is {', '.join(head)}")
 
 
 @db_app.command("load")
@@ -99,8 +99,8 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
             loaded.append({"file": str(path), "release": result.release,
                            "package": result.package, "ops": result.ops,
                            "replaced": result.replaced})
-            typer.echo(f"loaded {result.release} ({result.package}): {result.ops} ops"
-                       + (" (replaced)" if result.replaced else ""), err=True)
+            note(f"loaded {result.release} ({result.package}): {result.ops} ops"
+                 + (" (replaced)" if result.replaced else ""))
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -14,6 +14,7 @@ from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import diff as changes
+from opregistry.text import printable
 
 COLUMNS = ["change", "op", "before", "after", "public", "detail"]
 
@@ -57,7 +58,10 @@ def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
     rows = flat_changes(result) if rows is None else rows
     text = render(fmt, dict(result.to_dict(), changes=rows), rows, COLUMNS)
     if source and fmt == OutputFormat.table:
-        text += "".join("\n\n" + c.source_diff().rstrip("\n") for c in result.changed_functions)
+        # a diff is many lines: each one escaped, as any text from a harvest document
+        text += "".join("\n\n" + "\n".join(map(printable, c.source_diff().rstrip("\n")
+                                                .split("\n")))
+                        for c in result.changed_functions)
     return text
 
 
@@ -77,10 +81,10 @@ def diff_releases(
     except OpregistryError as exc:
         raise fail(exc) from None
     emit(output_file, render_changes(result, fmt, source))
-    typer.echo(
+    note(
         f"{result.before} -> {result.after}: {len(result.added)} added, "
         f"{len(result.removed)} removed, {plural(len(result.transitions), 'status change')}, "
         f"{plural(len(result.changed_functions), 'changed gradient function')}, "
         f"{len(result.effective_transitions)} effective, {len(result.input_changes)} per-input, "
         f"{len(result.second_order_changes)} second-order and "
-        f"{plural(len(result.verification_changes), 'verification change')}", err=True)
+        f"{plural(len(result.verification_changes), 'verification change')}")

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     IgnoreOption,
@@ -109,7 +109,7 @@ def gradcheck_command(
         emit(output_file, gradcheck_sarif(result))
     else:
         emit(output_file, render(fmt.value, result.to_dict(), rows(result), COLUMNS))
-    typer.echo(summary(result), err=True)
+    note(summary(result))
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)

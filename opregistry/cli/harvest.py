@@ -6,12 +6,13 @@ from typing import Any, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
+from opregistry.text import printable
 
 COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced", "seconds", "error"]
 
@@ -98,8 +99,8 @@ def harvest_command(
         from opregistry.harvest.environments import cache_dir
 
         when = "before building it again" if rebuild_env else "after harvesting it"
-        typer.echo(f"{cache_dir() / 'venvs'}: deleting each release's venv {when} (only "
-                   "venvs opregistry built there)", err=True)  # say it before deleting
+        note(f"{cache_dir() / 'venvs'}: deleting each release's venv {when} (only "
+             "venvs opregistry built there)")  # say it before deleting
     try:
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(
@@ -109,13 +110,13 @@ def harvest_command(
         raise fail(exc) from None
     failed = [o for o in outcomes if not o.ok]
     if len(outcomes) == 1 and failed:
-        typer.echo(f"Error: {failed[0].error}", err=True)
+        note(f"Error: {failed[0].error}")
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
     if len(failed) < len(outcomes) or output_file is None:  # -o FILE is never written on exit 2
         emit(output_file, render(fmt, data, data, COLUMNS))
-    typer.echo(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
-               f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""), err=True)
+    note(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
+         f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""))
     if failed:
         raise typer.Exit(code=EXIT_USAGE if len(failed) == len(outcomes) else EXIT_FINDINGS)
 
@@ -132,7 +133,7 @@ class _Progress:
     def _draw(self, text: str) -> None:
         filled = self.WIDTH * self.finished // self.total
         line = (f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] "
-                f"{self.finished}/{self.total} {text}")
+                f"{self.finished}/{self.total} {printable(text)}")
         sys.stderr.write(("\r" + line.ljust(100)) if self.tty else line + "\n")
         sys.stderr.flush()
 
@@ -144,7 +145,7 @@ class _Progress:
         if not outcome.ok:
             self.failed += 1
             sys.stderr.write(("\n" if self.tty else "") +
-                             f"failed: {outcome.target}: {outcome.error}\n")
+                             printable(f"failed: {outcome.target}: {outcome.error}") + "\n")
         self._draw(f"{outcome.target}: {'ok' if outcome.ok else 'FAILED'}")
         if self.finished == self.total and self.tty:
             sys.stderr.write("\n")

@@ -12,6 +12,7 @@ from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.formats.lookup import COLUMNS, lookup_row
 from opregistry.registry import lookup as query
+from opregistry.text import printable
 
 
 def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
@@ -22,7 +23,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
     try:
         reader = open_store(db)
     except OpregistryError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(printable(f"Error: {exc}"), file=sys.stderr)
         return exc.exit_code
     try:
         for name in names:
@@ -57,8 +58,8 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
             shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
             libraries = sorted({r.library for r in result.rows if r.library})
             origin = f" (op library: {', '.join(libraries)})" if libraries else ""
-            print(f"{result.query} -> {', '.join(result.ops)}: {shown} "
-                  f"in {plural(len(releases), 'release')}{origin}", file=sys.stderr)
+            print(printable(f"{result.query} -> {', '.join(result.ops)}: {shown} "
+                            f"in {plural(len(releases), 'release')}{origin}"), file=sys.stderr)
     for error in errors:
-        print(f"Error: {error}", file=sys.stderr)
+        print(printable(f"Error: {error}"), file=sys.stderr)
     return errors[0].exit_code if errors else 0

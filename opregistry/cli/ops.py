@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -47,4 +47,4 @@ def list_ops(
     emit(output_file, render(fmt, [r.to_dict() for r in found],
                              [lookup_row(r) for r in found], COLUMNS))
     rel = found[0].release_label if found else (library or release or "latest")
-    typer.echo(f"{plural(len(found), 'op')} in {rel}", err=True)
+    note(f"{plural(len(found), 'op')} in {rel}")

@@ -62,7 +62,8 @@ def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
 
 def report_policy(policy: Any, ignored: int, what: str = "finding") -> None:
     """The policy's lines on stderr: what it ignored, rules expired or unused."""
+    from opregistry.cli.app import note
     from opregistry.policy import summary
 
     for line in summary(ignored, policy, what):
-        typer.echo(line, err=True)
+        note(line)

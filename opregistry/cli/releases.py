@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import typer
-
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -33,9 +31,8 @@ def releases(library: OptionalStr = LibraryOption, fmt: OutputFormat = FormatOpt
     emit(output_file, render(fmt, data, [_row(r) for r in found], columns))
     from_libraries = [r for r in found if r.library]
     names = ", ".join(sorted({r.library or "" for r in from_libraries}))
-    typer.echo(f"{plural(len(found), 'release')}" +
-               (f" ({len(from_libraries)} of op libraries: {names})" if from_libraries else ""),
-               err=True)
+    note(f"{plural(len(found), 'release')}" +
+         (f" ({len(from_libraries)} of op libraries: {names})" if from_libraries else ""))
 
 
 def _row(summary: query.ReleaseSummary) -> dict[str, object]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -74,6 +74,6 @@ def probe_report(
             parts.append(render(fmt, None, [{"op": op, "reason": reason}
                                             for op, reason in report.not_verified_ops]))
         emit(output_file, "\n".join(parts))
-    typer.echo(f"{report.release}: {report.probed_share:.1%} probed per input, "
-               f"{report.checked_share:.1%} of differentiable ops checked numerically, "
-               f"{report.flagged} flagged", err=True)
+    note(f"{report.release}: {report.probed_share:.1%} probed per input, "
+         f"{report.checked_share:.1%} of differentiable ops checked numerically, "
+         f"{report.flagged} flagged")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail
+from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, OptionalStr
 from opregistry.errors import OpregistryError
 from opregistry.formats import plural
@@ -28,14 +28,13 @@ def site(
     try:
         previous = site_target(out_dir, db=db)
         if previous is not None:  # say what will be deleted before deleting it
-            typer.echo(f"{previous.root}: replacing the site {previous.generator or 'opregistry'}"
-                       f" built ({plural(len(previous.files), 'file')} listed in its "
-                       "manifest)", err=True)
+            note(f"{previous.root}: replacing the site {previous.generator or 'opregistry'}"
+                 f" built ({plural(len(previous.files), 'file')} listed in its manifest)")
         built = build_site(out_dir, db=db, force=force, checked=previous)
     except OpregistryError as exc:
         raise fail(exc) from None
     for kept in built.kept:
-        typer.echo(f"kept {kept}: it appeared during the build and is not the site's", err=True)
-    typer.echo(f"{built.out_dir}: {plural(built.pages, 'page')} for "
-               f"{plural(built.ops, 'op')} in {plural(built.releases, 'release')}, "
-               f"{built.bytes / 1e6:.1f} MB in {built.seconds:.1f} s", err=True)
+        note(f"kept {kept}: it appeared during the build and is not the site's")
+    note(f"{built.out_dir}: {plural(built.pages, 'page')} for "
+         f"{plural(built.ops, 'op')} in {plural(built.releases, 'release')}, "
+         f"{built.bytes / 1e6:.1f} MB in {built.seconds:.1f} s")

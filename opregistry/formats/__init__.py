@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from opregistry.text import printable
+
 
 class OutputFormat(str, Enum):
     table = "table"
@@ -18,6 +20,9 @@ class OutputFormat(str, Enum):
 
 
 def _cell(value: Any) -> Any:
+    """A table, markdown or CSV cell: control characters of untrusted names escaped."""
+    if isinstance(value, str):
+        return printable(value)
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opregistry.text import printable
+
 
 def check_result_dot(result: Any) -> str:
     """Graphviz: per finding, the subgraph between the blocked target and the output,
@@ -35,4 +37,4 @@ def check_result_dot(result: Any) -> str:
 
 
 def _dot_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    return printable(text.replace("\\", "\\\\").replace('"', '\\"'))

@@ -79,11 +79,14 @@ def unified_diff(op: str, before: tuple[str, str | None, Any],
     ``after`` are (release, source text or None, GradientFunctionInfo)."""
     import difflib
 
+    from opregistry.text import printable
+
     lines = []
     for release, _text, info in (before, after):
         url = source_url(release, info.source_file, info.line) if info else None
-        lines.append(f"# {op}: {info.qualname if info else '?'} in {release}"
-                     + (f" ({url})" if url else ""))
+        # one header line whatever the harvest document's names hold
+        lines.append(printable(f"# {op}: {info.qualname if info else '?'} in {release}"
+                               + (f" ({url})" if url else "")))
     if before[1] is None or after[1] is None:
         missing = [r for r, text, _ in (before, after) if text is None]
         lines.append(f"# source not harvested for {', '.join(missing)} (harvest it again "

@@ -1,7 +1,9 @@
 """A fuzzer of harvest documents: valid documents mutated by Hypothesis (values replaced by
-any JSON, keys deleted or added, list items duplicated), each validated and loaded into a
-real SQLite file. A run passes when every document is either refused with one
-DocumentError or loads, and the database stays sound.
+any JSON, including strings with terminal escapes, newlines and bidi overrides; keys
+deleted or added; list items duplicated), each validated and loaded into a real SQLite
+file. A run passes when every document is either refused with one DocumentError whose
+message is one escaped line, and the database saw no commit (SQLite's data_version,
+read by a second connection, is unchanged), or loads; and the database stays sound.
 
     python tests/unit/fuzz_documents.py --examples 100000   # a maintainer's long run
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sqlite3
 import sys
 import tempfile
@@ -29,6 +32,8 @@ from opregistry.db.engine import make_engine  # noqa: E402
 from opregistry.db.loader import load  # noqa: E402
 from opregistry.db.location import resolve  # noqa: E402
 from opregistry.errors import DocumentError  # noqa: E402
+
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # raw on a terminal
 
 
 def base() -> dict[str, Any]:
@@ -62,7 +67,8 @@ _SCALARS = (st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) |
             st.floats(allow_nan=True, allow_infinity=True) |
             st.text(max_size=40) |
             st.sampled_from(["registered", "none", "gradient", "2.21.0", "Floor", "DT_FLOAT",
-                             "", "x" * 300, "\ud800", "tf.floor"]))
+                             "", "x" * 300, "\ud800", "tf.floor", "F\x1b[31mloor",
+                             "x\nError: forged", "\u202eroolF", "tf.\x1b]0;t\x07x"]))
 JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) |
                     st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
 MUTATION = st.tuples(st.sampled_from(["replace", "delete", "add", "duplicate"]),
@@ -95,13 +101,16 @@ class Figures:
     loaded: int = 0
     failures: list[str] = field(default_factory=list)  # anything but DocumentError
     seconds: float = 0.0
+    kept: list[dict[str, Any]] = field(default_factory=list)  # the first documents
 
     def line(self) -> str:
         return (f"{self.documents} documents: {self.refused} refused with one DocumentError, "
                 f"{self.loaded} loaded, {len(self.failures)} failures, {self.seconds:.1f} s")
 
 
-def run(examples: int) -> Figures:
+def run(examples: int, keep: int = 0) -> Figures:
+    """Validate and load ``examples`` documents; the first ``keep`` are kept (for the
+    command-line tier)."""
     figures = Figures()
     started = time.monotonic()
     # on tmpfs where there is one: a load per valid document, without waiting for fsync
@@ -111,6 +120,7 @@ def run(examples: int) -> Figures:
         engine = make_engine(resolve(path), create=True)
         load(engine, base())
         pristine = base()
+        watcher = sqlite3.connect(path)  # sees every commit of the loader's connection
 
         # derandomized: a run is a function of the strategies alone, the same in CI
         @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
@@ -119,10 +129,16 @@ def run(examples: int) -> Figures:
         def one(mutations: list[tuple[str, int, Any]]) -> None:
             doc = mutate(copy.deepcopy(pristine), mutations)
             figures.documents += 1
+            if len(figures.kept) < keep:
+                figures.kept.append(copy.deepcopy(doc))
+            version = watcher.execute("PRAGMA data_version").fetchone()[0]
             try:
                 load(engine, doc)
-            except DocumentError:
+            except DocumentError as exc:
                 figures.refused += 1
+                if watcher.execute("PRAGMA data_version").fetchone()[0] != version:
+                    figures.failures.append(f"refused but committed: {exc} <- "
+                                            f"{mutations!r}"[:400])
                 return
             except Exception as exc:  # the finding: anything else is a defect
                 figures.failures.append(f"{type(exc).__name__}: {exc} <- {mutations!r}"[:400])
@@ -130,6 +146,7 @@ def run(examples: int) -> Figures:
             figures.loaded += 1
 
         one()
+        watcher.close()
         engine.dispose()
         with sqlite3.connect(path) as conn:
             if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":

@@ -1,10 +1,19 @@
 """The document fuzzer at CI size: 2,000 mutated harvest documents, each refused with one
-DocumentError or loaded into a real SQLite file; never anything else."""
+DocumentError (and no commit) or loaded into a real SQLite file; never anything else.
+The first 10 also go through ``opregistry db load``: exit 0, or 2 with exactly one
+escaped ``Error:`` line and the database file untouched."""
 from __future__ import annotations
 
-from fuzz_documents import run  # tests/unit is on sys.path
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+from fuzz_documents import UNSAFE, base, run  # tests/unit is on sys.path
 
 EXAMPLES = 2000
+CLI_DOCUMENTS = 10
 
 
 def test_two_thousand_mutated_documents_are_refused_or_loaded_never_a_traceback():
@@ -13,3 +22,29 @@ def test_two_thousand_mutated_documents_are_refused_or_loaded_never_a_traceback(
     assert not figures.failures, "\n".join(figures.failures[:10])
     # the fuzzer exercises both sides: a run that only refuses proves little
     assert figures.refused > EXAMPLES // 10 and figures.loaded > EXAMPLES // 10, figures.line()
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_mutated_documents_through_db_load(tmp_path):
+    documents = run(CLI_DOCUMENTS, keep=CLI_DOCUMENTS).kept
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    db = tmp_path / "fuzz.sqlite"
+    outcomes = set()
+    for index, doc in enumerate([base(), *documents]):
+        path = tmp_path / f"doc{index}.json"
+        path.write_text(json.dumps(doc))
+        before = _digest(db) if db.exists() else None
+        done = subprocess.run([sys.executable, "-m", "opregistry", "db", "load", str(path),
+                               "--db", str(db)], capture_output=True, text=True, env=env,
+                              timeout=120)
+        what = f"document {index}: {done.stderr[-400:]}"
+        assert done.returncode in (0, 2) and "Traceback" not in done.stderr, what
+        assert not UNSAFE.search(done.stderr.replace("\n", "")), what
+        if done.returncode == 2:
+            assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, what
+            assert _digest(db) == before, what  # nothing half-written
+        outcomes.add(done.returncode)
+    assert outcomes == {0, 2}

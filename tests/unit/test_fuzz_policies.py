@@ -1,0 +1,54 @@
+"""The policy-file fuzzer at CI size (fixed seed 0): 600 mutated policy files, each
+loaded or refused with one PolicyError within 2 s of CPU, every stderr line escaped and
+short; the first 20 also through ``opregistry check --policy`` (exit 0/1, or 2 with
+exactly one ``Error:`` line). No TensorFlow."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from fuzz_policies import UNSAFE, make_input, run  # tests/unit is on sys.path
+
+from opregistry.model.readers import _schema
+
+INPUTS = 600
+CLI_INPUTS = 20
+
+
+def test_six_hundred_mutated_policy_files_load_or_are_refused_in_time():
+    figures = run(INPUTS)
+    assert figures.inputs == INPUTS
+    assert not figures.failures, "\n".join(f[:300] for f in figures.failures[:10])
+    # both sides exercised: a run that only refuses proves little
+    assert figures.loaded > INPUTS // 20 and figures.refused > INPUTS // 2, figures.line()
+
+
+def _blocked_model(path):
+    graph = _schema.message_classes()["GraphDef"]()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = _schema.DT_FLOAT
+    node = graph.node.add(name="r", op="Round", input=["x"])
+    node.attr["T"].type = _schema.DT_FLOAT
+    path.write_bytes(graph.SerializeToString())
+    return path
+
+
+def test_mutated_policy_files_through_the_command_line(tmp_path):
+    model = _blocked_model(tmp_path / "m.pb")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for index in range(CLI_INPUTS):
+        name, data, labels = make_input(0, index)
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        (folder / name).write_bytes(data)
+        done = subprocess.run([sys.executable, "-m", "opregistry", "check", str(model),
+                               "--policy", str(folder / name)], capture_output=True,
+                              text=True, env=env, timeout=120)
+        what = f"input {index} ({', '.join(labels)}): {done.stderr[-500:]}"
+        assert done.returncode in (0, 1, 2), what
+        assert "Traceback" not in done.stderr, what
+        if done.returncode == 2:
+            assert done.stderr.count("Error:") == 1 and len(done.stderr.splitlines()) == 1, what
+        assert not any(UNSAFE.search(line) for line in done.stderr.splitlines()), what
+        assert len(done.stderr.splitlines()) <= 14, what
