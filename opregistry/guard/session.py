@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from dataclasses import replace
 from typing import Any
@@ -40,6 +41,8 @@ class Session:
         self.cache = GraphCache()
         self.calls = 0  # gradient calls seen
         self.on_raise: Any = None  # called before NonDifferentiableError leaves a hook
+        # a program-wide guard hears every thread: one call analysed at a time
+        self._lock = threading.RLock()
 
     @property
     def facts(self) -> Facts:
@@ -51,6 +54,11 @@ class Session:
                 result: Any, log: eager.EagerLog | None) -> None:
         """One gradient call: every source without a gradient, or whose gradient the
         facts say is identically zero, handed to the policy."""
+        with self._lock:
+            self._inspect(call, site, target, sources, result, log)
+
+    def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
+                 result: Any, log: eager.EagerLog | None) -> None:
         tf = sys.modules["tensorflow"]
         self.calls += 1
         targets = [t for t in tf.nest.flatten(target) if t is not None]
