@@ -65,8 +65,10 @@ class Session:
         flat_sources = tf.nest.flatten(sources)
         results = tf.nest.flatten(result)
         names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
-        nones = [r is None for r in results] if len(results) == len(names) else \
-            [False] * len(names)
+        # what TF returned for each source, by fact: "none", "zero", "nonzero", or
+        # "unknown" (a symbolic gradient whose value only a run would tell)
+        facts = [gradient_fact(tf, r) for r in results] if len(results) == len(names) \
+            else ["unknown"] * len(names)
         from tensorflow.python.framework.ops import EagerTensor
 
         symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
@@ -78,8 +80,9 @@ class Session:
         else:  # an eager tape entered before the guard was: nothing recorded
             verdicts, loss, loss_site = {}, "the target", None
         found = []
-        for name, none in zip(names, nones):
-            lost = self._lost(name, none, verdicts.get(name), call, site, loss, loss_site)
+        for name, fact in zip(names, facts):
+            lost = self._lost(name, fact, symbolic, verdicts.get(name), call, site, loss,
+                              loss_site)
             if lost is not None and "'" in loss:  # "Mean 'Mean'": output: rules name it
                 lost = replace(lost, loss_node=loss.split("'")[1])
             if lost is not None:
@@ -87,15 +90,20 @@ class Session:
         if found:
             self.policy.handle(found)
 
-    def _lost(self, name: str, none: bool, verdict: Verdict | None, call: str,
-              site: Site | None, loss: str, loss_site: Site | None) -> Lost | None:
+    def _lost(self, name: str, fact: str, symbolic: bool, verdict: Verdict | None,
+              call: str, site: Site | None, loss: str, loss_site: Site | None
+              ) -> Lost | None:
+        """What TF returned decides whether anything is reported (None, or all zeros);
+        the analysis only explains it. A traced gradient has no value yet: there the
+        analysis of the whole graph says it is zero, unless its static value says not."""
         status = verdict.status if verdict else None
         stops = verdict.stops if verdict else ()
-        if none:
+        if fact == "none":
             kind = {"blocked": "none", "unrelated": "unrelated", "gradient": "unexplained"
-                    }.get(status or "", "unrecorded")
-        elif status == "blocked" and any(s.reason != "unknown_op" for s in stops):
-            kind = "zero"  # TF computes a gradient; the facts say it is zero
+                    }.get(status or "", "unrelated" if symbolic else "unrecorded")
+        elif status == "blocked" and any(s.reason != "unknown_op" for s in stops) and \
+                (fact == "zero" or (fact == "unknown" and symbolic)):
+            kind = "zero"  # TF computes a gradient, and it is zero
         else:
             return None
         return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description)
@@ -128,11 +136,16 @@ class Session:
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
-        unseen = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
-                  if graphs.variable_of(s) is not None and
-                  getattr(graphs.variable_of(s).handle, "_id", -1) not in log.producer]
-        reads = eager.unseen_reads(log, [v for _, v in unseen])
-        data, bound = eager.graph_def(tf, log, {slot: [unseen[k][0] for k in found]
+        # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
+        # every variable, seen elsewhere in the record or not, matched by value
+        held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
+                if graphs.variable_of(s) is not None]
+        handles = {}
+        for k, var in held:
+            ref = log.producer.get(getattr(var.handle, "_id", -1))
+            handles[k] = log.tensor_name(ref) if ref is not None else f"variable_{k}"
+        reads = eager.unseen_reads(log, [v for _, v in held])
+        data, bound = eager.graph_def(tf, log, {slot: [handles[held[k][0]] for k in found]
                                                 for slot, found in reads.items()})
         model = graphs.graph_def_model(tf, data)
         eager.bind_eager_custom_gradients(tf, model, bound)
@@ -171,3 +184,19 @@ class Session:
 
     def summary(self) -> str:
         return self.policy.summary()
+
+
+def gradient_fact(tf: Any, gradient: Any) -> str:
+    """``none``, ``zero`` (every element 0), ``nonzero``, or ``unknown`` (symbolic)."""
+    if gradient is None:
+        return "none"
+    values = getattr(gradient, "values", gradient)  # IndexedSlices: their values
+    try:
+        array = values.numpy()
+    except (AttributeError, TypeError, ValueError):  # symbolic: a constant, maybe
+        array = tf.get_static_value(values)
+        if array is None:
+            return "unknown"
+    import numpy as np
+
+    return "nonzero" if np.any(np.asarray(array) != 0) else "zero"
