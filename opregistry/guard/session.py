@@ -17,19 +17,19 @@ EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
 
 
 class GraphCache:
-    """Verdicts per graph (dropped with the graph) and call in it, and per structure
-    of an eager record."""
+    """Per graph (dropped with the graph): its parse so far and the verdicts per call
+    in it; and the verdicts per structure of an eager record."""
 
     def __init__(self) -> None:
-        self._by_graph: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
-            weakref.WeakKeyDictionary()
+        self._by_graph: weakref.WeakKeyDictionary[
+            Any, tuple[graphs.GraphState, dict[Any, Any]]] = weakref.WeakKeyDictionary()
         self.eager: dict[Any, Any] = {}
 
-    def for_graph(self, graph: Any) -> dict[Any, Any]:
+    def for_graph(self, graph: Any) -> tuple[graphs.GraphState, dict[Any, Any]]:
         try:
-            return self._by_graph.setdefault(graph, {})
+            return self._by_graph.setdefault(graph, (graphs.GraphState(), {}))
         except TypeError:  # not weakly referenceable: keep nothing
-            return {}
+            return graphs.GraphState(), {}
 
 
 class Session:
@@ -111,10 +111,10 @@ class Session:
     def _graph_verdicts(self, tf: Any, targets: list[Any], sources: list[Any],
                         names: list[str]) -> tuple[dict[str, Verdict], str, Site | None]:
         graph = targets[0].graph
-        key = (tuple(t.name for t in targets), tuple(names), len(graph.get_operations()))
-        cache = self.cache.for_graph(graph)
+        key = (tuple(t.name for t in targets), tuple(names), graph.version)
+        state, cache = self.cache.for_graph(graph)
         if key not in cache:
-            model = graphs.graph_call_model(tf, graph, targets, sources, names)
+            model = graphs.graph_call_model(tf, state, graph, targets, sources, names)
             cache[key] = graphs.judge(model, self.facts, graphs.graph_site_of(graph))
         loss = targets[0].op
         return cache[key], f"{loss.type} '{loss.name}'", traceback_site(loss)
