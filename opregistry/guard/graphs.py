@@ -162,8 +162,9 @@ def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
     """Bind the tf.custom_gradient ops among the newly parsed ones (in the graph or in
     its new functions) to their traced gradient functions, as ``check`` binds a live
     object's (``traced.bind_custom_gradients``), each op type traced once."""
-    from opregistry.model.readers.savedmodel import function_from_def
     from tensorflow.python.framework import ops as tf_ops
+
+    from opregistry.model.readers.savedmodel import function_from_def
 
     model = state.model
     assert model is not None
