@@ -240,6 +240,58 @@ def ancestors(nodes: dict[str, Any], start: list[str]) -> dict[str, Any]:
     return kept
 
 
+def outside_tape(targets: list[Any], source: Any, spans: list[Any]) -> list[Any]:
+    """The ops, computed while the tape did not record (``spans``: [graph, ops
+    before, ops after] of each stretch it did), whose results the recorded ops leading to
+    ``targets`` read and which depend on ``source``: where the tape's record of the
+    path from ``source`` ends. Empty when there is none."""
+    graph = targets[0].graph
+    var = variable_of(source)
+    if var is not None:
+        captured = {id(external): internal for external, internal in _captures(graph)}
+        tensor = captured.get(id(var.handle), var.handle if _graph_of(var.handle) is graph
+                              else None)
+    else:
+        tensor = source if _graph_of(source) is graph else None
+    if tensor is None:
+        return []
+    stretches = [(start, end) for g, start, end in spans if g is graph]
+    order = {op.name: k for k, op in enumerate(graph.get_operations())}
+
+    def recorded(op: Any) -> bool:
+        k = order.get(op.name, -1)
+        return any(start <= k and (end is None or k < end) for start, end in stretches)
+
+    boundary: dict[str, Any] = {}
+    seen: set[str] = set()
+    pending = [t.op for t in targets]
+    while pending:
+        op = pending.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if not recorded(op):
+            boundary[op.name] = op
+            continue
+        pending.extend(t.op for t in op.inputs)
+    return [op for _, op in sorted(boundary.items()) if _reads(op, tensor.op)]
+
+
+def _reads(op: Any, wanted: Any) -> bool:
+    """Whether ``op`` depends on ``wanted`` along data edges."""
+    seen: set[str] = set()
+    pending = [op]
+    while pending:
+        current = pending.pop()
+        if current is wanted:
+            return True
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        pending.extend(t.op for t in current.inputs)
+    return False
+
+
 def _captures(graph: Any) -> list[tuple[Any, Any]]:
     try:
         return list(graph.captures)

@@ -16,6 +16,10 @@ from opregistry.guard.eager import EagerLog
 from opregistry.guard.sites import call_site, user_frame_site
 
 _LOG_ATTR = "_opregistry_guard_log"
+# in a graph (a tf.function tracing): [graph, ops before, ops at the end or None] per
+# stretch while the tape recorded (counts of the graph's ops, which are kept in the
+# order of their creation); ops outside them are not on the tape
+_SPANS_ATTR = "_opregistry_guard_spans"
 
 
 class _State(threading.local):
@@ -213,7 +217,9 @@ def _stop_callback() -> None:
 def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
     def __enter__(self: Any) -> Any:
         result = original(self)
-        if session_here() is not None and not _state.busy and _executing_eagerly():
+        if session_here() is not None and not _state.busy and not _executing_eagerly():
+            _open_span(self)
+        elif session_here() is not None and not _state.busy:
             # a persistent tape entered again records on: so does its record
             log = getattr(self, _LOG_ATTR, None) or EagerLog()
             setattr(self, _LOG_ATTR, log)
@@ -226,6 +232,7 @@ def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
     def __exit__(self: Any, *exc: Any) -> Any:
+        _close_span(self)
         log = getattr(self, _LOG_ATTR, None)
         state = _thread_state()
         if log is not None and log in state.logs:
@@ -248,14 +255,37 @@ def _pausing(original: Callable[..., Any]) -> Callable[..., Any]:
         paused = log.paused if log is not None else False
         if log is not None:
             log.paused = True
+        spanned = _close_span(self)
         try:
             with original(self):
                 yield
         finally:
             if log is not None:
                 log.paused = paused
+            if spanned:
+                _open_span(self)
 
     return stop_recording
+
+
+def _open_span(tape: Any) -> None:
+    from tensorflow.python.framework import ops
+
+    graph = ops.get_default_graph()
+    spans = getattr(tape, _SPANS_ATTR, None)
+    if spans is None:
+        spans = []
+        setattr(tape, _SPANS_ATTR, spans)
+    spans.append([graph, len(graph.get_operations()), None])
+
+
+def _close_span(tape: Any) -> bool:
+    """Ends the tape's open stretch, if any; whether there was one."""
+    spans = getattr(tape, _SPANS_ATTR, None)
+    if spans and spans[-1][2] is None:
+        spans[-1][2] = len(spans[-1][0].get_operations())
+        return True
+    return False
 
 
 def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -295,7 +325,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
             result = original(*args, **kwargs)
             if is_tape:
                 tape, target, sources = _tape_args(args, kwargs)
-                log = getattr(tape, _LOG_ATTR, None)
+                log = getattr(tape, _LOG_ATTR, None) or getattr(tape, _SPANS_ATTR, None)
             else:
                 tape, log = None, None
                 target = kwargs.get("ys", args[0] if args else None)

@@ -10,10 +10,14 @@ from typing import Any
 from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.policy import GuardPolicy, Lost
+from opregistry.guard.policy import GuardPolicy, Lost, StopSite
 from opregistry.guard.sites import Site, traceback_site
 
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
+EAGER_UNRELATED = ("nothing the tape recorded reads it; if the loss uses it through a "
+                   "tensor computed before the tape was entered, the tape cannot "
+                   "differentiate through that tensor: compute it inside the tape (under "
+                   "tf.function the guard names the line)")
 
 
 class GraphCache:
@@ -51,14 +55,16 @@ class Session:
         return self._facts
 
     def inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                result: Any, log: eager.EagerLog | None) -> None:
+                result: Any, log: Any) -> None:
         """One gradient call: every source without a gradient, or whose gradient the
-        facts say is identically zero, handed to the policy."""
+        facts say is identically zero, handed to the policy. ``log``: what the hooks
+        kept of the tape, the EagerLog of its ops run eagerly, or in a graph the
+        stretches of op ids while it recorded (or None)."""
         with self._lock:
             self._inspect(call, site, target, sources, result, log)
 
     def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                 result: Any, log: eager.EagerLog | None) -> None:
+                 result: Any, log: Any) -> None:
         tf = sys.modules["tensorflow"]
         self.calls += 1
         targets = [t for t in tf.nest.flatten(target) if t is not None]
@@ -74,21 +80,42 @@ class Session:
         symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
         if symbolic:
             verdicts, loss, loss_site = self._graph_verdicts(tf, targets, flat_sources, names)
-        elif log is not None:
+        elif isinstance(log, eager.EagerLog):
             verdicts, loss, loss_site = self._eager_verdicts(tf, log, targets, flat_sources,
                                                              names)
         else:  # an eager tape entered before the guard was: nothing recorded
             verdicts, loss, loss_site = {}, "the target", None
         found = []
-        for name, fact in zip(names, facts):
-            lost = self._lost(name, fact, symbolic, verdicts.get(name), call, site, loss,
-                              loss_site)
+        for source, name, fact in zip(flat_sources, names, facts):
+            verdict = verdicts.get(name)
+            if symbolic and isinstance(log, list) and fact == "none" and verdict and \
+                    verdict.status == "gradient":  # the graph has a path, the tape not
+                verdict = self._outside_tape(targets, source, log) or verdict
+            lost = self._lost(name, fact, symbolic, verdict, call, site, loss, loss_site)
+            if lost is not None and lost.kind == "unrelated" and not symbolic and \
+                    graphs.variable_of(source) is not None:
+                lost = replace(lost, hint=EAGER_UNRELATED)
             if lost is not None and "'" in loss:  # "Mean 'Mean'": output: rules name it
                 lost = replace(lost, loss_node=loss.split("'")[1])
             if lost is not None:
                 found.append(lost)
         if found:
             self.policy.handle(found)
+
+    def _outside_tape(self, targets: list[Any], source: Any, spans: list[Any]
+                      ) -> Verdict | None:
+        """The tensors the loss read that were computed while the tape was not
+        recording (before it was entered, or under stop_recording) and that depend
+        on ``source``: where its gradient stops, with the lines that computed them."""
+        found = graphs.outside_tape(targets, source, spans)
+        if not found:
+            return None
+        why = ("outside_tape: computed while the tape was not recording (before it was "
+               "entered, or under stop_recording), so the tape has no record of it and "
+               "no gradient flows back through it: compute it inside the tape")
+        return Verdict("blocked", tuple(
+            StopSite(op.type, op.name, "outside_tape", why, traceback_site(op))
+            for op in found))
 
     def _lost(self, name: str, fact: str, symbolic: bool, verdict: Verdict | None,
               call: str, site: Site | None, loss: str, loss_site: Site | None
