@@ -1,10 +1,11 @@
 """``opregistry.guard``: a warning at the moment a gradient goes missing.
 
-``with opregistry.guard():`` (or ``opregistry.guard.install()`` for a whole program)
-wraps TensorFlow's gradient calls; every source or trainable variable that gets no
-gradient, or one the facts say is identically zero, is named with the ops where its
-paths stop and the lines that created them. Importing this module does not import
-TensorFlow: installing a guard does.
+``with opregistry.guard():`` (the calls of this thread) or ``opregistry.guard.install()``
+(every thread without a guard of its own) wraps TensorFlow's gradient calls; every
+source or trainable variable that TF gives no gradient, or an identically zero one the
+facts explain, is named with the ops where its paths stop and the lines that created
+them. Guards start and stop in any order; TensorFlow is patched while any runs.
+Importing this module does not import TensorFlow: starting a guard does.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ Keras 3 and tf-keras ``fit``, ``train_on_batch`` and custom ``train_step`` all c
 it), and ``tf.gradients``. Entering a tape eagerly starts an op record for it. In a
 tf.function the hook runs only while the function traces, so a traced train step
 costs nothing per step; the analysis of a graph is kept per (graph, call).
+TensorFlow is patched while any guard runs; each call goes to the guard of its thread
+(``session_here``).
 """
 from __future__ import annotations
 

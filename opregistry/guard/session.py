@@ -13,6 +13,7 @@ from opregistry.guard.graphs import Verdict
 from opregistry.guard.policy import GuardPolicy, Lost, StopSite
 from opregistry.guard.sites import Site, traceback_site
 
+_UNKNOWN = object()  # a result that does not line up with the sources
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
 EAGER_UNRELATED = ("nothing the tape recorded reads it; if the loss uses it through a "
                    "tensor computed before the tape was entered, the tape cannot "
@@ -71,10 +72,8 @@ class Session:
         flat_sources = tf.nest.flatten(sources)
         results = tf.nest.flatten(result)
         names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
-        # what TF returned for each source, by fact: "none", "zero", "nonzero", or
-        # "unknown" (a symbolic gradient whose value only a run would tell)
-        facts = [gradient_fact(tf, r) for r in results] if len(results) == len(names) \
-            else ["unknown"] * len(names)
+        # what TF returned for each source (its values read only where it matters)
+        returned = results if len(results) == len(names) else [_UNKNOWN] * len(names)
         from tensorflow.python.framework.ops import EagerTensor
 
         symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
@@ -86,12 +85,13 @@ class Session:
         else:  # an eager tape entered before the guard was: nothing recorded
             verdicts, loss, loss_site = {}, "the target", None
         found = []
-        for source, name, fact in zip(flat_sources, names, facts):
+        for source, name, gradient in zip(flat_sources, names, returned):
             verdict = verdicts.get(name)
-            if symbolic and isinstance(log, list) and fact == "none" and verdict and \
+            if symbolic and isinstance(log, list) and gradient is None and verdict and \
                     verdict.status == "gradient":  # the graph has a path, the tape not
                 verdict = self._outside_tape(targets, source, log) or verdict
-            lost = self._lost(name, fact, symbolic, verdict, call, site, loss, loss_site)
+            lost = self._lost(name, gradient, symbolic, verdict, call, site, loss,
+                              loss_site)
             if lost is not None and lost.kind == "unrelated" and not symbolic and \
                     graphs.variable_of(source) is not None:
                 lost = replace(lost, hint=EAGER_UNRELATED)
@@ -117,7 +117,7 @@ class Session:
             StopSite(op.type, op.name, "outside_tape", why, traceback_site(op))
             for op in found))
 
-    def _lost(self, name: str, fact: str, symbolic: bool, verdict: Verdict | None,
+    def _lost(self, name: str, gradient: Any, symbolic: bool, verdict: Verdict | None,
               call: str, site: Site | None, loss: str, loss_site: Site | None
               ) -> Lost | None:
         """What TF returned decides whether anything is reported (None, or all zeros);
@@ -125,6 +125,9 @@ class Session:
         analysis of the whole graph says it is zero, unless its static value says not."""
         status = verdict.status if verdict else None
         stops = verdict.stops if verdict else ()
+        fact = "none" if gradient is None else "unknown"
+        if gradient is not None and gradient is not _UNKNOWN and status == "blocked":
+            fact = gradient_fact(sys.modules["tensorflow"], gradient)
         if fact == "none":
             kind = {"blocked": "none", "unrelated": "unrelated", "gradient": "unexplained"
                     }.get(status or "", "unrelated" if symbolic else "unrecorded")
