@@ -104,3 +104,20 @@ def test_keras_model_with_relu_and_a_rounded_head(compiled):
     assert facts["rounding"] == "none" and list(lost) == ["rounding"]
     hidden_kernel = tf.convert_to_tensor(step()[0]).numpy()
     assert (hidden_kernel == 0).any() and (hidden_kernel != 0).any()  # ReLU: in places
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
+def test_a_variable_passed_straight_to_an_op_is_on_the_eager_record(compiled):
+    """``tf.maximum(v, w)`` reads ``v`` in TF's C fast path, unseen by the op
+    callback, while ``tf.sign(v)`` is seen: the record must still have both paths, so
+    all zeros here (v < w everywhere) come from a live op, as traced: not a finding."""
+    v = tf.Variable([[0.1, -0.2, 0.3]], name="under")
+    w = tf.Variable([[0.5, 0.1, 0.4]], name="over")
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.sign(v) + tf.maximum(v, w))
+        return tape.gradient(loss, [v, w])
+
+    facts, lost = _check_against_tf(step, ["under", "over"], compiled)
+    assert facts == {"under": "zero", "over": "nonzero"} and lost == {}
