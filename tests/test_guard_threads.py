@@ -166,3 +166,47 @@ def test_program_wide_guard_hears_threads_without_their_own_and_is_removed_every
     assert seen["late"] is not None and not seen["late"].numpy().any()  # Sign: zeros
     assert seen["callbacks"] == []  # taken out of the other thread's list too
     assert _originals() == BEFORE
+
+
+def test_keras_fit_with_a_gradient_guard_beside_a_guarded_eager_loop():
+    """Keras 3 ``fit`` with ``GradientGuard(action="raise")`` in one thread; a warn
+    guard over an eager loop that loses a gradient in another: the fit's guard hears
+    only the fit (its model is correct: nothing raised), the loop's only the loop."""
+    import keras
+    import numpy as np
+
+    from opregistry.keras import GradientGuard
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"),
+                              keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    y = np.ones((64, 1), "float32")
+    callback = GradientGuard(action="raise", summary=False)
+    started = threading.Barrier(2)
+    results: dict = {}
+    errors: list = []
+
+    class Wait(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            started.wait(60)  # the loop's guard is on while fit runs
+
+    def fit():
+        try:
+            model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[callback, Wait()])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        thread.start()
+        _run_guarded("beside_fit", tf.floor, "warn", False, started, results)
+        thread.join(120)
+    assert errors == []
+    assert callback.guard.lost == [] and callback.guard.session.calls >= 1
+    guard, raised, grads = results["beside_fit"]
+    assert raised == 0 and all(g[0] is None and g[1] is not None for g in grads)
+    assert [x.target for x in guard.lost] == ["variable 'beside_fit'"]
+    assert _originals() == BEFORE
