@@ -77,7 +77,11 @@ def add(session: Any, program_wide: bool = False) -> list[Any]:
     owner = _program if program_wide else _state.sessions
     with _lock:
         if not _running:
-            _patch_tensorflow()
+            try:
+                _patch_tensorflow()
+            except BaseException:  # no TensorFlow, say: nothing half-patched stays
+                _unpatch_tensorflow()
+                raise
         owner.append(session)
         _running.append((session, owner))
     return owner
