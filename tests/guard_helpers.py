@@ -26,6 +26,6 @@ def no_guard_left_behind():
     yield
     from opregistry.guard import hooks
 
-    leaked = hooks._session is not None
+    leaked = hooks.active()
     hooks.uninstall()
     assert not leaked, "this test left opregistry.guard installed"

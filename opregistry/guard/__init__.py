@@ -1,10 +1,11 @@
 """``opregistry.guard``: a warning at the moment a gradient goes missing.
 
-``with opregistry.guard():`` (or ``opregistry.guard.install()`` for a whole program)
-wraps TensorFlow's gradient calls; every source or trainable variable that gets no
-gradient, or one the facts say is identically zero, is named with the ops where its
-paths stop and the lines that created them. Importing this module does not import
-TensorFlow: installing a guard does.
+``with opregistry.guard():`` (the calls of this thread) or ``opregistry.guard.install()``
+(every thread without a guard of its own) wraps TensorFlow's gradient calls; every
+source or trainable variable that TF gives no gradient, or an identically zero one the
+facts explain, is named with the ops where its paths stop and the lines that created
+them. Guards start and stop in any order; TensorFlow is patched while any runs.
+Importing this module does not import TensorFlow: starting a guard does.
 """
 from __future__ import annotations
 
@@ -30,34 +31,34 @@ class Guard:
     what it found, ``summary()`` says it all."""
 
     def __init__(self, action: str = "warn", ignore: Any = None, *,
-                 release: str | None = None, db: Any = None, summary: bool = True):
+                 release: str | None = None, db: Any = None, summary: bool = True,
+                 program_wide: bool = False):
         from opregistry.guard.session import Session
 
         self.session = Session(action, ignore, release, db)
         self.print_summary = summary
-        self._previous: Any = None
+        # False: the gradient calls of the thread that starts it; True: those of every
+        # thread that has no guard of its own (install(), opregistry run)
+        self.program_wide = program_wide
+        self._owner: list[Any] | None = None
         self.running = False
 
     def start(self) -> Guard:
         from opregistry.guard import hooks
 
-        self._previous = hooks._session
-        hooks.install(self.session)
-        self.running = True
+        if not self.running:
+            self._owner = hooks.add(self.session, self.program_wide)
+            self.running = True
         return self
 
     def stop(self) -> None:
+        """Stops this guard only (any thread, any order): the others keep theirs."""
         from opregistry.guard import hooks
 
-        if not self.running:
+        if not self.running or self._owner is None:
             return
         self.running = False
-        if hooks._session is not self.session:
-            pass  # another guard took over since: it puts TensorFlow back itself
-        elif self._previous is not None:
-            hooks.install(self._previous)
-        else:
-            hooks.uninstall()
+        hooks.remove(self.session, self._owner)
         if self.print_summary and self.session.policy.entries:
             print(self.summary(), file=sys.stderr)
 
@@ -99,9 +100,11 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
 
 def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
             db: Any = None, summary: bool = True) -> Guard:
-    """Guard the whole program until ``uninstall()`` (the summary is printed at exit)."""
+    """Guard the whole program, every thread without a guard of its own, until
+    ``uninstall()`` (the summary is printed at exit)."""
     uninstall()
-    installed = Guard(action, ignore, release=release, db=db, summary=summary).start()
+    installed = Guard(action, ignore, release=release, db=db, summary=summary,
+                      program_wide=True).start()
     _program.append(installed)
     return installed
 

@@ -122,18 +122,20 @@ def unseen_reads(log: EagerLog, variables: list[Any]) -> dict[int, list[int]]:
     return found
 
 
-def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[int]] | None = None
+def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[str]] | None = None
               ) -> tuple[bytes, dict[str, Any]]:
     """The record as a serialised GraphDef (``reads``: outside tensors that are reads
-    of the variables ``variable_k``), and its custom gradients to trace."""
+    of variables, by the tensor of their handle in the record, or ``variable_k`` for
+    a variable the record never saw), and its custom gradients to trace."""
     from tensorflow.python.framework import op_def_registry
 
     names = log._names()
     graph = tf.compat.v1.GraphDef()
     reads = reads or {}
-    for k in sorted({v for found in reads.values() for v in found}):
-        node = graph.node.add(name=f"variable_{k}", op="Placeholder")
-        node.attr["dtype"].type = tf.resource.as_datatype_enum
+    for name in sorted({v for found in reads.values() for v in found}):
+        if name.startswith("variable_"):
+            node = graph.node.add(name=name, op="Placeholder")
+            node.attr["dtype"].type = tf.resource.as_datatype_enum
     for k, dtype in enumerate(log.placeholders):
         if k in reads:  # one read per variable it may be, summed: a gradient for each
             _add_reads(graph, f"placeholder_{k}", dtype, reads[k])
@@ -183,11 +185,11 @@ def _add_functions(graph: Any, name: str, done: set[str]) -> None:
                 pending.extend(f.name for f in value.list.func)
 
 
-def _add_reads(graph: Any, name: str, dtype: int, variables: list[int]) -> None:
+def _add_reads(graph: Any, name: str, dtype: int, handles: list[str]) -> None:
     reads = []
-    for k in variables:
+    for k, handle in enumerate(handles):
         read = graph.node.add(name=f"{name}/read_{k}", op="ReadVariableOp")
-        read.input.append(f"variable_{k}")
+        read.input.append(handle)
         read.attr["dtype"].type = dtype
         reads.append(read.name)
     node = graph.node.add(name=name, op="AddN" if len(reads) > 1 else "Identity")

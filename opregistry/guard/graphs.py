@@ -4,7 +4,7 @@ being traced (tf.function, Keras ``fit``, a TF1 graph) or from the ops recorded
 eagerly; then every source's verdict, with the ops where its paths stop."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from opregistry.guard.facts import Facts, why
@@ -103,11 +103,102 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
     return verdicts
 
 
-def graph_call_model(tf: Any, graph: Any, targets: list[Any], sources: list[Any],
-                     names: list[str]) -> Model:
+# ops whose NodeDef TF rewrites after creation (the gradient of a functional cond or
+# while adds outputs to the forward op): read again at every call
+_REWRITTEN_OPS = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case",
+                            "StatelessCase"})
+
+
+class GraphState:
+    """One graph as parsed so far: the ops and functions already in ``model``, so a
+    call parses only what the graph gained since the last one (a train step with many
+    gradient calls, each adding its gradient's ops, is parsed once in all)."""
+
+    def __init__(self) -> None:
+        self.model: Model | None = None
+        self.parsed = 0  # the graph's first ``parsed`` operations are in the model
+        self.functions: set[str] = set()
+        self.rewritten: list[Any] = []  # ops of _REWRITTEN_OPS, read again each call
+        self.traced: set[str] = set()  # custom gradient op types bound already
+
+
+def grow(tf: Any, state: GraphState, graph: Any) -> Model:
+    """``state``'s model with every op and function ``graph`` has now."""
+    ops = graph.get_operations()
+    new = ops[state.parsed:]
+    functions = getattr(graph, "_functions", None) or {}
+    fresh = [name for name in list(functions) if name not in state.functions]
+    if state.model is not None and not new and not fresh and not state.rewritten:
+        return state.model
+    from tensorflow.core.framework import graph_pb2
+
+    data = graph_pb2.GraphDef()
+    data.node.extend(op.node_def for op in new + state.rewritten)
+    for name in fresh:
+        definition = getattr(functions[name], "definition", None)
+        if definition is None:  # not a function object we know: read them all
+            data.library.CopyFrom(graph.as_graph_def().library)
+            break
+        data.library.function.add().CopyFrom(definition)
+    part = graph_def_model(tf, data.SerializeToString())
+    model = state.model
+    if model is None:
+        model = state.model = part
+    else:
+        model.nodes.update(part.nodes)
+        model.functions.update(part.functions)
+        model.variables.update(part.variables)
+        model.gradient_bindings.update(part.gradient_bindings)
+        model.known_op_types = (model.known_op_types or set()) | part.op_types
+    state.parsed = len(ops)
+    state.functions.update(fresh)
+    state.rewritten.extend(op for op in new if op.type in _REWRITTEN_OPS)
+    _bind_custom_gradients(tf, state, graph, part, [functions[n] for n in fresh])
+    return model
+
+
+def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
+                           functions: list[Any]) -> None:
+    """Bind the tf.custom_gradient ops among the newly parsed ones (in the graph or in
+    its new functions) to their traced gradient functions, as ``check`` binds a live
+    object's (``traced.bind_custom_gradients``), each op type traced once."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    from opregistry.model.readers.savedmodel import function_from_def
+
+    model = state.model
+    assert model is not None
+    owners = [(graph, part.nodes.values())] + [
+        (getattr(f, "graph", None), fn.nodes.values())
+        for f in functions for fn in part.functions.values()
+        if fn.name == getattr(f, "name", None)]
+    for owner, nodes in owners:
+        for node in nodes:
+            if "_gradient_op_type" not in node.attr:
+                continue
+            op_type = node.attr["_gradient_op_type"].s.decode()
+            model.gradient_bindings.setdefault(op_type, "(in-process Python function)")
+            if op_type in state.traced or owner is None:
+                continue
+            state.traced.add(op_type)
+            try:
+                op = owner.get_operation_by_name(node.name)
+                grad_fn = tf_ops.gradient_registry.lookup(op_type)
+                traced = tf.function(grad_fn).get_concrete_function(None, *op.inputs)
+                fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+            except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
+                continue
+            function = function_from_def(fdef)
+            model.functions.setdefault(function.name, function)
+            model.gradient_bindings[op_type] = function.name
+
+
+def graph_call_model(tf: Any, state: GraphState, graph: Any, targets: list[Any],
+                     sources: list[Any], names: list[str]) -> Model:
     """The Model of a gradient call in graph mode (inside a tf.function or a TF1
-    graph): the graph as it is, targets and sources by their tensors there."""
-    model = graph_def_model(tf, graph.as_graph_def().SerializeToString(), graph)
+    graph): the graph as it is (parsed once, grown as it grows), targets and sources
+    by their tensors there."""
+    model = grow(tf, state, graph)
     captured = {id(external): internal for external, internal in _captures(graph)}
     variables, inputs = {}, {}
     for source, name in zip(sources, names):
@@ -122,7 +213,83 @@ def graph_call_model(tf: Any, graph: Any, targets: list[Any], sources: list[Any]
             inputs[name] = (source.name, source.dtype.as_datatype_enum)
     outputs = {f"target {i}": (t.name, t.dtype.as_datatype_enum) for i, t in
                enumerate(targets) if hasattr(t, "op")}
-    return signature_model(model, outputs, variables, inputs)
+    # only what the differentiated tensors depend on is analysed: not the gradients
+    # and updates of the calls before (the graph of a train step grows with each)
+    start = [t.split(":")[0] for t, _ in outputs.values()] + list(variables) + \
+        [t.split(":")[0] for t, _ in inputs.values()]
+    view = replace(model, nodes=ancestors(model.nodes, start))
+    return signature_model(view, outputs, variables, inputs)
+
+
+def ancestors(nodes: dict[str, Any], start: list[str]) -> dict[str, Any]:
+    """The nodes of ``start`` and every node they read along data edges (control
+    edges carry no gradient, and in a train step lead to every earlier update)."""
+    kept: dict[str, Any] = {}
+    pending = [name for name in start if name in nodes]
+    while pending:
+        name = pending.pop()
+        if name in kept:
+            continue
+        node = kept[name] = nodes[name]
+        for edge in node.input:
+            if edge.startswith("^"):
+                continue
+            source = edge.split(":")[0]
+            if source not in kept and source in nodes:
+                pending.append(source)
+    return kept
+
+
+def outside_tape(targets: list[Any], source: Any, spans: list[Any]) -> list[Any]:
+    """The ops, computed while the tape did not record (``spans``: [graph, ops
+    before, ops after] of each stretch it did), whose results the recorded ops leading to
+    ``targets`` read and which depend on ``source``: where the tape's record of the
+    path from ``source`` ends. Empty when there is none."""
+    graph = targets[0].graph
+    var = variable_of(source)
+    if var is not None:
+        captured = {id(external): internal for external, internal in _captures(graph)}
+        tensor = captured.get(id(var.handle), var.handle if _graph_of(var.handle) is graph
+                              else None)
+    else:
+        tensor = source if _graph_of(source) is graph else None
+    if tensor is None:
+        return []
+    stretches = [(start, end) for g, start, end in spans if g is graph]
+    order = {op.name: k for k, op in enumerate(graph.get_operations())}
+
+    def recorded(op: Any) -> bool:
+        k = order.get(op.name, -1)
+        return any(start <= k and (end is None or k < end) for start, end in stretches)
+
+    boundary: dict[str, Any] = {}
+    seen: set[str] = set()
+    pending = [t.op for t in targets]
+    while pending:
+        op = pending.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if not recorded(op):
+            boundary[op.name] = op
+            continue
+        pending.extend(t.op for t in op.inputs)
+    return [op for _, op in sorted(boundary.items()) if _reads(op, tensor.op)]
+
+
+def _reads(op: Any, wanted: Any) -> bool:
+    """Whether ``op`` depends on ``wanted`` along data edges."""
+    seen: set[str] = set()
+    pending = [op]
+    while pending:
+        current = pending.pop()
+        if current is wanted:
+            return True
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        pending.extend(t.op for t in current.inputs)
+    return False
 
 
 def _captures(graph: Any) -> list[tuple[Any, Any]]:

@@ -5,6 +5,8 @@ Keras 3 and tf-keras ``fit``, ``train_on_batch`` and custom ``train_step`` all c
 it), and ``tf.gradients``. Entering a tape eagerly starts an op record for it. In a
 tf.function the hook runs only while the function traces, so a traced train step
 costs nothing per step; the analysis of a graph is kept per (graph, call).
+TensorFlow is patched while any guard runs; each call goes to the guard of its thread
+(``session_here``).
 """
 from __future__ import annotations
 
@@ -16,31 +18,112 @@ from opregistry.guard.eager import EagerLog
 from opregistry.guard.sites import call_site, user_frame_site
 
 _LOG_ATTR = "_opregistry_guard_log"
+# in a graph (a tf.function tracing): [graph, ops before, ops at the end or None] per
+# stretch while the tape recorded (counts of the graph's ops, which are kept in the
+# order of their creation); ops outside them are not on the tape
+_SPANS_ATTR = "_opregistry_guard_spans"
 
 
 class _State(threading.local):
     def __init__(self) -> None:
         self.busy = False  # inside a hook: the gradient's own ops are not the user's
         self.logs: list[EagerLog] = []  # the records of the eager tapes now recording
-        self.callback_on = False  # TF keeps op callbacks per thread, so do we
+        # TF keeps op callbacks per thread, so do we: the installation (a count of
+        # them) in which this thread's callback went in, -1 when it is not in
+        self.callback_in = -1
+        self.sessions: list[Any] = []  # this thread's guards, innermost last
 
 
 _state = _State()
+_lock = threading.Lock()
 _installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> original
-_session: Any = None  # the Session receiving what the hooks see
+_program: list[Any] = []  # the sessions of program-wide guards, last started last
+_running: list[tuple[Any, list[Any]]] = []  # every running session and its list
+# each thread's op-callback list our callback went into (TF keeps one per thread), so
+# the last guard to stop can take it out of every thread's, and TF's execute function
+_callback_lists: list[list[Any]] = []
+_original_execute: Any = None
+_installation = 0  # counts the times TensorFlow was patched
 
 
-def install(session: Any) -> None:
-    """Wrap TensorFlow's gradient entry points (once) and direct them to ``session``."""
-    global _session
-    _session = session
-    if _installed:
-        return
+def _thread_state() -> _State:
+    """This thread's state, its records dropped if they are from an installation that
+    ended since (the last guard stopped in another thread)."""
+    state = _state
+    if state.callback_in not in (-1, _installation):
+        state.callback_in = -1
+        state.logs.clear()
+    return state
+
+
+def session_here() -> Any:
+    """The session that receives this thread's gradient calls: the innermost guard
+    started in this thread, else the last program-wide one, else None."""
+    sessions = _state.sessions
+    if sessions:
+        return sessions[-1]
+    return _program[-1] if _program else None
+
+
+def active() -> bool:
+    """Whether any guard, in any thread, is running (TensorFlow is patched)."""
+    return bool(_running)
+
+
+def add(session: Any, program_wide: bool = False) -> list[Any]:
+    """Start directing gradient calls to ``session``: this thread's (or, program-wide,
+    every thread's without a guard of its own); TensorFlow is patched by the first.
+    Returns the list it went on, for ``remove``."""
+    owner = _program if program_wide else _state.sessions
+    with _lock:
+        if not _running:
+            try:
+                _patch_tensorflow()
+            except BaseException:  # no TensorFlow, say: nothing half-patched stays
+                _unpatch_tensorflow()
+                raise
+        owner.append(session)
+        _running.append((session, owner))
+    return owner
+
+
+def remove(session: Any, owner: list[Any]) -> None:
+    """Stop directing calls to ``session``, whichever thread stops it and in whatever
+    order guards stop; the last one out puts every original back."""
+    with _lock:
+        for k, (running, where) in enumerate(_running):
+            if running is session and where is owner:
+                del _running[k]
+                break
+        else:
+            return
+        for k in range(len(owner) - 1, -1, -1):
+            if owner[k] is session:
+                del owner[k]
+                break
+        if not _running:
+            _unpatch_tensorflow()
+
+
+def uninstall() -> None:
+    """Every guard removed and every original put back (records in progress are
+    dropped): what the test suite calls after a test that left a guard on."""
+    with _lock:
+        for _session, owner in _running:
+            owner.clear()
+        _running.clear()
+        _unpatch_tensorflow()
+
+
+def _patch_tensorflow() -> None:
+    """Wrap TensorFlow's gradient entry points (called under the lock, once)."""
+    global _installation
     tf = sys.modules.get("tensorflow")
     if tf is None:
         from opregistry.model.readers.traced import import_tensorflow
 
         tf = import_tensorflow()
+    _installation += 1
     from tensorflow.python.eager import backprop, record
     from tensorflow.python.ops import gradients_impl
 
@@ -59,14 +142,30 @@ def install(session: Any) -> None:
     _patch(record, "record_operation", _recording_custom(record.record_operation))
 
 
-def uninstall() -> None:
-    """Put every original back; records in progress are dropped."""
-    global _session
-    _session = None
+def _unpatch_tensorflow() -> None:
+    """Every original back, and our op callback out of every thread that had it."""
     for (owner, name), original in _installed.items():
         setattr(owner, name, original)
     _installed.clear()
-    _stop_callback(force=True)
+    for callbacks in _callback_lists:
+        while _callback in callbacks:
+            callbacks.remove(_callback)
+    _callback_lists.clear()
+    _state.callback_in = -1
+    _state.logs.clear()
+    _restore_execute()
+
+
+def _restore_execute() -> None:
+    """TF's ``execute.execute``, which adding an op callback switched, as it was
+    (unless this thread has someone else's callback)."""
+    global _original_execute
+    if _original_execute is not None:
+        from tensorflow.python.eager import context, execute
+
+        if not context.context().op_callbacks:
+            execute.execute = _original_execute
+            _original_execute = None
 
 
 def _patch(owner: Any, name: str, wrapper: Any) -> None:
@@ -81,43 +180,56 @@ def _callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any 
               graph: Any = None) -> None:
     """Op callback: an eager op run while a guarded tape records (graph ops have a
     creation traceback of their own)."""
-    if graph is not None or _state.busy or not _state.logs or outputs is None:
+    state = _state
+    if graph is not None or state.busy or not state.logs or outputs is None:
         return None
     site = user_frame_site(2)
-    for log in _state.logs:
+    for log in state.logs:
         if not log.paused:  # under tape.stop_recording(): not on that tape
             log.record(op_type, inputs, attrs, outputs, site)
     return None
 
 
 def _start_callback() -> None:
-    if not _state.callback_on:
+    global _original_execute
+    state = _thread_state()
+    if state.callback_in == -1:
+        from tensorflow.python.eager import context, execute
         from tensorflow.python.framework import op_callbacks
 
-        op_callbacks.add_op_callback(_callback)
-        _state.callback_on = True
+        with _lock:
+            if _original_execute is None:
+                _original_execute = execute.execute
+            op_callbacks.add_op_callback(_callback)
+            _callback_lists.append(context.context().op_callbacks)
+            state.callback_in = _installation
 
 
-def _stop_callback(force: bool = False) -> None:
-    if _state.callback_on and (force or not _state.logs):
-        from tensorflow.python.framework import op_callbacks
+def _stop_callback() -> None:
+    state = _thread_state()
+    if state.callback_in != -1 and not state.logs:
+        from tensorflow.python.eager import context
 
-        try:
-            op_callbacks.remove_op_callback(_callback)
-        except (KeyError, ValueError):  # removed already
-            pass
-        _state.callback_on = False
-        _state.logs.clear()
+        with _lock:  # not TF's remove_op_callback: it resets execute for every thread
+            callbacks = context.context().op_callbacks
+            while _callback in callbacks:
+                callbacks.remove(_callback)
+            _callback_lists[:] = [c for c in _callback_lists if c is not callbacks]
+            if not _callback_lists:
+                _restore_execute()
+        state.callback_in = -1
 
 
 def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
     def __enter__(self: Any) -> Any:
         result = original(self)
-        if _session is not None and not _state.busy and _executing_eagerly():
+        if session_here() is not None and not _state.busy and not _executing_eagerly():
+            _open_span(self)
+        elif session_here() is not None and not _state.busy:
             # a persistent tape entered again records on: so does its record
             log = getattr(self, _LOG_ATTR, None) or EagerLog()
             setattr(self, _LOG_ATTR, log)
-            _state.logs.append(log)
+            _thread_state().logs.append(log)
             _start_callback()
         return result
 
@@ -126,9 +238,11 @@ def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
     def __exit__(self: Any, *exc: Any) -> Any:
+        _close_span(self)
         log = getattr(self, _LOG_ATTR, None)
-        if log is not None and log in _state.logs:
-            _state.logs.remove(log)
+        state = _thread_state()
+        if log is not None and log in state.logs:
+            state.logs.remove(log)
             _stop_callback()
         return original(self, *exc)
 
@@ -147,14 +261,37 @@ def _pausing(original: Callable[..., Any]) -> Callable[..., Any]:
         paused = log.paused if log is not None else False
         if log is not None:
             log.paused = True
+        spanned = _close_span(self)
         try:
             with original(self):
                 yield
         finally:
             if log is not None:
                 log.paused = paused
+            if spanned:
+                _open_span(self)
 
     return stop_recording
+
+
+def _open_span(tape: Any) -> None:
+    from tensorflow.python.framework import ops
+
+    graph = ops.get_default_graph()
+    spans = getattr(tape, _SPANS_ATTR, None)
+    if spans is None:
+        spans = []
+        setattr(tape, _SPANS_ATTR, spans)
+    spans.append([graph, len(graph.get_operations()), None])
+
+
+def _close_span(tape: Any) -> bool:
+    """Ends the tape's open stretch, if any; whether there was one."""
+    spans = getattr(tape, _SPANS_ATTR, None)
+    if spans and spans[-1][2] is None:
+        spans[-1][2] = len(spans[-1][0].get_operations())
+        return True
+    return False
 
 
 def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -162,8 +299,9 @@ def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
     gradient function: noted in the records, as the op callback cannot see it."""
     def record_operation(op_type: str, output_tensors: Any, input_tensors: Any,
                          backward_function: Any, *args: Any, **kwargs: Any) -> Any:
-        if _state.logs and not _state.busy and _executing_eagerly():
-            for log in _state.logs:
+        state = _thread_state()
+        if state.logs and not state.busy and _executing_eagerly():
+            for log in state.logs:
                 if not log.paused:
                     log.record_custom(op_type, output_tensors, input_tensors,
                                       backward_function)
@@ -184,7 +322,7 @@ def _executing_eagerly() -> bool:
 
 def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable[..., Any]:
     def gradient(*args: Any, **kwargs: Any) -> Any:
-        session = _session
+        session = session_here()
         if session is None or _state.busy:
             return original(*args, **kwargs)
         site = call_site(2)
@@ -193,7 +331,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
             result = original(*args, **kwargs)
             if is_tape:
                 tape, target, sources = _tape_args(args, kwargs)
-                log = getattr(tape, _LOG_ATTR, None)
+                log = getattr(tape, _LOG_ATTR, None) or getattr(tape, _SPANS_ATTR, None)
             else:
                 tape, log = None, None
                 target = kwargs.get("ys", args[0] if args else None)

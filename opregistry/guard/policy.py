@@ -63,6 +63,7 @@ class Lost:
     stops: tuple[StopSite, ...]
     facts: str  # which release's facts were used, in words
     loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
+    hint: str = ""  # what the guard cannot tell, said (an eager tape's unseen past)
 
     def keys(self) -> list[tuple[str, str, Site | None]]:
         """(target, op, site) for once-per-site reporting (the loss line where no op)."""
@@ -76,11 +77,15 @@ class Lost:
                 "unrelated": "gets no gradient (None): the loss does not depend on it",
                 "unexplained": "gets no gradient (None)",
                 "unrecorded": "gets no gradient (None)"}[self.kind]
+        if self.hint:  # then the guard cannot tell whether the loss depends on it
+            what = "gets no gradient (None)"
         head = (f"{self.target} {what} from {self.loss} (created at {shown(self.loss_site)})"
                 f" in {self.call} at {shown(self.call_site)}")
         if self.stops:
             lines = "\n".join(f"  {s.describe()}" for s in self.stops)
             return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})"
+        if self.hint:
+            head = f"{head}; {self.hint}"
         if self.kind == "unexplained":
             return f"{head}; no op of the recorded graph explains it ({self.facts})"
         if self.kind == "unrecorded":

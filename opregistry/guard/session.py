@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from dataclasses import replace
 from typing import Any
@@ -9,26 +10,31 @@ from typing import Any
 from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.policy import GuardPolicy, Lost
+from opregistry.guard.policy import GuardPolicy, Lost, StopSite
 from opregistry.guard.sites import Site, traceback_site
 
+_UNKNOWN = object()  # a result that does not line up with the sources
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
+EAGER_UNRELATED = ("nothing the tape recorded reads it; if the loss uses it through a "
+                   "tensor computed before the tape was entered, the tape cannot "
+                   "differentiate through that tensor: compute it inside the tape (under "
+                   "tf.function the guard names the line)")
 
 
 class GraphCache:
-    """Verdicts per graph (dropped with the graph) and call in it, and per structure
-    of an eager record."""
+    """Per graph (dropped with the graph): its parse so far and the verdicts per call
+    in it; and the verdicts per structure of an eager record."""
 
     def __init__(self) -> None:
-        self._by_graph: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = \
-            weakref.WeakKeyDictionary()
+        self._by_graph: weakref.WeakKeyDictionary[
+            Any, tuple[graphs.GraphState, dict[Any, Any]]] = weakref.WeakKeyDictionary()
         self.eager: dict[Any, Any] = {}
 
-    def for_graph(self, graph: Any) -> dict[Any, Any]:
+    def for_graph(self, graph: Any) -> tuple[graphs.GraphState, dict[Any, Any]]:
         try:
-            return self._by_graph.setdefault(graph, {})
+            return self._by_graph.setdefault(graph, (graphs.GraphState(), {}))
         except TypeError:  # not weakly referenceable: keep nothing
-            return {}
+            return graphs.GraphState(), {}
 
 
 class Session:
@@ -40,6 +46,8 @@ class Session:
         self.cache = GraphCache()
         self.calls = 0  # gradient calls seen
         self.on_raise: Any = None  # called before NonDifferentiableError leaves a hook
+        # a program-wide guard hears every thread: one call analysed at a time
+        self._lock = threading.RLock()
 
     @property
     def facts(self) -> Facts:
@@ -48,30 +56,45 @@ class Session:
         return self._facts
 
     def inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                result: Any, log: eager.EagerLog | None) -> None:
+                result: Any, log: Any) -> None:
         """One gradient call: every source without a gradient, or whose gradient the
-        facts say is identically zero, handed to the policy."""
+        facts say is identically zero, handed to the policy. ``log``: what the hooks
+        kept of the tape, the EagerLog of its ops run eagerly, or in a graph the
+        stretches of op ids while it recorded (or None)."""
+        with self._lock:
+            self._inspect(call, site, target, sources, result, log)
+
+    def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
+                 result: Any, log: Any) -> None:
         tf = sys.modules["tensorflow"]
         self.calls += 1
         targets = [t for t in tf.nest.flatten(target) if t is not None]
         flat_sources = tf.nest.flatten(sources)
         results = tf.nest.flatten(result)
         names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
-        nones = [r is None for r in results] if len(results) == len(names) else \
-            [False] * len(names)
+        # what TF returned for each source (its values read only where it matters)
+        returned = results if len(results) == len(names) else [_UNKNOWN] * len(names)
         from tensorflow.python.framework.ops import EagerTensor
 
         symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
         if symbolic:
             verdicts, loss, loss_site = self._graph_verdicts(tf, targets, flat_sources, names)
-        elif log is not None:
+        elif isinstance(log, eager.EagerLog):
             verdicts, loss, loss_site = self._eager_verdicts(tf, log, targets, flat_sources,
                                                              names)
         else:  # an eager tape entered before the guard was: nothing recorded
             verdicts, loss, loss_site = {}, "the target", None
         found = []
-        for name, none in zip(names, nones):
-            lost = self._lost(name, none, verdicts.get(name), call, site, loss, loss_site)
+        for source, name, gradient in zip(flat_sources, names, returned):
+            verdict = verdicts.get(name)
+            if symbolic and isinstance(log, list) and gradient is None and verdict and \
+                    verdict.status == "gradient":  # the graph has a path, the tape not
+                verdict = self._outside_tape(targets, source, log) or verdict
+            lost = self._lost(name, gradient, symbolic, verdict, call, site, loss,
+                              loss_site)
+            if lost is not None and lost.kind == "unrelated" and not symbolic and \
+                    graphs.variable_of(source) is not None:
+                lost = replace(lost, hint=EAGER_UNRELATED)
             if lost is not None and "'" in loss:  # "Mean 'Mean'": output: rules name it
                 lost = replace(lost, loss_node=loss.split("'")[1])
             if lost is not None:
@@ -79,15 +102,38 @@ class Session:
         if found:
             self.policy.handle(found)
 
-    def _lost(self, name: str, none: bool, verdict: Verdict | None, call: str,
-              site: Site | None, loss: str, loss_site: Site | None) -> Lost | None:
+    def _outside_tape(self, targets: list[Any], source: Any, spans: list[Any]
+                      ) -> Verdict | None:
+        """The tensors the loss read that were computed while the tape was not
+        recording (before it was entered, or under stop_recording) and that depend
+        on ``source``: where its gradient stops, with the lines that computed them."""
+        found = graphs.outside_tape(targets, source, spans)
+        if not found:
+            return None
+        why = ("outside_tape: computed while the tape was not recording (before it was "
+               "entered, or under stop_recording), so the tape has no record of it and "
+               "no gradient flows back through it: compute it inside the tape")
+        return Verdict("blocked", tuple(
+            StopSite(op.type, op.name, "outside_tape", why, traceback_site(op))
+            for op in found))
+
+    def _lost(self, name: str, gradient: Any, symbolic: bool, verdict: Verdict | None,
+              call: str, site: Site | None, loss: str, loss_site: Site | None
+              ) -> Lost | None:
+        """What TF returned decides whether anything is reported (None, or all zeros);
+        the analysis only explains it. A traced gradient has no value yet: there the
+        analysis of the whole graph says it is zero, unless its static value says not."""
         status = verdict.status if verdict else None
         stops = verdict.stops if verdict else ()
-        if none:
+        fact = "none" if gradient is None else "unknown"
+        if gradient is not None and gradient is not _UNKNOWN and status == "blocked":
+            fact = gradient_fact(sys.modules["tensorflow"], gradient)
+        if fact == "none":
             kind = {"blocked": "none", "unrelated": "unrelated", "gradient": "unexplained"
-                    }.get(status or "", "unrecorded")
-        elif status == "blocked" and any(s.reason != "unknown_op" for s in stops):
-            kind = "zero"  # TF computes a gradient; the facts say it is zero
+                    }.get(status or "", "unrelated" if symbolic else "unrecorded")
+        elif status == "blocked" and any(s.reason != "unknown_op" for s in stops) and \
+                (fact == "zero" or (fact == "unknown" and symbolic)):
+            kind = "zero"  # TF computes a gradient, and it is zero
         else:
             return None
         return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description)
@@ -95,10 +141,10 @@ class Session:
     def _graph_verdicts(self, tf: Any, targets: list[Any], sources: list[Any],
                         names: list[str]) -> tuple[dict[str, Verdict], str, Site | None]:
         graph = targets[0].graph
-        key = (tuple(t.name for t in targets), tuple(names), len(graph.get_operations()))
-        cache = self.cache.for_graph(graph)
+        key = (tuple(t.name for t in targets), tuple(names), graph.version)
+        state, cache = self.cache.for_graph(graph)
         if key not in cache:
-            model = graphs.graph_call_model(tf, graph, targets, sources, names)
+            model = graphs.graph_call_model(tf, state, graph, targets, sources, names)
             cache[key] = graphs.judge(model, self.facts, graphs.graph_site_of(graph))
         loss = targets[0].op
         return cache[key], f"{loss.type} '{loss.name}'", traceback_site(loss)
@@ -120,11 +166,16 @@ class Session:
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
-        unseen = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
-                  if graphs.variable_of(s) is not None and
-                  getattr(graphs.variable_of(s).handle, "_id", -1) not in log.producer]
-        reads = eager.unseen_reads(log, [v for _, v in unseen])
-        data, bound = eager.graph_def(tf, log, {slot: [unseen[k][0] for k in found]
+        # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
+        # every variable, seen elsewhere in the record or not, matched by value
+        held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
+                if graphs.variable_of(s) is not None]
+        handles = {}
+        for k, var in held:
+            ref = log.producer.get(getattr(var.handle, "_id", -1))
+            handles[k] = log.tensor_name(ref) if ref is not None else f"variable_{k}"
+        reads = eager.unseen_reads(log, [v for _, v in held])
+        data, bound = eager.graph_def(tf, log, {slot: [handles[held[k][0]] for k in found]
                                                 for slot, found in reads.items()})
         model = graphs.graph_def_model(tf, data)
         eager.bind_eager_custom_gradients(tf, model, bound)
@@ -163,3 +214,19 @@ class Session:
 
     def summary(self) -> str:
         return self.policy.summary()
+
+
+def gradient_fact(tf: Any, gradient: Any) -> str:
+    """``none``, ``zero`` (every element 0), ``nonzero``, or ``unknown`` (symbolic)."""
+    if gradient is None:
+        return "none"
+    values = getattr(gradient, "values", gradient)  # IndexedSlices: their values
+    try:
+        array = values.numpy()
+    except (AttributeError, TypeError, ValueError):  # symbolic: a constant, maybe
+        array = tf.get_static_value(values)
+        if array is None:
+            return "unknown"
+    import numpy as np
+
+    return "nonzero" if np.any(np.asarray(array) != 0) else "zero"
