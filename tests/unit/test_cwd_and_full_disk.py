@@ -35,7 +35,7 @@ def cli(*args: str, cwd: Path, gone: bool = False, limit_kb: int | None = None
     (["check", "{model}"], 2, "Error: the working directory no longer exists, so no policy "
                               "file can be looked for: cd to a folder that exists or pass "
                               "--policy FILE"),
-    (["check", "{model}", "--policy", os.devnull], 0, None),
+    (["check", "{model}", "--policy", "{policy}"], 0, None),
     (["lookup", "ArgMax", "--tf", "2.21"], 0, None),
     (["releases", "-o", "r.txt"], 2, "Error: cannot write r.txt: No such file or directory"),
     (["db", "upgrade", "--db", "new.sqlite"], 2,
@@ -44,14 +44,16 @@ def cli(*args: str, cwd: Path, gone: bool = False, limit_kb: int | None = None
 ])
 def test_a_deleted_working_directory_is_one_line_or_just_works(args, code, message, tmp_path):
     (tmp_path / "m.pbtxt").write_text(MODEL)
+    (tmp_path / "policy.toml").write_text("")  # an empty policy: a regular file
     cwd = tmp_path / "gone"
     cwd.mkdir()
-    done = cli(*(a.format(model=tmp_path / "m.pbtxt") for a in args), cwd=cwd, gone=True)
+    done = cli(*(a.format(model=tmp_path / "m.pbtxt", policy=tmp_path / "policy.toml")
+                 for a in args), cwd=cwd, gone=True)
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr
     if message:
         assert done.stderr.splitlines() == [message]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pbtxt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pbtxt", "policy.toml"]
 
 
 def dump(path: Path) -> list[str]:
