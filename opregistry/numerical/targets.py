@@ -139,9 +139,30 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
     call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
     call.input_names = names  # type: ignore[attr-defined]
     call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
+    call.not_checked = _reference_variables(path, tags)  # type: ignore[attr-defined]
     # variables live with the object, and are named by their paths in it, as check does
     call.variable_owner = loaded  # type: ignore[attr-defined]
     return call, [kwargs[n] for n in names]
+
+
+REFERENCE_VARIABLE = ("a TF1 reference variable (VariableV2): TensorFlow 2 loads it as "
+                      "state of the signature's graph, not as a variable, so its gradient "
+                      "cannot be asked for (opregistry check analyses it)")
+
+
+def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
+    """The trainable TF1 reference variables of the SavedModel's MetaGraph (the ones
+    ``check`` lists as targets), each with why gradcheck cannot check it."""
+    from opregistry.model.readers import savedmodel
+    from opregistry.model.readers.model import ModelError
+
+    try:
+        model = savedmodel.read(path, tags=tags)
+    except ModelError:
+        return {}  # TF loaded it; the static reader's objection is check's to report
+    return {name: REFERENCE_VARIABLE for node, name in sorted(model.variables.items())
+            if model.nodes[node].op in ("VariableV2", "Variable") and
+            (model.trainable is None or name in model.trainable)}
 
 
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
