@@ -10,7 +10,7 @@ import json
 import pytest
 
 from opregistry import GradcheckError, check, gradcheck
-from opregistry.numerical.targets import REFERENCE_VARIABLE, load_target
+from opregistry.numerical.targets import REFERENCE_VARIABLE, load_target, parse_shapes
 
 tf = pytest.importorskip("tensorflow")
 
@@ -179,5 +179,9 @@ def test_an_input_of_unknown_rank_needs_a_shape_and_says_how(tf1_unknown_rank, c
         "Error: --shape 'x=2,a': expected INPUT=DIMS, e.g. x=2,3 (x= for a scalar)"
     with pytest.raises(GradcheckError, match=r"^no input q to give a shape \(inputs: x\)$"):
         load_target(path, shapes={"q": (2,)})
+    with pytest.raises(GradcheckError, match="10,000,000,000 elements, more than"):
+        parse_shapes(["x=100000,100000"])  # refused before anything is allocated
+    with pytest.raises(GradcheckError, match="returns its own inputs"):
+        load_target("build.py:build", shapes={"x": (1,)})
     fn, (x,), _ = load_target(path, shapes={"x": ()})
     assert x.shape == () and fn.not_checked == {"w": REFERENCE_VARIABLE}

@@ -47,9 +47,9 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
                 raise GradcheckError(f"input {name!r} has shape {tf.TensorShape(shape)}, "
                                      f"which {dims} does not fit")
         elif tf.TensorShape(shape).rank is None:
-            raise GradcheckError(
-                f"input {name!r} has unknown rank: give its shape, e.g. --shape "
-                f"{name}=2,3")
+            option = name if name.isprintable() else repr(name)  # a name from the file
+            raise GradcheckError(f"input {name!r} has unknown rank: give its shape, e.g. "
+                                 f"--shape {option}=2,3")
         else:
             dims = [d if d is not None else 1 for d in shape]
         dtype = tf.as_dtype(dtype)
@@ -78,9 +78,15 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
         return _with_loss(tf, model, loss, inputs, rng), inputs, \
             f"{os.path.basename(path)} + {loss}"
     if ":" in spec:
+        if given:
+            raise GradcheckError("--shape is for a SavedModel's or Keras file's inputs: "
+                                 f"{spec} returns its own inputs")
         return _from_python(spec)
     raise GradcheckError(f"{spec}: not a SavedModel directory, Keras file or "
                          "module:function")
+
+
+MAX_SAMPLE_ELEMENTS = 1 << 24  # one input given by --shape
 
 
 def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -97,14 +103,23 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             raise GradcheckError(f"--shape {spec!r}: expected INPUT=DIMS, e.g. x=2,3 "
                                  "(x= for a scalar)") from None
+        size = 1
+        for d in shapes[name]:
+            size *= d
+        if size > MAX_SAMPLE_ELEMENTS:  # the sample and its Jacobian must fit in memory
+            raise GradcheckError(f"--shape {spec!r}: {size:,} elements, more than "
+                                 f"{MAX_SAMPLE_ELEMENTS:,}")
     return shapes
 
 
 def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
+    from opregistry.model.readers.model import shown
+
     unknown = sorted(set(given) - set(names))
-    if unknown:
-        raise GradcheckError(f"no input {', '.join(unknown)} to give a shape (inputs: "
-                             f"{', '.join(names) or 'none'})")
+    if unknown:  # names from the model file: printed escaped where they need it
+        show = lambda n: n if n.isprintable() else shown(n)  # noqa: E731
+        raise GradcheckError(f"no input {', '.join(map(show, unknown))} to give a shape "
+                             f"(inputs: {', '.join(map(show, names)) or 'none'})")
 
 
 def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None
