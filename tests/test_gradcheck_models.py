@@ -138,28 +138,31 @@ def test_outputs_that_do_not_use_a_variable_are_unrelated_as_check_says(how, tmp
         assert verdicts[pair] == ("ok" if gets else "unrelated") == static[pair], pair
 
 
-@pytest.fixture
-def tf1_unknown_rank(tmp_path):
+def _tf1(path, resource_too=False):
     """A TF1 SavedModel as tf2onnx's regression test model is: an input placeholder of
-    unknown rank, and a reference variable (VariableV2)."""
+    unknown rank, and a reference variable (VariableV2); TF's gradients in the session
+    graph."""
     graph = tf.Graph()
-    path = tmp_path / "tf1"
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, shape=None, name="x")
         w = tf.compat.v1.Variable(2.0, name="w", use_resource=False)
-        y = tf.identity(x * w + 1.0, name="y")
+        y = x * w + 1.0
+        if resource_too:  # state the rebuilt graph cannot hold: checked as loaded
+            y = y * tf.compat.v1.Variable(3.0, name="r", use_resource=True)
+        y = tf.identity(y, name="y")
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            # TF's answer in the session graph: both get a gradient
-            grads = tf.compat.v1.gradients(y, [x, w])
-            assert all(g is not None for g in grads)
+            value = tf.ones([2, 3])
+            grads = tf.compat.v1.gradients(tf.reduce_sum(tf.identity(y)), [x, w])
+            truth = session.run(grads, {x: session.run(value)})
             tf.compat.v1.saved_model.simple_save(session, str(path), {"x": x}, {"y": y})
-    return path
+    return truth
 
 
-def test_an_input_of_unknown_rank_needs_a_shape_and_says_how(tf1_unknown_rank, cli,
-                                                               harvested_db):
-    path = str(tf1_unknown_rank)
+def test_an_input_of_unknown_rank_needs_a_shape_and_says_how(tmp_path, cli, harvested_db):
+    path = str(tmp_path / "tf1")
+    dx, dw = _tf1(path)
+    assert dw == 6.0 and (dx == 2.0).all()  # TF: both get a gradient
     done = cli("gradcheck", path, "--db", str(harvested_db))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == \
@@ -168,11 +171,11 @@ def test_an_input_of_unknown_rank_needs_a_shape_and_says_how(tf1_unknown_rank, c
                str(harvested_db))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert [(c["target"], c["verdict"]) for c in data["checks"]] == [("x", "ok")]
-    # the reference variable check lists is reported, with why, not silently skipped
+    # the reference variable check lists is checked too, as TF differentiates it
     assert [t.name for t in check(path, db=harvested_db).targets if t.kind == "variable"] \
-        == ["w"] == list(data["not_checked"])
-    assert "not checked: variable 'w', a TF1 reference variable" in done.stderr
+        == ["w"]
+    assert [(c["target"], c["verdict"]) for c in data["checks"]] == [("x", "ok"), ("w", "ok")]
+    assert data["not_checked"] == {}
     done = cli("gradcheck", path, "--shape", "x=2,a", "--db", str(harvested_db))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == \
@@ -183,5 +186,17 @@ def test_an_input_of_unknown_rank_needs_a_shape_and_says_how(tf1_unknown_rank, c
         parse_shapes(["x=100000,100000"])  # refused before anything is allocated
     with pytest.raises(GradcheckError, match="returns its own inputs"):
         load_target("build.py:build", shapes={"x": (1,)})
-    fn, (x,), _ = load_target(path, shapes={"x": ()})
-    assert x.shape == () and fn.not_checked == {"w": REFERENCE_VARIABLE}
+
+
+def test_a_reference_variable_that_cannot_be_checked_is_reported_with_why(tmp_path,
+                                                                          harvested_db):
+    path = str(tmp_path / "tf1")
+    _tf1(path, resource_too=True)
+    fn, inputs, name = load_target(path, shapes={"x": (2,)})
+    result = gradcheck(fn, *inputs, source=name, db=harvested_db)
+    assert {c.target for c in result.checks} >= {"x"} and "w" not in {
+        c.target for c in result.checks}
+    (why,) = result.not_checked.values()
+    assert list(result.not_checked) == ["w"] and why.startswith(REFERENCE_VARIABLE)
+    assert "could not be rebuilt with them: its graph holds other state (VarHandleOp" in why
+    assert "not checked: variable 'w'" in result.message()

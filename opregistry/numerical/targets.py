@@ -154,15 +154,27 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
     call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
     call.input_names = names  # type: ignore[attr-defined]
     call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
-    call.not_checked = _reference_variables(path, tags)  # type: ignore[attr-defined]
     # variables live with the object, and are named by their paths in it, as check does
     call.variable_owner = loaded  # type: ignore[attr-defined]
+    references = _reference_variables(path, tags)
+    if references:  # TF1: the signature again, its reference variables as variables
+        from opregistry.numerical import tf1
+
+        try:
+            rebuilt, variables = tf1.with_variables(tf, path, wanted, key, names)
+        except tf1.Unsupported as exc:
+            why = f"{REFERENCE_VARIABLE}; the signature could not be rebuilt with them: {exc}"
+            call.not_checked = {name: why for name in references}  # type: ignore[attr-defined]
+        else:
+            rebuilt.trainable_variables = variables
+            rebuilt.input_names = names
+            rebuilt.__name__ = call.__name__
+            return rebuilt, [kwargs[n] for n in names]
     return call, [kwargs[n] for n in names]
 
 
 REFERENCE_VARIABLE = ("a TF1 reference variable (VariableV2): TensorFlow 2 loads it as "
-                      "state of the signature's graph, not as a variable, so its gradient "
-                      "cannot be asked for (opregistry check analyses it)")
+                      "state of the signature's graph, not as a variable")
 
 
 def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
