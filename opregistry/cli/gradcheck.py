@@ -55,6 +55,10 @@ def gradcheck_command(
     loss: OptionalStr = typer.Option(
         None, "--loss", help="Keras file: check this built-in Keras loss (e.g. mse) "
                              "against random targets instead of the raw outputs."),
+    shape: OptionalList = typer.Option(
+        None, "--shape", metavar="INPUT=DIMS",
+        help="The shape of an input's sample, e.g. x=2,3 (needed for an input of unknown "
+             "rank; fills unknown dimensions, else 1). Repeatable."),
     output: Optional[List[str]] = typer.Option(
         None, "--output", help="Only this output (name as reported). Repeatable."),
     training: bool = typer.Option(
@@ -88,14 +92,14 @@ def gradcheck_command(
     """Compare TensorFlow's gradients with finite differences, per input and variable:
     ok, mismatch, none, zero or non-smooth, and the ops responsible."""
     from opregistry.numerical.api import gradcheck
-    from opregistry.numerical.targets import load_target
+    from opregistry.numerical.targets import load_target, parse_shapes
     from opregistry.policy import apply_to_gradcheck
 
     policy = load_cli_policy(ignore, policy_file)
 
     try:
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,
-                                        seed=seed)
+                                        seed=seed, shapes=parse_shapes(shape or []))
         result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
                            atol=atol, rtol=rtol, step=step, directions=directions,
                            seed=seed, analyse=analysis, release=release, db=db, source=name,

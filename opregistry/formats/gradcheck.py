@@ -29,7 +29,11 @@ def summary(result: Any) -> str:
                  f"{result.nondeterminism:.3g} (tolerance widened)")
     if result.analysis_note:
         text += f"; {result.analysis_note}"
-    return text
+    from opregistry.model.readers.model import shown
+
+    # names from the model file: repr escapes control characters
+    return text + "".join(f"\nnot checked: variable {shown(target)}, {why}"
+                          for target, why in result.not_checked.items())
 
 
 def _g(value: float | None) -> str | None:
@@ -59,6 +63,8 @@ def message(result: Any) -> str:
         if c.note:
             text += f"; {c.note}"
         lines.append(text)
+    lines.extend(f"  not checked: variable {target!r}: {why}"
+                 for target, why in result.not_checked.items())
     return "\n".join(lines)
 
 

@@ -99,11 +99,18 @@ def custom_gradient_inputs(model: Model, function: str, n_inputs: int
     first = 0
     if body is not None and len(body.output_args) <= n_inputs:
         upstream = {arg for arg, _ in body.input_args[:n_inputs]}
-        first = n_inputs - len(body.output_args)
+        # TF leaves the None gradients out of the outputs: where the saved structure
+        # says which input each output belongs to, that; else the last inputs
+        positions = model.gradient_positions.get(function)
+        if positions is None or len(positions) != len(body.output_args) or \
+                any(not 0 <= p < n_inputs for p in positions):
+            positions = list(range(n_inputs - len(body.output_args), n_inputs))
+        # the forward results lead and get no gradient (it is replaced)
+        first = min(positions, default=n_inputs)
         given = set()
         for k, (out_arg, _) in enumerate(body.output_args):
             if reaches_args(body, body.ret.get(out_arg, ""), upstream):
-                given.add(first + k)
+                given.add(positions[k])
     return given, first
 
 

@@ -79,7 +79,8 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
                              seed=seed, checks=checks, forward_passes=checker.passes,
-                             nondeterminism=checker.max_jitter)
+                             nondeterminism=checker.max_jitter,
+                             not_checked=dict(getattr(fn, "not_checked", None) or {}))
     if analyse:
         from opregistry.numerical.explain import explain
 

@@ -108,17 +108,24 @@ class Checker:
         inputs = list(self.subject.inputs)
         sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
                    for t in self.subject.targets]
-        with tf.GradientTape(persistent=True) as tape:
-            for x in inputs:
-                tape.watch(x)
-            s = self._objective(inputs, j, weights)
+
+        def taped(wanted: Any) -> Any:
+            # not persistent: a persistent tape over a loaded signature whose while loop
+            # carries a variable fails on the loop's resource outputs, which TF's own
+            # (non-persistent) tape never differentiates
+            with tf.GradientTape() as tape:
+                for x in inputs:
+                    tape.watch(x)
+                s = self._objective(inputs, j, weights)
+            return tape.gradient(s, wanted)
+
         try:
-            grads = tape.gradient(s, sources)
+            grads = taped(sources)
         except Exception:  # noqa: BLE001 - TF cannot differentiate the set: one by one
             grads = []
             for number, source in enumerate(sources):
                 try:
-                    grads.append(tape.gradient(s, source))
+                    grads.append(taped(source))
                 except Exception as exc:  # noqa: BLE001 - TF fails for this target
                     self.raised[(self.order, j, number)] = first_line(exc)
                     grads.append(None)

@@ -80,11 +80,18 @@ def _revised(c: Any, blocking: Any, info: Any, named: bool, order: int) -> Any:
     if c.gradient == "zero" and related and not graded and named \
             and (order == 1 or c.verdict != "ok"):
         c = replace(c, verdict="none", note="no gradient path (TensorFlow returned zeros)")
-    if c.verdict in ("none", "ok") and c.gradient == "none" and not related:
+    if not related and c.verdict in ("none", "ok") and c.gradient in ("none", "zero") \
+            and _flat(c):
+        # no path in the graph, as check decides, and the finite differences agree
         c = replace(c, verdict="unrelated", note="the output does not depend on it")
     elif c.verdict in PROBLEMS and named and not c.blocking_ops:
         c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
     return c
+
+
+def _flat(c: Any) -> bool:
+    """Whether the finite differences of a check are within its tolerance of zero."""
+    return c.numeric is None or c.tolerance is None or abs(c.numeric) <= c.tolerance
 
 
 def _join(first: str, second: str) -> str:

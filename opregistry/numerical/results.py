@@ -2,7 +2,7 @@
 the ops responsible, and the one-line-per-problem message of ``assert_differentiable``."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opregistry.errors import OpregistryError
@@ -61,6 +61,8 @@ class GradcheckResult:
     # largest difference between two identical forward passes (dropout, nondeterministic
     # kernels); the tolerance grows by 10x this over the step
     nondeterminism: float = 0.0
+    # targets that cannot be checked (a TF1 SavedModel's reference variables) -> why
+    not_checked: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -345,7 +345,8 @@ def _targets(tf: Any, fn: Any, concrete: Any, values: list[Any], variables: list
                                    int(tf.size(value)), tuple(value.shape)))
     # distinct variables that share a name (tf.Variable(1.0) is always "Variable")
     # are told apart by their attribute path, as check names them
-    owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else _method_owner(fn)
+    owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else \
+        getattr(fn, "variable_owner", None) or _method_owner(fn)
     var_names = variable_names(tf, variables, owner)
     for index, var in enumerate(variables):
         targets.append(_Target("variable", var_names[id(var)], index,

@@ -4,7 +4,7 @@ callable and its inputs. Unlike the static readers, these run the model in Tenso
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from opregistry.errors import first_line
 from opregistry.numerical.results import GradcheckError
@@ -12,12 +12,15 @@ from opregistry.numerical.subject import in_float64
 
 
 def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
-                tags: str | None = None, seed: int = 0) -> tuple[Any, tuple[Any, ...], str]:
+                tags: str | None = None, seed: int = 0,
+                shapes: Mapping[str, Sequence[int]] | None = None
+                ) -> tuple[Any, tuple[Any, ...], str]:
     """(callable, sample inputs, name) for ``opregistry gradcheck TARGET``:
 
     * a SavedModel directory (the MetaGraph ``tags``, default the only one or serve):
       one signature (default ``serving_default``) on random inputs of its declared
-      shapes (unknown dimensions: 1; integer inputs: zeros);
+      shapes (unknown dimensions: 1; an input of unknown rank needs its shape in
+      ``shapes``, name -> dimensions; integer inputs: zeros);
     * a ``.keras`` / ``.h5`` file (safe_mode), optionally with a Keras ``loss`` against
       random targets;
     * ``file.py:function`` or ``package.module:function``: the function is called with
@@ -35,8 +38,20 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 
     rng = np.random.default_rng(seed)
 
-    def sample(shape: Any, dtype: Any) -> Any:
-        dims = [d if d is not None else 1 for d in shape]
+    given = {name: [int(d) for d in dims] for name, dims in (shapes or {}).items()}
+
+    def sample(shape: Any, dtype: Any, name: str = "") -> Any:
+        if name in given:
+            dims = given[name]
+            if not tf.TensorShape(shape).is_compatible_with(dims):
+                raise GradcheckError(f"input {name!r} has shape {tf.TensorShape(shape)}, "
+                                     f"which {dims} does not fit")
+        elif tf.TensorShape(shape).rank is None:
+            option = name if name.isprintable() else repr(name)  # a name from the file
+            raise GradcheckError(f"input {name!r} has unknown rank: give its shape, e.g. "
+                                 f"--shape {option}=2,3")
+        else:
+            dims = [d if d is not None else 1 for d in shape]
         dtype = tf.as_dtype(dtype)
         if dtype.is_floating:
             return tf.constant(rng.standard_normal(dims), dtype=dtype)
@@ -44,7 +59,10 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 
     path = spec
     if os.path.isdir(path):
-        return _saved_model_signature(tf, path, signature, tags, sample)
+        fn, specs = _saved_model_signature(tf, path, signature, tags)
+        _all_named(given, fn.input_names)
+        return fn, tuple(sample(s.shape, s.dtype, n) for n, s in zip(fn.input_names, specs)), \
+            fn.__name__
     if path.endswith((".keras", ".h5", ".hdf5")):
         from opregistry.model.readers.traced import read_keras_model
 
@@ -52,20 +70,61 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
             model = read_keras_model(path)
         except ModelError as exc:
             raise GradcheckError(str(exc)) from None
-        inputs = tuple(sample(t.shape, t.dtype) for t in model.inputs)
+        names = [t.name.split(":")[0] for t in model.inputs]
+        _all_named(given, names)
+        inputs = tuple(sample(t.shape, t.dtype, n) for t, n in zip(model.inputs, names))
         if loss is None:
             return model, inputs, os.path.basename(path)
         return _with_loss(tf, model, loss, inputs, rng), inputs, \
             f"{os.path.basename(path)} + {loss}"
     if ":" in spec:
+        if given:
+            raise GradcheckError("--shape is for a SavedModel's or Keras file's inputs: "
+                                 f"{spec} returns its own inputs")
         return _from_python(spec)
     raise GradcheckError(f"{spec}: not a SavedModel directory, Keras file or "
                          "module:function")
 
 
-def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None,
-                           sample: Any) -> tuple[Any, tuple[Any, ...], str]:
-    """One signature of a SavedModel as a positional callable, with sample inputs."""
+MAX_SAMPLE_ELEMENTS = 1 << 24  # one input given by --shape
+
+
+def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """``["x=2,3", "s="]`` -> {"x": (2, 3), "s": ()} (an empty list: a scalar)."""
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split(",") if d.strip())
+            if any(d < 0 for d in shapes[name]):
+                raise ValueError
+        except ValueError:
+            raise GradcheckError(f"--shape {spec!r}: expected INPUT=DIMS, e.g. x=2,3 "
+                                 "(x= for a scalar)") from None
+        size = 1
+        for d in shapes[name]:
+            size *= d
+        if size > MAX_SAMPLE_ELEMENTS:  # the sample and its Jacobian must fit in memory
+            raise GradcheckError(f"--shape {spec!r}: {size:,} elements, more than "
+                                 f"{MAX_SAMPLE_ELEMENTS:,}")
+    return shapes
+
+
+def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
+    from opregistry.model.readers.model import shown
+
+    unknown = sorted(set(given) - set(names))
+    if unknown:  # names from the model file: printed escaped where they need it
+        show = lambda n: n if n.isprintable() else shown(n)  # noqa: E731
+        raise GradcheckError(f"no input {', '.join(map(show, unknown))} to give a shape "
+                             f"(inputs: {', '.join(map(show, names)) or 'none'})")
+
+
+def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None
+                           ) -> tuple[Any, list[Any]]:
+    """One signature of a SavedModel as a positional callable, with its input specs."""
     import os
 
     if not os.path.isfile(os.path.join(path, "saved_model.pb")):
@@ -95,9 +154,42 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
     call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
     call.input_names = names  # type: ignore[attr-defined]
     call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
-    call._keep = loaded  # type: ignore[attr-defined]  # variables live with the object
-    return call, tuple(sample(kwargs[n].shape, kwargs[n].dtype) for n in names), \
-        call.__name__
+    # variables live with the object, and are named by their paths in it, as check does
+    call.variable_owner = loaded  # type: ignore[attr-defined]
+    references = _reference_variables(path, tags)
+    if references:  # TF1: the signature again, its reference variables as variables
+        from opregistry.numerical import tf1
+
+        try:
+            rebuilt, variables = tf1.with_variables(tf, path, wanted, key, names)
+        except tf1.Unsupported as exc:
+            why = f"{REFERENCE_VARIABLE}; the signature could not be rebuilt with them: {exc}"
+            call.not_checked = {name: why for name in references}  # type: ignore[attr-defined]
+        else:
+            rebuilt.trainable_variables = variables
+            rebuilt.input_names = names
+            rebuilt.__name__ = call.__name__
+            return rebuilt, [kwargs[n] for n in names]
+    return call, [kwargs[n] for n in names]
+
+
+REFERENCE_VARIABLE = ("a TF1 reference variable (VariableV2): TensorFlow 2 loads it as "
+                      "state of the signature's graph, not as a variable")
+
+
+def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
+    """The trainable TF1 reference variables of the SavedModel's MetaGraph (the ones
+    ``check`` lists as targets), each with why gradcheck cannot check it."""
+    from opregistry.model.readers import savedmodel
+    from opregistry.model.readers.model import ModelError
+
+    try:
+        model = savedmodel.read(path, tags=tags)
+    except ModelError:
+        return {}  # TF loaded it; the static reader's objection is check's to report
+    return {name: REFERENCE_VARIABLE for node, name in sorted(model.variables.items())
+            if model.nodes[node].op in ("VariableV2", "Variable") and
+            (model.trainable is None or name in model.trainable)}
 
 
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:

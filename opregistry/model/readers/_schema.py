@@ -81,7 +81,16 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
                       ("bytes_list", 2, _MSG, _OPT, "BytesList")],
     "SavedFunction": [("concrete_functions", 1, _S, _REP, None)],
     "SavedBareConcreteFunction": [("concrete_function_name", 1, _S, _OPT, None)],
-    "SavedConcreteFunction": [("bound_inputs", 2, _I32, _REP, None)],
+    # the structure a concrete function returns: a saved custom gradient's None entries
+    # tell which IdentityN inputs its outputs are the gradients of
+    "SavedConcreteFunction": [("bound_inputs", 2, _I32, _REP, None),
+                              ("output_signature", 4, _MSG, _OPT, "StructuredValue")],
+    "NoneValue": [],
+    "StructuredValue": [("none_value", 1, _MSG, _OPT, "NoneValue"),
+                        ("list_value", 51, _MSG, _OPT, "StructuredList"),
+                        ("tuple_value", 52, _MSG, _OPT, "StructuredList"),
+                        ("dict_value", 53, _MSG, _OPT, "NoneValue")],
+    "StructuredList": [("values", 1, _MSG, _REP, "StructuredValue")],
     "SavedObject": [("children", 1, _MSG, _REP, "ObjectReference"),
                     ("function", 6, _MSG, _OPT, "SavedFunction"),
                     ("variable", 7, _MSG, _OPT, "SavedVariable"),

@@ -67,6 +67,9 @@ class Model:
     signatures: dict[str, Signature]
     variables: dict[str, str]  # VarHandleOp node name -> variable name as saved
     gradient_bindings: dict[str, str]  # custom gradient op type -> saved gradient function
+    # gradient function -> the IdentityN input each of its outputs is the gradient of,
+    # where its saved structure says (TF drops the None gradients from the outputs)
+    gradient_positions: dict[str, list[int]] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     tf_version: str | None = None
     # names of trainable variables; None when the format does not say (GraphDef)

@@ -204,7 +204,29 @@ def _from_meta_graph(chosen: Any, source: str) -> Model:
         _identify_saved_variables(chosen, model)
     else:
         _identify_tf1_variables(chosen, model)
+    concrete = chosen.object_graph_def.concrete_functions
+    for function in set(model.gradient_bindings.values()):
+        if function in concrete:
+            positions = output_positions(concrete[function].output_signature)
+            if positions is not None:
+                model.gradient_positions[function] = positions
     return model
+
+
+def output_positions(structure: Any) -> list[int] | None:
+    """Where in a flat list structure each returned tensor stands (None entries are
+    not returned: ``[None, None, g, h, None]`` -> [2, 3]); None for any other
+    structure."""
+    if structure.HasField("list_value"):
+        values = structure.list_value.values
+    elif structure.HasField("tuple_value"):
+        values = structure.tuple_value.values
+    else:
+        return None
+    if any(v.HasField(k) for v in values for k in ("list_value", "tuple_value",
+                                                     "dict_value")):
+        return None  # nested: the flat positions are not the IdentityN's
+    return [i for i, v in enumerate(values) if not v.HasField("none_value")]
 
 
 def _identify_saved_variables(meta_graph: Any, model: Model) -> None:

@@ -178,6 +178,12 @@ def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
             function = function_from_def(fdef)
             model.functions.setdefault(function.name, function)
             model.gradient_bindings[op_type] = function.name
+            returned = traced.structured_outputs
+            if isinstance(returned, (list, tuple)) and not any(
+                    isinstance(r, (list, tuple, dict)) for r in returned):
+                # None gradients are not outputs: where the others stand
+                model.gradient_positions[function.name] = [
+                    i for i, r in enumerate(returned) if r is not None]
 
 
 def _output_names(tf: Any, structure: Any) -> list[str]:
