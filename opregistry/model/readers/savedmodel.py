@@ -195,16 +195,51 @@ def _from_meta_graph(chosen: Any, source: str) -> Model:
     model = _from_graph_def(chosen.graph_def, source, "savedmodel")
     model.tags = list(chosen.meta_info_def.tags)
     model.tf_version = chosen.meta_info_def.tensorflow_version or None
-    # sorted: protobuf map order is not part of the file's meaning
-    model.signatures = {
-        key: Signature(key, {k: (v.name, v.dtype) for k, v in sorted(sig.inputs.items())},
-                       {k: (v.name, v.dtype) for k, v in sorted(sig.outputs.items())})
-        for key, sig in sorted(chosen.signature_def.items()) if not key.startswith("__")}
+    model.signatures = {key: _signature(key, sig)
+                        for key, sig in sorted(chosen.signature_def.items())
+                        if not key.startswith("__")}
     if any(n.HasField("variable") for n in chosen.object_graph_def.nodes):
         _identify_saved_variables(chosen, model)
     else:
         _identify_tf1_variables(chosen, model)
     return model
+
+
+def _signature(key: str, sig: Any) -> Signature:
+    """A SignatureDef; its composite inputs and outputs (SparseTensor, RaggedTensor)
+    by their component tensors. Sorted: protobuf map order is not part of the file's
+    meaning."""
+    signature = Signature(key, {}, {})
+    for infos, plain, composite in ((sig.inputs, signature.inputs,
+                                     signature.composite_inputs),
+                                    (sig.outputs, signature.outputs,
+                                     signature.composite_outputs)):
+        for name, info in sorted(infos.items()):
+            components = _components(info)
+            if components is None:
+                plain[name] = (info.name, info.dtype)
+            else:
+                composite[name] = components
+    return signature
+
+
+def _components(info: Any) -> list[tuple[str, int]] | None:
+    """(tensor name, dtype) of each component of a composite TensorInfo; None for a
+    plain tensor. A SparseTensor's values have the TensorInfo's dtype, its indices and
+    dense shape are int64; every other composite lists its components (flattened, as
+    TF's build_tensor_info writes them)."""
+    if info.name:
+        return None
+    if info.HasField("coo_sparse"):
+        sparse = info.coo_sparse
+        return [(sparse.values_tensor_name, info.dtype),
+                (sparse.indices_tensor_name, _schema.DT_INT64),
+                (sparse.dense_shape_tensor_name, _schema.DT_INT64)]
+    if info.HasField("composite_tensor"):
+        # (components are plain tensors; a nested composite would have no name and
+        # is named as such by the analysis, as TF cannot load it)
+        return [(c.name, c.dtype) for c in info.composite_tensor.components]
+    return None
 
 
 def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
