@@ -81,7 +81,13 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                                                     target.name, tuple(ops), meta_graph))
                     continue
                 dep_insts = state.dep_insts(tensor)
-                source = next((s for s in sources if s & _INST in dep_insts), None)
+                # an input can name one output of an op with several (TFMA's features
+                # are ParseExample's outputs): the output depends on that tensor or not
+                if target.kind == "input":
+                    dep = state.dep(tensor)
+                    source = next((s for s in sources if s in dep), None)
+                else:
+                    source = next((s for s in sources if s & _INST in dep_insts), None)
                 if source is None:
                     report.unrelated.append(target.name)
                     continue
@@ -222,7 +228,8 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
     top = flat.top
     handles: dict[str, list[int]] = {}
     for node_name, name in sorted(model.variables.items()):  # top-level variable handles
-        if node_name in top and (model.trainable is None or name in model.trainable):
+        if node_name in top and (model.trainable is None or name in model.trainable) and \
+                _holds_gradient_type(model.nodes[node_name]):
             handles.setdefault(name, []).append(top[node_name])
     variables = [_Source("variable", name, tuple(sources),
                          Target("variable", name, model.variable_paths.get(name, "")))
@@ -247,6 +254,14 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
                 inputs.setdefault("", []).append(
                     _Source("input", key, (inst,), Target("input", key, signature="")))
     return variables, inputs
+
+
+def _holds_gradient_type(node: Any) -> bool:
+    """Whether a variable op holds values a gradient can reach (a bare graph lists
+    every variable op, an Estimator's int64 global_step too)."""
+    if "dtype" not in node.attr:
+        return True
+    return _schema.base_type(node.attr["dtype"].type) in _schema.DIFFERENTIABLE_TYPES
 
 
 def _typed_tensors(flat: Flat, components: list[tuple[str, int]], what: str
