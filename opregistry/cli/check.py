@@ -86,7 +86,7 @@ def check_command(
 
 def _say_serving_version(model: str) -> None:
     """A TF Serving model base path is read at its newest version: say which."""
-    from opregistry.model.readers.savedmodel import serving_version
+    from opregistry.model.readers.versions import serving_version
 
     newest = serving_version(model)
     if newest is not None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
+from opregistry.model.readers.versions import serving_version
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 # a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
@@ -36,42 +36,6 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
         return _read_path(Path(path), tags, first_if_no_serve)
     except OSError as exc:  # no permission, a name too long, ...
         raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-@dataclass(frozen=True)
-class ServingVersion:
-    """The version a TF Serving model base path (``base/1``, ``base/2``, ...) serves by
-    default: the numerically largest."""
-
-    path: Path
-    version: int
-    versions: int  # numbered folders in the base path
-    ignored: tuple[str, ...]  # folders whose names are no version number
-
-
-def serving_version(path: str | os.PathLike[str]) -> ServingVersion | None:
-    """The newest version under a TF Serving model base path: a folder without
-    ``saved_model.pb`` whose subfolders are named by number, as TF Serving reads it
-    (other names are ignored, ``00000123`` is version 123). None for any other path."""
-    base = Path(path)
-    try:
-        if not base.is_dir() or (base / "saved_model.pb").exists() or \
-                (base / "saved_model.pbtxt").exists():
-            return None
-        numbered, ignored = [], []
-        for entry in sorted(os.scandir(base), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            if entry.name.isascii() and entry.name.isdigit():
-                numbered.append((int(entry.name), entry.name))
-            else:
-                ignored.append(entry.name)
-    except OSError:  # reported when the folder itself is read
-        return None
-    if not numbered:
-        return None
-    version, name = max(numbered)
-    return ServingVersion(base / name, version, len(numbered), tuple(ignored))
 
 
 def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Model]:
