@@ -67,12 +67,18 @@ def _classify(tf: Any, grad: Any) -> str:
     return GRADIENT if bool(np.any(np.asarray(grad) != 0)) else ZERO
 
 
-def _random_inputs(tf: Any, specs: dict[str, Any], seed: int) -> dict[str, Any]:
+def _random_inputs(tf: Any, specs: dict[str, Any], seed: int,
+                   feeds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A value per input: random by its type, or the one ``feeds`` gives (the indices
+    and shape of a SparseTensor a signature takes flat, say)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     out = {}
     for key, spec in sorted(specs.items()):
+        if feeds and key in feeds:
+            out[key] = tf.constant(feeds[key], spec.dtype)
+            continue
         shape = [d if d is not None else 2 for d in spec.shape.as_list()] \
             if spec.shape.rank is not None else [2]
         if spec.dtype.is_floating:
@@ -114,7 +120,7 @@ def _variable_paths(tf: Any, root: Any) -> list[tuple[Any, tuple[str, ...]]]:
     return out
 
 
-def tf2_answers(path: Path) -> list[TFOutput]:
+def tf2_answers(path: Path, feeds: dict[str, Any] | None = None) -> list[TFOutput]:
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(path))
@@ -124,9 +130,9 @@ def tf2_answers(path: Path) -> list[TFOutput]:
         fn = loaded.signatures[key]
         specs = fn.structured_input_signature[1]
         float_inputs = sorted(k for k, s in specs.items() if s.dtype.is_floating)
-        per_point = [_tape_point(tf, fn, specs, variables, float_inputs, seed)
+        per_point = [_tape_point(tf, fn, specs, variables, float_inputs, seed, feeds)
                      for seed in (1, 2)]
-        per_graph = [_graph_point(tf, fn, specs, variables, float_inputs, seed)
+        per_graph = [_graph_point(tf, fn, specs, variables, float_inputs, seed, feeds)
                      for seed in (1, 2)]
         zeros = any(ZERO in answers for p in per_point + per_graph for answers in p.values())
         # asked only when an answer was zeros: inlining a big graph costs seconds
@@ -177,11 +183,17 @@ def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str]
     names = [captured.get(id(v.handle)) for v, _ in variables] + list(float_inputs)
     present = {n.name for n in graph_def.node}
     numbered = [(i, n) for i, n in enumerate(names) if n and n in present]
-    keys = sorted(fn.structured_outputs)
+    # the frozen function's outputs are the flattened structured outputs (composites
+    # by their components): the floating ones by the names check gives them
+    offsets, position = {}, 0
+    for key, value in sorted(fn.structured_outputs.items()):
+        offsets[key] = position
+        position += len(tf.nest.flatten(value, expand_composites=True))
     out: dict[str, dict[int, bool]] = {}
-    for key, tensor in zip(keys, frozen.outputs):
-        if not tensor.dtype.is_floating:
+    for key, output, index in _float_outputs(fn):
+        if offsets[output] + index >= len(frozen.outputs):
             continue
+        tensor = frozen.outputs[offsets[output] + index]
 
         found: list[bool] = []
         traced = _gradient_function(tf, graph_def, [t.name for t in frozen.inputs],
@@ -240,9 +252,23 @@ def _downstream_nodes(graph_def: Any, start: str) -> set[str]:
     return seen
 
 
-def _float_outputs(fn: Any) -> list[str]:
-    return sorted(k for k, s in fn.structured_outputs.items()
-                  if getattr(s, "dtype", None) is not None and s.dtype.is_floating)
+def _float_outputs(fn: Any) -> list[tuple[str, str, int]]:
+    """(name, key, component) of every floating output: a composite output
+    (SparseTensor, RaggedTensor) by its floating components, as check names them."""
+    import tensorflow as tf
+
+    out = []
+    for key, value in sorted(fn.structured_outputs.items()):
+        flat = tf.nest.flatten(value, expand_composites=True)
+        floating = [i for i, t in enumerate(flat)
+                    if getattr(t, "dtype", None) is not None and t.dtype.is_floating]
+        for number, index in enumerate(floating):
+            out.append((key if len(floating) == 1 else f"{key}/{number}", key, index))
+    return out
+
+
+def _component(tf: Any, results: Any, key: str, index: int) -> Any:
+    return tf.nest.flatten(results[key], expand_composites=True)[index]
 
 
 def _upstream(tf: Any, value: Any, seed: int) -> Any:
@@ -252,8 +278,9 @@ def _upstream(tf: Any, value: Any, seed: int) -> Any:
 
 
 def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
-                float_inputs: list[str], seed: int) -> dict[str, list[str]]:
-    inputs = _random_inputs(tf, specs, seed)
+                float_inputs: list[str], seed: int, feeds: dict[str, Any] | None = None
+                ) -> dict[str, list[str]]:
+    inputs = _random_inputs(tf, specs, seed, feeds)
     sources = [v for v, _ in variables] + [inputs[k] for k in float_inputs]
     outputs = _float_outputs(fn)
     try:
@@ -262,11 +289,11 @@ def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
                 tape.watch(source)
             results = fn(**inputs)
     except Exception:  # noqa: BLE001 - the loaded model cannot run (py_function)
-        return {o: [FAILS] * len(sources) for o in outputs}
+        return {o: [FAILS] * len(sources) for o, _, _ in outputs}
     out = {}
-    for output in outputs:
+    for output, key, index in outputs:
         try:
-            value = results[output]
+            value = _component(tf, results, key, index)
             grads = tape.gradient(value, sources, output_gradients=_upstream(tf, value, seed))
             out[output] = [_classify(tf, g) for g in grads]
         except Exception:  # noqa: BLE001 - e.g. a custom gradient that was not saved
@@ -275,17 +302,18 @@ def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
 
 
 def _graph_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
-                 float_inputs: list[str], seed: int) -> dict[str, list[str]]:
-    inputs = _random_inputs(tf, specs, seed)
+                 float_inputs: list[str], seed: int, feeds: dict[str, Any] | None = None
+                 ) -> dict[str, list[str]]:
+    inputs = _random_inputs(tf, specs, seed, feeds)
     outputs = _float_outputs(fn)
     n = len(variables) + len(float_inputs)
     out = {}
-    for output in outputs:
+    for output, key, index in outputs:
         @tf.function
-        def grads(args, output=output):
+        def grads(args, key=key, index=index):
             results = fn(**args)
             sources = [v.handle for v, _ in variables] + [args[k] for k in float_inputs]
-            value = results[output]
+            value = _component(tf, results, key, index)
             return tf.gradients(value, sources, grad_ys=_upstream(tf, value, seed))
 
         try:
@@ -296,8 +324,13 @@ def _graph_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
     return out
 
 
-def tf1_answers(path: Path) -> list[TFOutput]:
-    """Every MetaGraph of a TF1 SavedModel, loaded into a session graph of its own."""
+def tf1_answers(path: Path, feeds: dict[str, Any] | None = None) -> list[TFOutput]:
+    """Every MetaGraph of a TF1 SavedModel, loaded into a session graph of its own.
+    Signature inputs and outputs are read as TF reads them (a SparseTensor or
+    RaggedTensor by its components; a ref output as its value); the targets are the
+    inputs whose graph tensor is floating (a composite's floating components).
+    ``feeds``: signature input key -> the value to feed (a serialized Example, say)
+    instead of a random one."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.core.protobuf import saved_model_pb2
@@ -312,31 +345,104 @@ def tf1_answers(path: Path) -> list[TFOutput]:
             loaded = tf1.saved_model.loader.load(sess, tags, str(path))
             variables = [v for v in tf1.trainable_variables() if v.dtype.base_dtype.is_floating]
             for key, sig in sorted(loaded.signature_def.items()):
-                inputs = {k: graph.get_tensor_by_name(v.name) for k, v in sig.inputs.items()}
-                float_inputs = sorted(k for k, t in inputs.items() if t.dtype.is_floating)
+                inputs = {k: tf1.saved_model.utils.get_tensor_from_tensor_info(v, graph)
+                          for k, v in sig.inputs.items()}
+                float_inputs = {k: _float_components(tf, t) for k, t in inputs.items()}
+                float_inputs = {k: c for k, c in sorted(float_inputs.items()) if c}
                 for output, info in sorted(sig.outputs.items()):
-                    out = graph.get_tensor_by_name(info.name)
-                    if not out.dtype.is_floating:
-                        continue
-                    sources = variables + [inputs[k] for k in float_inputs]
-                    upstream = tf.random.stateless_normal(tf.shape(out), seed=[3, 7],
-                                                          dtype=out.dtype)
-                    grads = tf.gradients(out, sources, grad_ys=upstream)
-                    verdicts = [NONE] * len(sources)
-                    for seed in (1, 2):
-                        rng = np.random.default_rng(seed)
-                        feed = {t: rng.uniform(-1, 1, [d or 2 for d in t.shape.as_list()])
-                                for t in inputs.values()}
-                        for index, g in enumerate(grads):
-                            if g is not None and np.any(sess.run(g, feed) != 0):
-                                verdicts[index] = GRADIENT
-                    answer = TFOutput(",".join(tags), key, output, how="tf1-graph")
-                    for var, verdict in zip(variables, verdicts):
-                        answer.variables[(var.op.name,)] = verdict
-                    for name, verdict in zip(float_inputs, verdicts[len(variables):]):
-                        answer.inputs[name] = verdict
-                    answers.append(answer)
+                    value = tf1.saved_model.utils.get_tensor_from_tensor_info(info, graph)
+                    outs = _float_components(tf, value)
+                    for number, out in enumerate(outs):
+                        name = output if len(outs) == 1 else f"{output}/{number}"
+                        answer = TFOutput(",".join(tags), key, name, how="tf1-graph")
+                        verdicts = _tf1_verdicts(tf, np, sess, out, variables,
+                                                 list(float_inputs.values()), inputs,
+                                                 feeds or {})
+                        for var, verdict in zip(variables, verdicts):
+                            answer.variables[(var.op.name,)] = verdict
+                        for input_key, verdict in zip(float_inputs, verdicts[len(variables):]):
+                            answer.inputs[input_key] = verdict
+                        answers.append(answer)
     return answers
+
+
+def _float_components(tf: Any, value: Any) -> list[Any]:
+    """The floating tensors of a signature's tensor: itself, or a composite's values."""
+    return [t for t in tf.nest.flatten(value, expand_composites=True)
+            if t.dtype.base_dtype.is_floating]
+
+
+def _tf1_verdicts(tf: Any, np: Any, sess: Any, out: Any, variables: list[Any],
+                  input_components: list[list[Any]], inputs: dict[str, Any],
+                  feeds: dict[str, Any]) -> list[str]:
+    """gradient / none for every variable, then every input (any of its components),
+    at two random points."""
+    sources = variables + [c for components in input_components for c in components]
+    upstream = tf.random.stateless_normal(tf.shape(out), seed=[3, 7],
+                                          dtype=out.dtype.base_dtype)
+    grads = tf.gradients(out, sources, grad_ys=upstream)
+    verdicts = [NONE] * len(sources)
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        feed = {}
+        for key, tensor in inputs.items():
+            feed.update(_tf1_feed(tf, rng, tensor, feeds.get(key)))
+        for index, g in enumerate(grads):
+            if g is not None and np.any(_values(tf, sess.run(g, feed)) != 0):
+                verdicts[index] = GRADIENT
+    # an input is one target, whatever number of components it has
+    out_verdicts = verdicts[:len(variables)]
+    start = len(variables)
+    for components in input_components:
+        part = verdicts[start:start + len(components)]
+        out_verdicts.append(GRADIENT if GRADIENT in part else NONE)
+        start += len(components)
+    return out_verdicts
+
+
+def _values(tf: Any, value: Any) -> Any:
+    return value.values if hasattr(value, "indices") and hasattr(value, "values") else value
+
+
+def _tf1_feed(tf: Any, rng: Any, tensor: Any, given: Any) -> dict[Any, Any]:
+    """A value for a signature input: a plain tensor, a SparseTensor (two entries) or a
+    RaggedTensor (two rows of one value), random unless ``given``."""
+    import numpy as np
+
+    if isinstance(tensor, tf.SparseTensor):
+        rank = tensor.shape.rank or 2
+        indices = np.asarray([[i] + [0] * (rank - 1) for i in range(2)], np.int64)
+        values = given if given is not None else _random_array(tf, rng, tensor.values.dtype, [2])
+        return {tensor.indices: indices, tensor.values: values,
+                tensor.dense_shape: np.asarray([2] + [1] * (rank - 1), np.int64)}
+    if isinstance(tensor, tf.RaggedTensor):
+        feed = {}
+        for splits in tensor.nested_row_splits:
+            feed[splits] = np.asarray([0, 1, 2], splits.dtype.as_numpy_dtype)
+        flat = tensor.flat_values
+        feed[flat] = given if given is not None else \
+            _random_array(tf, rng, flat.dtype, [2] + [d or 1 for d in flat.shape.as_list()[1:]])
+        return feed
+    if given is not None:
+        return {tensor: given}
+    shape = [d if d is not None else 2 for d in tensor.shape.as_list()] \
+        if tensor.shape.rank is not None else [2]
+    return {tensor: _random_array(tf, rng, tensor.dtype, shape)}
+
+
+def _random_array(tf: Any, rng: Any, dtype: Any, shape: list[int]) -> Any:
+    import numpy as np
+
+    dtype = tf.as_dtype(dtype).base_dtype
+    if dtype.is_floating:
+        return rng.uniform(-1.0, 1.0, shape).astype(dtype.as_numpy_dtype)
+    if dtype.is_bool:
+        return np.ones(shape, bool)
+    if dtype.is_integer:
+        return rng.integers(0, 2, shape).astype(dtype.as_numpy_dtype)
+    if dtype == tf.string:
+        return np.full(shape, b"The quick brown fox jumped", object)
+    return np.zeros(shape, dtype.as_numpy_dtype)
 
 
 def answers_in_fresh_process(paths: list[Path], preload: tuple[str, ...] = ()
@@ -386,14 +492,14 @@ def _print_answers(paths: list[str]) -> None:
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
-def tf_answers(path: Path) -> list[TFOutput]:
+def tf_answers(path: Path, feeds: dict[str, Any] | None = None) -> list[TFOutput]:
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString((path / "saved_model.pb").read_bytes())
     if any(len(m.object_graph_def.nodes) for m in saved.meta_graphs):
-        return tf2_answers(path)
-    return tf1_answers(path)
+        return tf2_answers(path, feeds)
+    return tf1_answers(path, feeds)
 
 
 # ------------------------------------------------------------------------ comparison
@@ -461,6 +567,14 @@ def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comp
         if target.kind == "variable" and (target.path or target.name) not in known:
             done.disagreements.append(f"{name} variable {target.name}: not a trainable "
                                       f"variable TF finds")
+    tf_inputs: dict[str, set[str]] = {}
+    for answer in answers:
+        tf_inputs.setdefault(answer.signature, set()).update(answer.inputs)
+    for target in result.targets:
+        if target.kind == "input" and target.signature in tf_inputs and \
+                target.name not in tf_inputs[target.signature]:
+            done.disagreements.append(f"{name} input {target.signature}/{target.name}: not "
+                                      f"a floating input TF finds")
     return done
 
 

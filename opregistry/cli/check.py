@@ -22,7 +22,7 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
-from opregistry.formats.check import COLUMNS, finding_rows, summary_line
+from opregistry.formats.check import COLUMNS, finding_rows, serving_version_line, summary_line
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
@@ -71,6 +71,7 @@ def check_command(
     if output:
         wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
                   for o in output]
+    _say_serving_version(model)
     try:
         result = check(model, release=release, db=db, outputs=wanted, tags=tags)
     except OpregistryError as exc:
@@ -81,6 +82,15 @@ def check_command(
     report_policy(policy, len(result.ignored))
     if result.findings or (strict and (result.partial_paths or policy.stale)):
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _say_serving_version(model: str) -> None:
+    """A TF Serving model base path is read at its newest version: say which."""
+    from opregistry.model.readers.versions import serving_version
+
+    newest = serving_version(model)
+    if newest is not None:
+        typer.echo(serving_version_line(model, newest), err=True)
 
 
 def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
@@ -121,6 +131,7 @@ def upgrade_check_command(
     from opregistry.policy import apply_to_changes
 
     policy = load_cli_policy(ignore, policy_file)
+    _say_serving_version(model)
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except OpregistryError as exc:

@@ -46,3 +46,18 @@ def summary_line(result: Any) -> str:
     if result.unknown_ops:
         summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
     return summary
+
+
+def serving_version_line(base: str, newest: Any) -> str:
+    """What ``check`` says on stderr when it reads the newest version of a TF Serving
+    model base path (folder names are the file system's: shown quoted)."""
+    from opregistry.model.readers.model import shown
+
+    line = (f"{base}: a model base path with {plural(newest.versions, 'version')}; "
+            f"checking the newest, {shown(newest.path.name)} (version {newest.version})")
+    if newest.ignored:
+        names = ", ".join(shown(name) for name in newest.ignored[:5])
+        more = f" and {len(newest.ignored) - 5} more" if len(newest.ignored) > 5 else ""
+        line += f"; ignored {plural(len(newest.ignored), 'folder')} not named by a " \
+                f"number: {names}{more}"
+    return line

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
-from opregistry.model.flatten import _INST, Flat, _tensor, flatten
+from opregistry.model.flatten import _INST, _OUT, Flat, _tensor, flatten
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model, ModelError, shown
 from opregistry.model.results import (
@@ -81,7 +81,13 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                                                     target.name, tuple(ops), meta_graph))
                     continue
                 dep_insts = state.dep_insts(tensor)
-                source = next((s for s in sources if s & _INST in dep_insts), None)
+                # an input can name one output of an op with several (TFMA's features
+                # are ParseExample's outputs): the output depends on that tensor or not
+                if target.kind == "input":
+                    dep = state.dep(tensor)
+                    source = next((s for s in sources if s in dep), None)
+                else:
+                    source = next((s for s in sources if s & _INST in dep_insts), None)
                 if source is None:
                     report.unrelated.append(target.name)
                     continue
@@ -222,26 +228,58 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
     top = flat.top
     handles: dict[str, list[int]] = {}
     for node_name, name in sorted(model.variables.items()):  # top-level variable handles
-        if node_name in top and (model.trainable is None or name in model.trainable):
+        if node_name in top and (model.trainable is None or name in model.trainable) and \
+                _holds_gradient_type(model.nodes[node_name]):
             handles.setdefault(name, []).append(top[node_name])
     variables = [_Source("variable", name, tuple(sources),
                          Target("variable", name, model.variable_paths.get(name, "")))
                  for name, sources in sorted(handles.items())]
     inputs: dict[str, list[_Source]] = {}
     for sig in model.signatures.values():
-        for name, (tensor, dtype) in sorted(sig.inputs.items()):
-            ref = _top_tensor(flat, tensor, f"signature {shown(sig.key)} input {shown(name)}")
-            if ref is not None and dtype in _schema.DIFFERENTIABLE_TYPES:
+        for name, components in sig.input_tensors():
+            # a composite input (SparseTensor, RaggedTensor) is one target: its
+            # floating components (values), never its indices or shapes
+            refs = _typed_tensors(flat, components,
+                                  f"signature {shown(sig.key)} input {shown(name)}")
+            sources = tuple(ref for ref, dtype in refs
+                            if dtype in _schema.DIFFERENTIABLE_TYPES)
+            if sources:
                 inputs.setdefault(sig.key, []).append(
-                    _Source("input", name, (ref,), Target("input", name, signature=sig.key)))
+                    _Source("input", name, sources, Target("input", name, signature=sig.key)))
     if not model.signatures:  # a bare GraphDef: its float placeholders
         ops, out_types = flat.ops, flat.out_types
         for key, inst in sorted(top.items()):
             if ops[inst] == "Placeholder" and out_types[inst] and \
-                    out_types[inst][0] in _schema.DIFFERENTIABLE_TYPES:
+                    _schema.base_type(out_types[inst][0]) in _schema.DIFFERENTIABLE_TYPES:
                 inputs.setdefault("", []).append(
                     _Source("input", key, (inst,), Target("input", key, signature="")))
     return variables, inputs
+
+
+def _holds_gradient_type(node: Any) -> bool:
+    """Whether a variable op holds values a gradient can reach (a bare graph lists
+    every variable op, an Estimator's int64 global_step too)."""
+    if "dtype" not in node.attr:
+        return True
+    return _schema.base_type(node.attr["dtype"].type) in _schema.DIFFERENTIABLE_TYPES
+
+
+def _typed_tensors(flat: Flat, components: list[tuple[str, int]], what: str
+                   ) -> list[tuple[int, int]]:
+    """(tensor, value type) of each component a signature names. The graph's type is
+    the truth where the graph says (a signature can declare a string placeholder
+    float: TF feeds the placeholder); the declared one where it does not (an op the
+    database does not know). Reference types count as their value type."""
+    out = []
+    for tensor, declared in components:
+        ref = _top_tensor(flat, tensor, what)
+        if ref is None:
+            continue
+        types = flat.out_types[ref & _INST]
+        index = ref >> _OUT
+        actual = types[index] if index < len(types) else 0
+        out.append((ref, _schema.base_type(actual or declared)))
+    return out
 
 
 def _top_tensor(flat: Flat, text: str, what: str) -> int | None:
@@ -268,22 +306,26 @@ def _top_tensor(flat: Flat, text: str, what: str) -> int | None:
 
 
 def output_keys(model: Model) -> list[tuple[str, str]]:
-    """(signature, output key) of every output ``check`` can be asked about."""
+    """(signature, output key) of every output ``check`` can be asked about (its
+    declared type, or a component's, a value type: the graph decides in ``analyse``)."""
     return [(sig.key, name) for sig in model.signatures.values()
-            for name, (_, dtype) in sig.outputs.items()
-            if dtype in _schema.DIFFERENTIABLE_TYPES]
+            for name, components in sig.output_tensors()
+            if any(_schema.base_type(dtype) in _schema.VALUE_TYPES
+                   for _, dtype in components)]
 
 
 def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None):
     for sig in model.signatures.values():
-        for name, (tensor, dtype) in sorted(sig.outputs.items()):
-            ref = _top_tensor(flat, tensor, f"signature {shown(sig.key)} output {shown(name)}")
-            if dtype not in _schema.DIFFERENTIABLE_TYPES:
-                continue  # an integer output has no gradient to ask for
+        for name, components in sig.output_tensors():
+            refs = _typed_tensors(flat, components,
+                                  f"signature {shown(sig.key)} output {shown(name)}")
             if wanted and (sig.key, name) not in wanted and (None, name) not in wanted:
                 continue
-            if ref is not None:
-                yield sig.key, name, ref
+            # an integer output has no gradient to ask for; a composite output's is
+            # its values' (TF's gradient of a SparseTensor or RaggedTensor)
+            values = [tensor for tensor, dtype in refs if dtype in _schema.VALUE_TYPES]
+            for number, tensor in enumerate(values):
+                yield sig.key, name if len(values) == 1 else f"{name}/{number}", tensor
     if not model.signatures:
         if wanted:
             for out in wanted:
@@ -301,5 +343,5 @@ def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | No
         for inst in sorted(set(top.values()) - consumed):
             if ops[inst] != "Placeholder":
                 for index, dtype in enumerate(out_types[inst]):
-                    if dtype in _schema.DIFFERENTIABLE_TYPES:
+                    if _schema.base_type(dtype) in _schema.VALUE_TYPES:
                         yield "", f"{keys[inst]}:{index}", _tensor(inst, index)

@@ -376,3 +376,33 @@ def test_a_hostile_name_is_shortened_in_the_one_line(tmp_path):
         check(_saved_model(tmp_path, change), release="2.21")
     assert "which the graph does not have" in str(error.value)
     assert len(str(error.value)) < len(str(tmp_path)) + 200, str(error.value)
+
+
+@pytest.mark.parametrize("field", ["values_tensor_name", "indices_tensor_name",
+                                   "dense_shape_tensor_name"])
+def test_a_sparse_signature_input_naming_no_tensor(tmp_path, field):
+    """A coo_sparse input is read by its components: each must name a tensor."""
+    def change(saved):
+        info = saved.meta_graphs[0].signature_def["serving_default"].inputs["x"]
+        info.name = ""
+        sparse = info.coo_sparse
+        sparse.values_tensor_name = sparse.indices_tensor_name = \
+            sparse.dense_shape_tensor_name = "x:0"
+        setattr(sparse, field, "nothing:0")
+    with pytest.raises(ModelError, match="signature 'serving_default' input 'x' names "
+                                         "'nothing:0', which the graph does not have"):
+        check(_saved_model(tmp_path, change), release="2.21")
+
+
+def test_a_composite_signature_output_with_an_unnamed_component(tmp_path):
+    """A composite_tensor output whose component has no name (a nested composite):
+    TF cannot load it, and neither is it reported clean."""
+    def change(saved):
+        info = saved.meta_graphs[0].signature_def["serving_default"].outputs["y"]
+        info.name = ""
+        info.composite_tensor.type_spec.type_spec_class_name = "RaggedTensorSpec"
+        info.composite_tensor.components.add(name="call:0", dtype=F)
+        info.composite_tensor.components.add(dtype=_schema.DT_INT64)
+    with pytest.raises(ModelError, match="output 'y' names '', which the graph does not "
+                                         "have"):
+        check(_saved_model(tmp_path, change), release="2.21")

@@ -61,7 +61,17 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
                                                       "FunctionDefLibrary"),
                  ("versions", 4, _MSG, _OPT, "VersionDef")],
     "TensorInfo": [("name", 1, _S, _OPT, None), ("dtype", 2, _ENUM, _OPT, _DT),
-                   ("tensor_shape", 3, _MSG, _OPT, "TensorShapeProto")],
+                   ("tensor_shape", 3, _MSG, _OPT, "TensorShapeProto"),
+                   ("coo_sparse", 4, _MSG, _OPT, "CooSparse"),
+                   ("composite_tensor", 5, _MSG, _OPT, "CompositeTensor")],
+    # a SparseTensor signature input or output: its three component tensors
+    "CooSparse": [("values_tensor_name", 1, _S, _OPT, None),
+                  ("indices_tensor_name", 2, _S, _OPT, None),
+                  ("dense_shape_tensor_name", 3, _S, _OPT, None)],
+    # any other composite (RaggedTensor, ...): its components, each a TensorInfo
+    "CompositeTensor": [("type_spec", 1, _MSG, _OPT, "TypeSpecProto"),
+                        ("components", 2, _MSG, _REP, "TensorInfo")],
+    "TypeSpecProto": [("type_spec_class_name", 3, _S, _OPT, None)],
     "SignatureDef": [("inputs", 1, _MSG, _REP, "map:TensorInfo"),
                      ("outputs", 2, _MSG, _REP, "map:TensorInfo"),
                      ("method_name", 3, _S, _OPT, None)],
@@ -185,8 +195,19 @@ DT_RESOURCE, DT_COMPLEX128, DT_VARIANT = 20, 18, 21
 DIFFERENTIABLE_TYPES = frozenset({DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_COMPLEX64,
                                   DT_COMPLEX128, DT_RESOURCE, DT_VARIANT})
 REF_OFFSET = 100  # DT_FLOAT_REF = 101 ...
+# What an output can be: TF differentiates floating and complex values only (a
+# variant or resource tensor carries gradients through a graph, but TF cannot start
+# one from it: tf.gradients and the tape refuse, or build ones it cannot fill).
+VALUE_TYPES = frozenset({DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16, DT_COMPLEX64,
+                         DT_COMPLEX128})
 # DataType numbers by name (OpDef JSON names types: "DT_FLOAT")
 DATA_TYPE_NUMBERS = {name: number for number, name in enumerate(DATA_TYPES)}
 # gradients flow along these types (and their _REF forms; 0: not known)
 GRADIENT_CARRIERS = frozenset(DIFFERENTIABLE_TYPES | {0} |
                               {t + REF_OFFSET for t in DIFFERENTIABLE_TYPES})
+
+
+def base_type(dtype: int) -> int:
+    """A reference type's value type (DT_FLOAT_REF -> DT_FLOAT); others unchanged: a
+    TF1 ref variable's value is read like any other tensor of its base type."""
+    return dtype - REF_OFFSET if dtype > REF_OFFSET else dtype

@@ -54,6 +54,19 @@ class Signature:
     key: str
     inputs: dict[str, tuple[str, int]]  # input key -> (tensor name, dtype)
     outputs: dict[str, tuple[str, int]]
+    # composite inputs and outputs (SparseTensor, RaggedTensor: not in ``inputs`` or
+    # ``outputs``): key -> the (tensor name, dtype) of each component tensor
+    composite_inputs: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    composite_outputs: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+
+    def input_tensors(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """(key, its component tensors) of every input, plain ones as one component."""
+        return sorted([(k, [v]) for k, v in self.inputs.items()] +
+                      list(self.composite_inputs.items()))
+
+    def output_tensors(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        return sorted([(k, [v]) for k, v in self.outputs.items()] +
+                      list(self.composite_outputs.items()))
 
 
 @dataclass

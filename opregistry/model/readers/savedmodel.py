@@ -10,6 +10,7 @@ from typing import Any
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
+from opregistry.model.readers.versions import serving_version
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 # a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
@@ -39,6 +40,9 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
 
 def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Model]:
     if path.is_dir():
+        newest = serving_version(path)
+        if newest is not None:
+            path = newest.path
         pb = path / "saved_model.pb"
         if pb.is_file():
             return _from_saved_model(_read_bytes(pb), str(path), tags, first_if_no_serve)
@@ -195,11 +199,9 @@ def _from_meta_graph(chosen: Any, source: str) -> Model:
     model = _from_graph_def(chosen.graph_def, source, "savedmodel")
     model.tags = list(chosen.meta_info_def.tags)
     model.tf_version = chosen.meta_info_def.tensorflow_version or None
-    # sorted: protobuf map order is not part of the file's meaning
-    model.signatures = {
-        key: Signature(key, {k: (v.name, v.dtype) for k, v in sorted(sig.inputs.items())},
-                       {k: (v.name, v.dtype) for k, v in sorted(sig.outputs.items())})
-        for key, sig in sorted(chosen.signature_def.items()) if not key.startswith("__")}
+    model.signatures = {key: _signature(key, sig)
+                        for key, sig in sorted(chosen.signature_def.items())
+                        if not key.startswith("__")}
     if any(n.HasField("variable") for n in chosen.object_graph_def.nodes):
         _identify_saved_variables(chosen, model)
     else:
@@ -227,6 +229,43 @@ def output_positions(structure: Any) -> list[int] | None:
                                                      "dict_value")):
         return None  # nested: the flat positions are not the IdentityN's
     return [i for i, v in enumerate(values) if not v.HasField("none_value")]
+
+
+def _signature(key: str, sig: Any) -> Signature:
+    """A SignatureDef; its composite inputs and outputs (SparseTensor, RaggedTensor)
+    by their component tensors. Sorted: protobuf map order is not part of the file's
+    meaning."""
+    signature = Signature(key, {}, {})
+    for infos, plain, composite in ((sig.inputs, signature.inputs,
+                                     signature.composite_inputs),
+                                    (sig.outputs, signature.outputs,
+                                     signature.composite_outputs)):
+        for name, info in sorted(infos.items()):
+            components = _components(info)
+            if components is None:
+                plain[name] = (info.name, info.dtype)
+            else:
+                composite[name] = components
+    return signature
+
+
+def _components(info: Any) -> list[tuple[str, int]] | None:
+    """(tensor name, dtype) of each component of a composite TensorInfo; None for a
+    plain tensor. A SparseTensor's values have the TensorInfo's dtype, its indices and
+    dense shape are int64; every other composite lists its components (flattened, as
+    TF's build_tensor_info writes them)."""
+    if info.name:
+        return None
+    if info.HasField("coo_sparse"):
+        sparse = info.coo_sparse
+        return [(sparse.values_tensor_name, info.dtype),
+                (sparse.indices_tensor_name, _schema.DT_INT64),
+                (sparse.dense_shape_tensor_name, _schema.DT_INT64)]
+    if info.HasField("composite_tensor"):
+        # (components are plain tensors; a nested composite would have no name and
+        # is named as such by the analysis, as TF cannot load it)
+        return [(c.name, c.dtype) for c in info.composite_tensor.components]
+    return None
 
 
 def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
