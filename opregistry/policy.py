@@ -194,9 +194,10 @@ def load_policy(ignore: Iterable[str] = (), *, path: str | os.PathLike[str] | No
     else:
         try:
             start = start or Path.cwd()
-        except OSError as exc:
-            raise PolicyError("cannot look for a policy file: the working directory is "
-                              f"gone ({exc.strerror or exc})") from None
+        except OSError:
+            raise PolicyError("the working directory no longer exists, so no policy file "
+                              "can be looked for: cd to a folder that exists or pass "
+                              "--policy FILE") from None
         found = find_policy_file(start)
     if found is not None:
         entries = file_entries(found)

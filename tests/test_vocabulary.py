@@ -79,9 +79,8 @@ def _keras(body):
 
 
 X = [0.9, -1.3, 0.4]
-# the guard (another slice's code) is wrong here: a tape over the eager call of the
-# tf.Module (not the Keras layer) gets zeros for ``a`` through Sign and no warning
-GUARD_DISAGREES = {("signed-saved", ("y", "a")): "gradient"}
+# pairs where the guard is known to disagree (none: the by-fact rule fixed Sign's zeros)
+GUARD_DISAGREES: dict[tuple[str, tuple[str, str]], str] = {}
 
 
 def _tensorflow(compute, variables):

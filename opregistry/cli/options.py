@@ -39,23 +39,12 @@ OptionalList = Optional[List[str]]
 
 def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
     """The policy of ``--ignore`` and ``--policy`` (or the file found), or one error line."""
-    import os
-    from pathlib import Path
-
     from opregistry.cli.app import fail
-    from opregistry.errors import OpregistryError, PolicyError
+    from opregistry.errors import OpregistryError
     from opregistry.policy import load_policy
 
-    start = None
-    if policy_file is None:  # the policy file is looked for from the working directory
-        try:
-            start = Path(os.getcwd())
-        except FileNotFoundError:
-            raise fail(PolicyError("the working directory no longer exists, so no policy "
-                                   "file can be looked for: cd to a folder that exists or "
-                                   "pass --policy FILE")) from None
-    try:
-        return load_policy(ignore or (), path=policy_file, start=start)
+    try:  # (a working directory that is gone is load_policy's one line too)
+        return load_policy(ignore or (), path=policy_file)
     except OpregistryError as exc:
         raise fail(exc) from None
 

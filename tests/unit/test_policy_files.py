@@ -290,4 +290,4 @@ def test_a_deleted_working_directory_is_one_line(tmp_path, model):
     done = subprocess.run([sys.executable, "-c", script, str(gone), str(model)],
                           capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    _one_error(done, "the working directory is gone")
+    _one_error(done, "the working directory no longer exists")
