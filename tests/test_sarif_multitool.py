@@ -1,7 +1,8 @@
 """SARIF accepted by a real consumer with GitHub's rules: Microsoft's SARIF multitool
-(``validate`` with the SARIF and GitHub rule kinds) reads ``check`` and ``gradcheck``
-SARIF for a SavedModel, a GraphDef, a .pbtxt, a Keras file and a ``file.py:function``
-target, with 0 errors and 0 warnings. The multitool installs from the npm registry
+(``validate`` with the SARIF and GitHub rule kinds) reads ``check`` SARIF for a
+SavedModel, a GraphDef, a .pbtxt and a Keras file, and ``gradcheck`` SARIF for a
+SavedModel, a Keras file, a ``file.py:function`` and a ``module:function`` target (what
+each command takes), with 0 errors and 0 warnings. The multitool installs from the npm registry
 (pinned) into a cache directory the first time; models are built here with TensorFlow."""
 from __future__ import annotations
 
@@ -77,13 +78,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     keras.Model(inputs, keras.ops.round(keras.layers.Dense(2)(inputs))).save(
         models / "rounded.keras")
     (base / "target.py").write_text(TARGET_PY)
+    (base / "target_module.py").write_text(TARGET_PY)  # as module:function
     return base
 
 
 RUNS = [("check", "models/blocked"), ("check", "models/frozen_graph.pb"),
         ("check", "models/graph.pbtxt"), ("check", "models/rounded.keras"),
         ("gradcheck", "models/blocked"), ("gradcheck", "models/rounded.keras"),
-        ("gradcheck", "target.py:make")]
+        ("gradcheck", "target.py:make"), ("gradcheck", "target_module:make")]
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +151,8 @@ def test_primary_locations_are_the_files_with_a_region(logs, workdir):
     round_line = TARGET_PY.splitlines().index("    return tf.round(h)  # the line") + 1
     traced = _results(logs[("gradcheck", "target.py:make")])
     assert {_location(r)[:2] for r in traced} == {("target.py", round_line)}
+    module = _results(logs[("gradcheck", "target_module:make")])
+    assert {_location(r)[:2] for r in module} == {("target_module.py", round_line)}
 
 
 def test_rule_names_are_distinct_and_not_their_ids(logs):

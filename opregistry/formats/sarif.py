@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +97,15 @@ def _rules() -> list[dict[str, Any]]:
 
 def _artifact_path(source: str) -> Path:
     """The file a finding is in: a SavedModel is its saved_model.pb, a gradcheck target
-    ``file.py:function`` its file."""
+    ``file.py:function`` its file, ``module:function`` the file of the module gradcheck
+    imported."""
     path = Path(source)
     if not path.exists() and ":" in source:
         path = Path(source.rsplit(":", 1)[0])
+        module = sys.modules.get(str(path)) if path.suffix != ".py" else None
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            path = Path(file)
     if path.is_dir() and (path / "saved_model.pb").exists():
         path = path / "saved_model.pb"
     return path
@@ -120,14 +126,16 @@ def _site(site: str) -> tuple[str, int] | None:
 
 
 def _function_line(source: str) -> int | None:
-    """The ``def`` line of a ``file.py:function`` target, read with ast (never run)."""
+    """The ``def`` line of a ``file.py:function`` / ``module:function`` target, read
+    with ast (the file is not run again)."""
     import ast
 
-    path, _, name = source.rpartition(":")
-    if not path.endswith(".py") or not name.isidentifier():
+    name = source.rpartition(":")[2]
+    path = _artifact_path(source)
+    if path.suffix != ".py" or not name.isidentifier():
         return None
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
     return next((node.lineno for node in tree.body if isinstance(
