@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -234,6 +235,58 @@ def test_pre_commit_try_repo_fails_a_blocked_model_and_passes_a_clean_one(
     assert outcomes["blocked"].returncode == 1, outcomes["blocked"].stdout
     shown = outcomes["blocked"].stdout
     assert "head" in shown and "ArgMax" in shown and "Failed" in shown
+
+
+README_URL = "https://github.com/opregistry/opregistry"
+
+
+def _readme_pre_commit_config() -> str:
+    """The README's .pre-commit-config.yaml block (section "In CI"), as it is."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", text, re.S)
+    assert len(blocks) == 1, "the README has one .pre-commit-config.yaml block"
+    return blocks[0]
+
+
+def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_path):
+    """The README's block with only the URL (-> this checkout) and the pinned commit
+    (-> the checkout's commit) replaced, run by the real pre-commit: a frozen GraphDef
+    .pb with ArgMax fails (the content decides, not the name); a clean SavedModel, a
+    SavedModel's other files and files that are no model pass quietly."""
+    config = _readme_pre_commit_config()
+    (rev,) = re.findall(r"^\s*rev: ([0-9a-f]{40})\b", config, re.M)
+    assert config.count(README_URL) == 1
+    head = _git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
+    config = config.replace(README_URL, str(hook_checkout)).replace(rev, head)
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / ".pre-commit-config.yaml").write_text(config)
+    shutil.copytree(models["clean"], repo / "clean")
+    (repo / "notes.txt").write_text("not a model\n")
+    (repo / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    _git(repo, "add", "-A")
+    pre_commit = Path(sys.executable).parent / "pre-commit"
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
+    env.pop("OPREGISTRY_DB", None)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo,
+                              capture_output=True, text=True, env=env, timeout=1200)
+
+    clean = run()
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Passed" in clean.stdout and "Error" not in clean.stdout
+    frozen = tf.function(lambda x: tf.cast(tf.argmax(x * 2.0, axis=1), tf.float32))
+    graph_def = frozen.get_concrete_function(
+        tf.TensorSpec([None, 3], tf.float32)).graph.as_graph_def()
+    (repo / "frozen_graph.pb").write_bytes(graph_def.SerializeToString())
+    _git(repo, "add", "frozen_graph.pb")
+    blocked = run()
+    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+    assert "Failed" in blocked.stdout and "frozen_graph.pb" in blocked.stdout
+    assert "ArgMax" in blocked.stdout
+    assert "notes.txt" not in blocked.stdout and "picture.png" not in blocked.stdout
 
 
 def test_sarif_names_the_line_that_created_the_op_where_it_is_known(tmp_path):

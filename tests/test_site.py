@@ -409,6 +409,49 @@ def test_pages_fit_a_phone_width(site: Path, browser, path: str):
     page.page.close()
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "BlockLSTM"])  # BlockLSTM: the widest history
+def test_the_op_page_fits_1400_px_without_horizontal_scroll(site: Path, browser, op: str):
+    page = Watched(browser, width=1400, height=900)
+    page.open(site, f"ops/{op}.html", ready=False)
+    assert page.page.evaluate("document.documentElement.scrollWidth") <= 1400
+    boxes = page.page.evaluate("[...document.querySelectorAll('.scroll')].map("
+                               "e => [e.scrollWidth, e.clientWidth])")
+    assert boxes and all(wide <= shown for wide, shown in boxes), boxes
+    last = page.page.locator("table.history thead th").last.bounding_box()
+    assert last is not None and last["x"] + last["width"] <= 1400 - 16  # main's padding
+    assert page.problems == []
+    page.page.close()
+
+
+def test_the_matrix_shows_rows_on_the_first_screen_of_a_phone(site: Path, browser):
+    page = Watched(browser, width=390, height=800)
+    p = page.open(site, "index.html")
+    shown = p.evaluate("[...document.querySelectorAll('#rows tr[data-i]')].filter("
+                       "r => r.getBoundingClientRect().bottom <= innerHeight).length")
+    assert shown >= 8, f"{shown} rows on the first screen"
+    assert not p.locator("#in").is_visible() and not p.locator("#reset").is_visible()
+    assert p.locator("#q").is_visible()
+    toggle = p.locator("#filters")
+    assert toggle.get_attribute("aria-expanded") == "false"
+    toggle.click()
+    assert p.locator("#in").is_visible() and toggle.get_attribute("aria-expanded") == "true"
+    p.select_option("#state", "none")
+    assert "(1)" in toggle.inner_text()  # says a filter is on while folded
+    toggle.click()
+    assert not p.locator("#in").is_visible()
+    # the library group header names its library on screen, not an empty band
+    label = p.locator("#head tr.groups th .glabel").first
+    box = label.bounding_box()
+    assert label.inner_text().strip() and box is not None
+    assert 0 <= box["x"] and box["x"] + min(box["width"], 40) <= 390
+    assert page.problems == []
+    page.page.close()
+    wide = Watched(browser, width=1400, height=900)
+    p = wide.open(site, "index.html")
+    assert p.locator("#in").is_visible() and not p.locator("#filters").is_visible()
+    wide.page.close()
+
+
 class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

@@ -1,8 +1,8 @@
-"""``check-files``: ``check`` over the model files a commit touches (the pre-commit
-hook's entry). ``saved_model.pb`` stands for its SavedModel directory; each model once."""
+"""``check-files``: ``check`` over the files a commit touches whose content is a model
+(the pre-commit hook's entry). ``saved_model.pb`` stands for its SavedModel directory;
+each model once."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List
 
 import typer
@@ -25,18 +25,24 @@ from opregistry.text import printable
 
 
 def models_of(files: List[str]) -> list[str]:
-    """The models behind ``files``, in order, each once."""
+    """The models behind ``files`` by their content, in order, each once; files that
+    are no model are left out (the hook hands over every file a commit touches)."""
+    from opregistry.model.sniff import model_of
+
     seen: dict[str, None] = {}
     for name in files:
-        path = Path(name)
-        seen[str(path.parent) if path.name == "saved_model.pb" else str(path)] = None
+        model = model_of(name)
+        if model is not None:
+            seen[model] = None
     return list(seen)
 
 
 @app.command("check-files")
 def check_files_command(
-    files: List[str] = typer.Argument(..., help="Model files (saved_model.pb stands for "
-                                                "its SavedModel directory)."),
+    files: List[str] = typer.Argument(..., help="Files; those whose content is a model "
+                                                "are checked (saved_model.pb stands for "
+                                                "its SavedModel directory), the others "
+                                                "left alone."),
     release: OptionalStr = ReleaseOption,
     strict: bool = typer.Option(False, "--strict", help="As for check."),
     ignore: OptionalList = IgnoreOption,

@@ -110,7 +110,7 @@ def gradcheck_command(
     if fmt == GradcheckFormat.sarif:
         from opregistry.formats.sarif import gradcheck_sarif
 
-        emit(output_file, gradcheck_sarif(result))
+        emit(output_file, gradcheck_sarif(result, target))
     else:
         emit(output_file, render(fmt.value, result.to_dict(), rows(result), COLUMNS))
     note(summary(result))

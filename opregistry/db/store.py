@@ -270,8 +270,10 @@ class Store:
         return self.rows("SELECT * FROM releases")
 
     def release_python_names(self) -> list[dict[str, Any]]:
-        """(release_id, name, op_name) of every public Python name in every release."""
-        return self.rows("SELECT rpn.release_id, pn.name, pn.op_name FROM release_python_names "
+        """(release_id, name, op_name, method) of every public Python name in every
+        release."""
+        return self.rows("SELECT rpn.release_id, pn.name, pn.op_name, pn.method "
+                         "FROM release_python_names "
                          "rpn JOIN python_names pn ON pn.id = rpn.python_name_id "
                          "ORDER BY rpn.release_id, pn.op_name, pn.name")
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +66,28 @@ RULES: dict[str, tuple[str, str]] = {
 }
 
 
+# rule id -> the name a consumer shows (SARIF: readable, and never the id itself)
+RULE_NAMES: dict[str, str] = {
+    "none": "GradientFunctionReturnsNone",
+    "no_gradient": "OpNotDifferentiable",
+    "missing": "OpHasNoGradientFunction",
+    "partial_input": "InputGetsNoGradientFromOp",
+    "integer_edge": "GradientPathThroughIntegerTensor",
+    "unknown_op": "OpNotInDatabase",
+    "custom_gradient_none": "CustomGradientReturnsNone",
+    "custom_gradient_not_saved": "CustomGradientNotSaved",
+    "python_function_not_saved": "PythonFunctionNotSaved",
+    "no_path": "NoGradientPath",
+    "partial_path": "OpOfConcernOnGradientPath",
+    "gradcheck/mismatch": "GradientMismatch",
+    "gradcheck/none": "GradientIsNone",
+    "gradcheck/zero": "GradientIsZero",
+    "gradcheck/non-smooth": "FunctionNotSmooth",
+}
+
+
 def _rules() -> list[dict[str, Any]]:
-    return [{"id": rule_id, "name": rule_id.replace("/", "_"),
+    return [{"id": rule_id, "name": RULE_NAMES[rule_id],
              "shortDescription": {"text": short}, "fullDescription": {"text": help_text},
              "help": {"text": help_text},
              "defaultConfiguration": {"level": "warning" if rule_id in (
@@ -73,34 +95,76 @@ def _rules() -> list[dict[str, Any]]:
             for rule_id, (short, help_text) in RULES.items()]
 
 
-def artifact_uri(source: str) -> str:
-    """The model file as a URI: relative to the working directory when inside it (as
-    code scanning wants), a file URI otherwise; a SavedModel is its saved_model.pb, a
-    gradcheck target ``file.py:function`` its file."""
+def _artifact_path(source: str) -> Path:
+    """The file a finding is in: a SavedModel is its saved_model.pb, a gradcheck target
+    ``file.py:function`` its file, ``module:function`` the file of the module gradcheck
+    imported."""
     path = Path(source)
     if not path.exists() and ":" in source:
         path = Path(source.rsplit(":", 1)[0])
+        module = sys.modules.get(str(path)) if path.suffix != ".py" else None
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            path = Path(file)
     if path.is_dir() and (path / "saved_model.pb").exists():
         path = path / "saved_model.pb"
-    resolved, here = path.resolve(), Path.cwd().resolve()
+    return path
+
+
+def artifact_uri(source: str) -> str:
+    """The model file as a URI: relative to the working directory when inside it (as
+    code scanning wants), a file URI otherwise."""
+    resolved, here = _artifact_path(source).resolve(), Path.cwd().resolve()
     if resolved.is_relative_to(here):
         return resolved.relative_to(here).as_posix()
     return resolved.as_uri()
 
 
+def _site(site: str) -> tuple[str, int] | None:
+    path, _, line = site.rpartition(":")
+    return (path, int(line)) if path and line.isdigit() and int(line) > 0 else None
+
+
+def _function_line(source: str) -> int | None:
+    """The ``def`` line of a ``file.py:function`` / ``module:function`` target, read
+    with ast (the file is not run again)."""
+    import ast
+
+    name = source.rpartition(":")[2]
+    path = _artifact_path(source)
+    if path.suffix != ".py" or not name.isidentifier():
+        return None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    return next((node.lineno for node in tree.body if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
+
+
+def _region(source: str, uri: str, ops: Any) -> dict[str, int]:
+    """Where in the artifact: the line of the first op the artifact itself locates (a
+    node's line in a .pbtxt, the line of a traced target's file that created the op),
+    else a ``file.py:function`` target's def line, else line 1 (a binary model file:
+    GitHub code scanning needs a start line)."""
+    for b in ops:
+        found = _site(getattr(b, "site", None) or "")
+        if found and artifact_uri(found[0]) == uri:
+            return {"startLine": found[1]}
+    return {"startLine": _function_line(source) or 1}
+
+
 def _related(ops: Any) -> list[dict[str, Any]]:
     """Where each op was created, where known (code traced by opregistry: a gradcheck
-    target, a live object): SARIF's related locations."""
+    target, a live object; a node's line in a .pbtxt): SARIF's related locations."""
     related: list[dict[str, Any]] = []
     for b in ops:
-        site = getattr(b, "site", None)
-        if not site:
+        found = _site(getattr(b, "site", None) or "")
+        if not found:
             continue
-        path, _, line = site.rpartition(":")
-        region = {"startLine": int(line)} if line.isdigit() else {}
-        related.append({"id": len(related), "message": {"text": f"{b.op} {b.node} created here"},
-                        "physicalLocation": {"artifactLocation": {"uri": artifact_uri(path)},
-                                             **({"region": region} if region else {})}})
+        related.append({"id": len(related), "message": {"text": f"{b.op} node {b.node}"},
+                        "physicalLocation": {"artifactLocation": {"uri": artifact_uri(found[0])},
+                                             "region": {"startLine": found[1]}}})
     return related
 
 
@@ -108,16 +172,20 @@ def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _log(results: list[dict[str, Any]], uri: str, properties: dict[str, Any]) -> str:
+def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[str, Any]
+         ) -> str:
     from opregistry import __version__
 
     rule_ids = list(RULES)
     for result in results:
         result["ruleIndex"] = rule_ids.index(result["ruleId"])
-        result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": uri}},
+        ops = result.pop("ops")
+        result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": uri},
+                                                     "region": _region(source, uri, ops)},
                                 **({"logicalLocations": result.pop("logical")}
                                    if result.get("logical") else {})}]
-        related = result.pop("related", None)
+        result.pop("logical", None)
+        related = _related(ops)
         if related:
             result["relatedLocations"] = related
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [{
@@ -128,8 +196,13 @@ def _log(results: list[dict[str, Any]], uri: str, properties: dict[str, Any]) ->
     return json.dumps(log, indent=2, sort_keys=False)
 
 
+def _qualified(*parts: str | None) -> str:
+    return "/".join(p for p in parts if p)
+
+
 def check_sarif(result: Any) -> str:
     """A CheckResult as a SARIF log: its findings and partial paths."""
+    uri = artifact_uri(result.source)
     results = []
     for kind, items in (("finding", result.findings), ("partial_path", result.partial_paths)):
         for item in items:
@@ -146,24 +219,34 @@ def check_sarif(result: Any) -> str:
                 "level": "warning" if kind == "partial_path" else "error",
                 "message": {"text": f"{item.target_kind} {item.target} {verb} {where}: "
                                     f"{named}"},
-                "logical": [{"name": b.node, "fullyQualifiedName": (
-                    f"{b.function}/{b.node}" if b.function else b.node), "kind": "function"}
-                    for b in ops],
-                "related": _related(ops),
-                "partialFingerprints": {"opregistryFinding/v1": _fingerprint(
-                    kind, item.meta_graph, item.signature, item.output, item.target_kind,
+                # signature/output, then signature/[function/]node per op
+                "logical": [{"name": item.output, "kind": "member",
+                             "fullyQualifiedName": _qualified(item.signature, item.output)}] +
+                [{"name": b.node, "kind": "function",
+                  "fullyQualifiedName": _qualified(item.signature, b.function, b.node)}
+                 for b in ops],
+                "ops": ops,
+                # the artifact's path is part of it: one model at two paths, two findings
+                "partialFingerprints": {"opregistryFinding/v2": _fingerprint(
+                    uri, kind, item.meta_graph, item.signature, item.output, item.target_kind,
                     item.target, sorted((b.node, b.op, b.reason) for b in ops))},
                 "properties": {"signature": item.signature, "output": item.output,
                                "target_kind": item.target_kind, "target": item.target,
                                "meta_graph": item.meta_graph,
                                "ops": [b.op for b in ops]},
             })
-    return _log(results, artifact_uri(result.source),
+    return _log(results, result.source, uri,
                 {"release": result.release, "ignored": len(result.ignored)})
 
 
-def gradcheck_sarif(result: Any) -> str:
-    """A GradcheckResult as a SARIF log: one result per problem."""
+def gradcheck_sarif(result: Any, target: str | None = None) -> str:
+    """A GradcheckResult as a SARIF log: one result per problem. ``target`` is what was
+    checked as given (a SavedModel directory, a Keras file, ``file.py:function``): the
+    artifact; ``result.source`` is only a display name (``model[serving_default]``)."""
+    target = target or result.source
+    uri = artifact_uri(target)
+    signature = re.search(r"\[([^\[\]]+)\]$", result.source)
+    scope = signature.group(1) if signature else None
     results = []
     for c in result.problems:
         ops = c.blocking_ops
@@ -174,14 +257,17 @@ def gradcheck_sarif(result: Any) -> str:
                                 f"{c.verdict}" + (f" ({c.note})" if c.note else "") + (
                                     "; ops: " + ", ".join(f"{b.node} ({b.op}: {b.reason})"
                                                           for b in ops) if ops else "")},
-            "logical": [{"name": b.node, "kind": "function"} for b in ops],
-            "related": _related(ops),
-            "partialFingerprints": {"opregistryGradcheck/v1": _fingerprint(
-                c.order, c.output, c.target_kind, c.target, c.verdict)},
+            "logical": [{"name": c.output, "kind": "member",
+                         "fullyQualifiedName": _qualified(scope, c.output)}] +
+            [{"name": b.node, "kind": "function",
+              "fullyQualifiedName": _qualified(scope, b.function, b.node)} for b in ops],
+            "ops": ops,
+            "partialFingerprints": {"opregistryGradcheck/v2": _fingerprint(
+                uri, c.order, c.output, c.target_kind, c.target, c.verdict)},
             "properties": {"order": c.order, "output": c.output, "target": c.target,
                            "target_kind": c.target_kind, "method": c.method,
                            "max_abs_error": c.max_abs_error},
         })
-    return _log(results, artifact_uri(result.source),
+    return _log(results, target, uri,
                 {"release": result.release, "dtype": result.dtype,
                  "ignored": len(result.ignored)})

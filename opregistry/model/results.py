@@ -17,7 +17,9 @@ class BlockingOp:
     op: str
     function: str | None
     reason: str  # one of REASONS
-    site: str | None = None  # "file:line" that created the op, where known (traced code)
+    # "file:line" where the op is, where known: the line of traced code that created it,
+    # or its node's line in a .pbtxt
+    site: str | None = None
     library: str | None = None  # the op library the op comes from ("tensorflow-text 2.21.1")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from opregistry.db.store import is_prerelease, using, version_key
 from opregistry.registry.lookup import InputGradient, OpRelease, op_release
+from opregistry.registry.names import implemented_by, ranked
 
 TENSORFLOW = "tensorflow"
 
@@ -104,7 +105,9 @@ def history(db: Any = None) -> History:
             ops[key_of[row["release_id"]]][row["op"]] = op_release(row, inputs=found)
         names: dict[str, dict[str, set[str]]] = {r.key: {} for r in records}
         for row in store.release_python_names():
-            names[key_of[row["release_id"]]].setdefault(row["op_name"], set()).add(row["name"])
-        python_names = {key: {op: tuple(sorted(found)) for op, found in per.items()}
+            if implemented_by(row["name"], row["op_name"], row["method"]):
+                names[key_of[row["release_id"]]].setdefault(row["op_name"], set()).add(
+                    row["name"])
+        python_names = {key: {op: tuple(ranked(found, op)) for op, found in per.items()}
                         for key, per in names.items()}
         return History(releases=tuple(records), ops=ops, python_names=python_names)

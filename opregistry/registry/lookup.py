@@ -8,6 +8,7 @@ from typing import Any, Iterator, Sequence
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
+from opregistry.registry.names import implemented_by
 
 # --------------------------------------------------------------------------- results
 
@@ -271,6 +272,9 @@ def _resolve_name(store: Store, name: str) -> tuple[str, list[tuple[str, str | N
         candidates.append("tf." + name.strip())
     for candidate in candidates:
         found = store.python_names(candidate) or store.python_names(candidate, fold_case=True)
+        # the op the name is implemented by, not every op its code creates (else all)
+        found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])
+                 ] or found
         if found:
             ops: dict[str, str] = {}
             for row in sorted(found, key=lambda r: (r["op_name"], r["method"])):

@@ -52,6 +52,7 @@ from typing import Any
 from opregistry import __version__
 from opregistry.registry.history import History, ReleaseRecord
 from opregistry.registry.lookup import OpRelease
+from opregistry.registry.names import ranked
 from opregistry.registry.sources import source_url
 
 SCHEMA = "opregistry-site/1"
@@ -151,9 +152,11 @@ def export(history: History, pages: dict[str, str]) -> dict[str, Any]:
         known = [e["public"] for e in per.values() if e["public"] is not None]
         # hidden: not in tf.raw_ops in any release that has tf.raw_ops (1.13 has none)
         hidden = name.startswith("_") or (bool(known) and not any(known))
+        # canonical first: the matrix shows the first name, the op page lists them so
+        newest = max((max(found) for found in names.values()), default=-1)
+        order = ranked(names, name, [n for n, found in names.items() if newest in found])
         ops[name] = {"page": pages[name], "summary": summary, "hidden": hidden,
-                     "python_names": {n: _spans(names[n], history.releases)
-                                      for n in sorted(names)},
+                     "python_names": {n: _spans(names[n], history.releases) for n in order},
                      "releases": per}
     return {"schema": SCHEMA, "generator": f"opregistry {__version__}",
             "states": {s: {"code": c, "glyph": g, "label": label}

@@ -14,7 +14,8 @@
     glyphOf[M.codes[state]] = M.states[state].glyph;
   }
   // the name shown beside an op: a plain public one before compat, raw_ops and dunder names
-  const shortName = (names) => names.find((n) => !/^tf\.(compat|raw_ops)\.|__/.test(n)) || names[0] || "";
+  // the export lists an op's names canonical first (opregistry/registry/names.py)
+  const shortName = (names) => names[0] || "";
   const ops = M.ops.map((r) => ({
     name: r[0], codes: r[1], pub: r[2], names: r[3], page: r[4],
     lname: r[0].toLowerCase(), lnames: r[3].map((n) => n.toLowerCase()), shown: shortName(r[3]),
@@ -31,7 +32,8 @@
       html += '<tr class="groups"><th class="corner" scope="col"></th>';
       for (const lib of libraries) {
         const span = releases.filter((r) => r.library === lib).length;
-        html += `<th scope="colgroup" colspan="${span}">${esc(lib)}</th>`;
+        // the label sticks beside the op column: centred over 26 columns it was off a phone
+        html += `<th scope="colgroup" colspan="${span}"><span class="glabel">${esc(lib)}</span></th>`;
       }
       html += "</tr>";
     }
@@ -191,12 +193,28 @@
   controls.q.addEventListener("input", apply);
   for (const k of ["pub", "rel", "state", "from", "to"]) controls[k].addEventListener("change", apply);
   $("reset").addEventListener("click", () => { location.hash = ""; loadHash(); apply(); });
-  window.addEventListener("hashchange", () => { loadHash(); apply(); });
+  window.addEventListener("hashchange", () => { loadHash(); showToggle(); apply(); });
 
+  // on a phone the filters fold behind a button, so that the first screen shows rows
+  const form = $("controls"), toggle = document.createElement("button");
+  toggle.type = "button"; toggle.id = "filters"; toggle.className = "filters-toggle";
+  toggle.setAttribute("aria-controls", "controls");
+  form.querySelector("label").after(toggle);
+  function showToggle() {
+    const active = ["pub", "rel", "state", "from", "to"].filter((k) =>
+      controls[k].type === "checkbox" ? controls[k].checked : controls[k].value).length;
+    const open = !form.classList.contains("folded");
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = (open ? "Hide filters" : "Filters") + (active ? ` (${active})` : "");
+  }
+  toggle.addEventListener("click", () => { form.classList.toggle("folded"); showToggle(); });
+  form.addEventListener("change", showToggle);
+  form.classList.add("folded");
   const legendBox = document.querySelector(".legend-box");
   if (legendBox && window.matchMedia("(max-width: 640px)").matches) legendBox.open = false;
   renderHead();
   loadHash();
+  showToggle();
   apply();
   document.documentElement.dataset.ready = "1";  // for the tests and the bench
   window.OPREGISTRY_READY_MS = performance.now();

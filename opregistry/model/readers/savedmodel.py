@@ -3,6 +3,7 @@ model code executed. The file is parsed with the minimal schema in ``_schema``."
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,11 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
     data = _read_bytes(path, text=path.suffix == ".pbtxt")
     if path.suffix == ".pbtxt":
-        return [_from_graph_def(_parse_text(data, path), str(path), "pbtxt")]
+        model = _from_graph_def(_parse_text(data, path), str(path), "pbtxt")
+        lines = node_lines(data.decode("utf-8"))
+        model.sites = {name: f"{path}:{line}" for name, line in lines.items()
+                       if name in model.nodes}
+        return [model]
     graph_def = _parse("GraphDef", data, path, f"{path}: not a GraphDef or SavedModel")
     if not graph_def.node:
         if data:
@@ -172,6 +177,31 @@ def _parse_text(data: bytes, path: Path) -> Any:
     if not message.node:
         raise ModelError(f"{path}: not a text GraphDef (no nodes)")
     return message
+
+
+# quoted strings and comments of protobuf's text format: their braces are not structure
+_TEXT_NOISE = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#.*')
+_NODE_NAME = re.compile(r'^\s*name\s*:\s*"([^"\\]*)"')
+
+
+def node_lines(text: str) -> dict[str, int]:
+    """Top-level node name -> the line of its ``node {`` in a text GraphDef (what a
+    SARIF consumer shows for a finding at that node). Names with escapes are left out:
+    the line is a pointer, the parsed graph stays the truth."""
+    lines: dict[str, int] = {}
+    depth, start = 0, 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if depth == 1 and start:
+            named = _NODE_NAME.match(line)
+            if named:
+                lines.setdefault(named.group(1), start)
+        code = _TEXT_NOISE.sub("", line)
+        if depth == 0 and re.match(r"\s*node\s*:?\s*[{<]", code):
+            start = number
+        depth += code.count("{") + code.count("<") - code.count("}") - code.count(">")
+        if depth <= 0:
+            depth, start = 0, 0
+    return lines
 
 
 _DEFAULT_TAGS = "serve"

@@ -1,0 +1,60 @@
+"""Which public Python name leads to which op, and which name to show first.
+
+The harvester records every op a public function's code reaches, with how it found
+them (``python_names.method``): ``generated_wrapper`` (the op's own generated
+function), ``calls_wrapper`` (a hand-written function that reaches one op), and
+``..._multi`` when the code reaches several. A ``_multi`` name is *implemented by* the
+op whose name is the function's (``tf.argmax`` -> ArgMax, not the Cast it also makes;
+``tf.accumulate_n`` -> AccumulateNV2, not AddN); a ``_multi`` name that matches none of
+its ops (``tf.nn.dropout``, ``tf.metrics.specificity_at_sensitivity``) only *creates*
+them and leads to none. This works on the shipped database as it is.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_VERSION_SUFFIX = re.compile(r"v\d+$")
+
+
+def _bare(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def same_name(python_name: str, op: str) -> bool:
+    """``tf.math.add_n`` and AddN, ``tf.argmax`` and ArgMax, ``tf.raw_ops.AddN`` and
+    AddN, ``tf.accumulate_n`` and AccumulateNV2: the function is named after the op."""
+    last = _bare(python_name.rsplit(".", 1)[-1])
+    bare_op = _bare(op)
+    return last in (bare_op, _VERSION_SUFFIX.sub("", bare_op))
+
+
+def implemented_by(python_name: str, op: str, method: str | None) -> bool:
+    """Whether ``python_name`` leads to ``op``: its code reaches that op alone, or
+    reaches several and is named after this one."""
+    if not method or not method.endswith("_multi"):
+        return True
+    return same_name(python_name, op)
+
+
+def rank(python_name: str, op: str, current: bool = True) -> tuple[object, ...]:
+    """Sort key, canonical first: ``tf.compat.v1.*`` last; names of the newest release
+    before names gone since; a name after the op before another (``tf.add_n`` before
+    ``tf.losses.get_total_loss``); then ``tf.x``, ``tf.module.x`` (``tf.math.*``),
+    deeper and ``tf.raw_ops.*``; then the shorter name."""
+    body = python_name[3:] if python_name.startswith("tf.") else python_name
+    compat = body.startswith("compat.")
+    if body.startswith("raw_ops."):
+        depth = 3
+    else:
+        depth = min(body.count("."), 2)
+    return (compat, not current, not same_name(python_name, op), depth, len(python_name),
+            python_name)
+
+
+def ranked(names: Iterable[str], op: str, current: Iterable[str] | None = None
+           ) -> list[str]:
+    """``names`` of ``op``, canonical first (``current``: the names the newest release
+    has; all when not given)."""
+    now = set(current) if current is not None else None
+    return sorted(set(names), key=lambda n: rank(n, op, now is None or n in now))
