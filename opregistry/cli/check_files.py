@@ -10,16 +10,19 @@ import typer
 from opregistry.cli.app import app
 from opregistry.cli.options import (
     DbOption,
+    FormatOption,
     IgnoreOption,
     OptionalList,
     OptionalStr,
+    OutputFileOption,
     PolicyOption,
     ReleaseOption,
     load_cli_policy,
     report_policy,
 )
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from opregistry.formats import render
+from opregistry.cli.output import emit
+from opregistry.formats import OutputFormat, render
 from opregistry.formats.check import COLUMNS, finding_rows, summary_line
 
 
@@ -40,6 +43,8 @@ def check_files_command(
     strict: bool = typer.Option(False, "--strict", help="As for check."),
     ignore: OptionalList = IgnoreOption,
     policy_file: OptionalStr = PolicyOption,
+    fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Check several models (for pre-commit): findings per model, exit 1 if any."""
@@ -48,19 +53,25 @@ def check_files_command(
 
     policy = load_cli_policy(ignore, policy_file)
     failed = errors = ignored = 0
+    data: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = []
     for model in models_of(files):
         try:
             result = apply_to_check(check(model, release=release, db=db), policy)
         except OpregistryError as exc:
-            typer.echo(f"Error: {model}: {exc}", err=True)
+            text = str(exc)  # the reader's message names the path already
+            typer.echo(f"Error: {text if text.startswith(model) else f'{model}: {text}'}",
+                       err=True)
             errors += 1
             continue
         ignored += len(result.ignored)
         if result.findings or (strict and result.partial_paths):
             failed += 1
-            typer.echo(f"{model}:")
-            typer.echo(render("table", None, finding_rows(result), COLUMNS))
+        data.append({"model": model, **result.to_dict()})
+        rows += [{"model": model, **row} for row in finding_rows(result)]
         typer.echo(f"{model}: {summary_line(result)}", err=True)
+    if not errors and (rows or fmt != OutputFormat.table or output_file is not None):
+        emit(output_file, render(fmt, data, rows, ["model", *COLUMNS]))
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)
