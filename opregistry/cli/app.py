@@ -71,7 +71,7 @@ def cli_command() -> Any:
     ``[table|json]``), not as Python types."""
     import typer.main
 
-    command = typer.main.get_command(load_commands())
+    command: Any = typer.main.get_command(load_commands())
     rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
     command.commands = dict(sorted(command.commands.items(),
                                    key=lambda kv: rank.get(kv[0], len(rank))))

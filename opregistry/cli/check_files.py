@@ -17,11 +17,12 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    canonical_release,
     load_cli_policy,
     report_policy,
 )
-from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.cli.output import emit
+from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import OutputFormat, render
 from opregistry.formats.check import COLUMNS, finding_rows, summary_line
 
@@ -52,6 +53,7 @@ def check_files_command(
     from opregistry.policy import apply_to_check
 
     policy = load_cli_policy(ignore, policy_file)
+    release = canonical_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
     data: list[dict[str, object]] = []
     rows: list[dict[str, object]] = []
