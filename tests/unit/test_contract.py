@@ -142,6 +142,7 @@ def run(capfd: Any, *args: str) -> tuple[int, str, str]:
     saved = sys.argv
     sys.argv = ["opregistry", *args]
     env = os.environ.pop("OPREGISTRY_DB", None)
+    tf_log = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # main() sets it for its TF imports
     code: Any = 0
     try:
         cli_main.main()
@@ -151,6 +152,10 @@ def run(capfd: Any, *args: str) -> tuple[int, str, str]:
         sys.argv = saved
         if env is not None:
             os.environ["OPREGISTRY_DB"] = env
+        if tf_log is None:
+            os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        else:
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = tf_log
     out, err = capfd.readouterr()
     return (code if isinstance(code, int) else (0 if code is None else 1)), out, err
 
