@@ -123,9 +123,11 @@ def models(tmp_path_factory) -> dict[str, str]:
     (base / "changed.pbtxt").write_text(CHANGED)
     (base / "corrupt.pb").write_bytes(b"\x00\xff not a protocol buffer \xff" * 4)
     (base / "empty_dir").mkdir()
+    (base / "empty.py").write_text("")
     return {"blocked": str(base / "blocked.pbtxt"), "clean": str(base / "clean.pbtxt"),
             "changed": str(base / "changed.pbtxt"), "corrupt": str(base / "corrupt.pb"),
-            "empty_dir": str(base / "empty_dir"), "missing": str(base / "nosuch.pb")}
+            "empty_dir": str(base / "empty_dir"), "missing": str(base / "nosuch.pb"),
+            "script": str(base / "empty.py")}
 
 
 def _changed_graph() -> str:
@@ -243,6 +245,8 @@ def _bad_call(name: str, pname: str, value: str) -> list[str]:
     values = dict(base.get(name, {}), **{pname: value})
     if name == "gradcheck" and pname != "target":
         values["target"] = "{blocked}"  # a real file, so the option is what fails
+    if name == "run" and pname != "script":
+        values["script"] = "{script}"  # refused before it runs: no TensorFlow here
     args = name.split()
     options = []
     for p in command.params:
