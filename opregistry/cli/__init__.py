@@ -42,6 +42,11 @@ def _main() -> None:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - only the parser's own errors are caught
+        from typer._click.exceptions import NoArgsIsHelpError
+
+        if isinstance(exc, NoArgsIsHelpError):  # ``opregistry``, ``opregistry db``: help
+            exc.show()
+            sys.exit(2)
         line = usage_error(exc)
         if line is None:
             raise

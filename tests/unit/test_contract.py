@@ -201,6 +201,9 @@ def test_commands_are_listed_in_the_documented_order(capfd):
     code, out, _ = run(capfd, "--help")
     listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()]
     assert code == 0 and listed == COMMAND_ORDER
+    for group in ([], ["db"]):  # no command: the help, on stderr, exit 2
+        code, out, err = run(capfd, *group)
+        assert (code, out) == (2, "") and err.startswith("Usage: opregistry"), err
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -270,8 +273,11 @@ def _bad_cases() -> list[Any]:
 def test_bad_input_is_one_error_line_and_exit_2(name, cls, pname, value, models, capfd,
                                                   tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    had_tensorflow = "tensorflow" in sys.modules
     code, out, err = run(capfd, *_fill(_bad_call(name, pname, value), models))
     one_error(code, out, err)
+    # refused before TensorFlow is imported (seconds, and no TensorFlow log lines)
+    assert had_tensorflow or "tensorflow" not in sys.modules
     message = err.split("Error: ", 1)[1]
     if cls == "unknown release":  # the same words from every command
         assert message.startswith("unknown release '9.9' (the database holds: 1.13.2,"), err
