@@ -34,7 +34,7 @@ def _main() -> None:
     code = try_fast(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from opregistry.cli.app import cli_command, usage_error
+    from opregistry.cli.app import cli_command, click_exceptions, usage_error
 
     try:
         code = cli_command().main(prog_name="opregistry", standalone_mode=False)
@@ -42,10 +42,9 @@ def _main() -> None:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - only the parser's own errors are caught
-        from typer._click.exceptions import NoArgsIsHelpError
-
-        if isinstance(exc, NoArgsIsHelpError):  # ``opregistry``, ``opregistry db``: help
-            exc.show()
+        # ``opregistry``, ``opregistry db``: the help, as click would show it (click 8.2+)
+        if isinstance(exc, getattr(click_exceptions(), "NoArgsIsHelpError", ())):
+            exc.show()  # type: ignore[attr-defined]
             sys.exit(2)
         line = usage_error(exc)
         if line is None:

@@ -59,7 +59,6 @@ def load_commands() -> typer.Typer:
     return app
 
 
-
 # the order of ``opregistry --help``: asking, then checking models, then building
 COMMAND_ORDER = ["lookup", "ops", "releases", "diff", "check", "upgrade-check", "check-files",
                  "gradcheck", "run", "probe-report", "harvest", "site", "db"]
@@ -92,24 +91,43 @@ def _plain_help(command: Any) -> None:
             param._rich_display_name = lambda name=name: name
             param.display_type_rich = lambda ctx: None
         elif param.metavar is None and not param.is_flag:
-            desc = param.type_descriptor
-            if desc.is_choice:
+            choices, kind = _value_type(param)
+            if choices:
                 param.metavar = "[" + "|".join(
-                    str(getattr(c, "value", c)) for c in desc.choices or ()) + "]"
-            elif desc.annotation is int:
+                    str(getattr(c, "value", c)) for c in choices) + "]"
+            elif kind is int:
                 param.metavar = "N"
-            elif desc.annotation is float:
+            elif kind is float:
                 param.metavar = "X"
             else:
                 param.metavar = param.opts[0].lstrip("-").upper().replace("-", "_")
 
 
+def _value_type(param: Any) -> tuple[Any, Any]:
+    """(choices or None, int / float / other) of an option, from Typer's type descriptor
+    (Typer >= 0.2x) or click's ParamType (older Typer)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        return (desc.choices if desc.is_choice else None), desc.annotation
+    kind = getattr(param.type, "name", "")
+    return getattr(param.type, "choices", None), {"integer": int, "float": float}.get(
+        kind.split()[0] if kind else "")
+
+
+def click_exceptions() -> Any:
+    """The click exceptions module the app raises: Typer's vendored copy, or click's."""
+    import importlib
+
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:  # Typer before it vendored click
+        return importlib.import_module("click.exceptions")
+
+
 def usage_error(exc: BaseException) -> str | None:
     """The one ``Error:`` line of a parser error (a bad option value, a missing
     argument); None for any other exception."""
-    from typer._click.exceptions import UsageError
-
-    if not isinstance(exc, UsageError):
+    if not isinstance(exc, click_exceptions().UsageError):
         return None
     text = " ".join(exc.format_message().split()).replace("Value error, ", "")
     where = f"opregistry {exc.ctx.command_path.split(' ', 1)[1]}" if exc.ctx and \
