@@ -250,15 +250,15 @@ def test_opregistry_run_a_script(tmp_path):
                                str(script), *rest], capture_output=True, text=True,
                               cwd=tmp_path)
         assert done.returncode == code, done.stderr
-        assert f"got None {rest}" in done.stdout
-        assert "1 target without a gradient" in done.stdout
-        assert f"ArgMax 'ArgMax' created at {argmax_line}" in done.stdout
+        assert done.stdout.splitlines() == [f"got None {rest}"]  # only the script's
+        assert "1 target without a gradient" in done.stderr  # the summary: stderr's
+        assert f"ArgMax 'ArgMax' created at {argmax_line}" in done.stderr
         assert "NonDifferentiableWarning" in done.stderr
     # the project's ignore rules: the loss is ignored, --strict has nothing to fail on
     done = subprocess.run([sys.executable, "-m", "opregistry", "run", "--strict", "--ignore",
                            "op:ArgMax=the pick is a metric", str(script), "0"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "0 targets without a gradient, 0 sites, 1 ignored" in done.stdout
-    assert "by op:ArgMax (the pick is a metric; --ignore)" in done.stdout
+    assert "0 targets without a gradient, 0 sites, 1 ignored" in done.stderr
+    assert "by op:ArgMax (the pick is a metric; --ignore)" in done.stderr
     assert "NonDifferentiableWarning" not in done.stderr

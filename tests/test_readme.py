@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"<!-- output: (?P<cmd>[^>]+?) -->\n```text\n(?P<out>.*?)```", re.S)
+# the end of a command's stderr: a summary (the warnings before it name this machine's paths)
+STDERR_TAIL = re.compile(r"<!-- stderr-tail: (?P<cmd>[^>]+?) -->\n```text\n(?P<out>.*?)```",
+                         re.S)
 
 
 def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
@@ -35,3 +38,16 @@ def test_readme_output_blocks_are_real(command, expected):
                           text=True, env=env, cwd=ROOT)
     assert done.returncode in (0, 1), done.stderr
     assert done.stdout.rstrip() == expected.rstrip()
+
+
+@pytest.mark.parametrize("command, expected",
+                         [(m["cmd"], m["out"]) for m in STDERR_TAIL.finditer(README)])
+def test_readme_stderr_blocks_are_real(command, expected):
+    args = command.split()
+    assert args[0] == "opregistry"
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    env["COLUMNS"] = "200"
+    done = subprocess.run([sys.executable, "-m", "opregistry", *args[1:]], capture_output=True,
+                          text=True, env=env, cwd=ROOT)
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stderr.rstrip().endswith(expected.rstrip()), done.stderr

@@ -24,15 +24,31 @@ def main() -> None:
 
 
 def _main() -> None:
+    import os
+
     from opregistry.cli.fast import try_fast
+
+    if sys.argv[1:2] != ["run"]:  # TF's C++ log lines (cuInit...) are not our output;
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # under ``run`` they are the script's
 
     code = try_fast(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from opregistry.cli.app import load_commands
+    from opregistry.cli.app import cli_command, click_exceptions, usage_error
 
     try:
-        load_commands()(prog_name="opregistry", standalone_mode=True)
+        code = cli_command().main(prog_name="opregistry", standalone_mode=False)
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - only the parser's own errors are caught
+        # ``opregistry``, ``opregistry db``: the help, as click would show it (click 8.2+)
+        if isinstance(exc, getattr(click_exceptions(), "NoArgsIsHelpError", ())):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        line = usage_error(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,6 +1,8 @@
 """The Typer application; each command module registers itself on ``app``."""
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from opregistry import __version__
@@ -62,3 +64,79 @@ def load_commands() -> typer.Typer:
     )
 
     return app
+
+
+# the order of ``opregistry --help``: asking, then checking models, then building
+COMMAND_ORDER = ["lookup", "ops", "releases", "diff", "check", "upgrade-check", "check-files",
+                 "gradcheck", "run", "probe-report", "harvest", "site", "db"]
+
+
+def cli_command() -> Any:
+    """The click command of the app: commands in ``COMMAND_ORDER`` (any other after
+    them), help that names values as users write them (``--tf RELEASE``, ``MODEL``,
+    ``[table|json]``), not as Python types."""
+    import typer.main
+
+    command: Any = typer.main.get_command(load_commands())
+    rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+    command.commands = dict(sorted(command.commands.items(),
+                                   key=lambda kv: rank.get(kv[0], len(rank))))
+    _plain_help(command)
+    return command
+
+
+def _plain_help(command: Any) -> None:
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+    for param in command.params:
+        if param.param_type_name == "argument":
+            name = param.metavar or param.name.upper()
+            name += "..." if param.nargs != 1 and not name.endswith("...") else ""
+            usage = name if param.required else f"[{name}]"
+            # instance attributes: typer's help shows ``{name} <str>`` otherwise
+            param._usage_display_name = lambda usage=usage: usage
+            param._rich_display_name = lambda name=name: name
+            param.display_type_rich = lambda ctx: None
+        elif param.metavar is None and not param.is_flag:
+            choices, kind = _value_type(param)
+            if choices:
+                param.metavar = "[" + "|".join(
+                    str(getattr(c, "value", c)) for c in choices) + "]"
+            elif kind is int:
+                param.metavar = "N"
+            elif kind is float:
+                param.metavar = "X"
+            else:
+                param.metavar = param.opts[0].lstrip("-").upper().replace("-", "_")
+
+
+def _value_type(param: Any) -> tuple[Any, Any]:
+    """(choices or None, int / float / other) of an option, from Typer's type descriptor
+    (Typer >= 0.2x) or click's ParamType (older Typer)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        return (desc.choices if desc.is_choice else None), desc.annotation
+    kind = getattr(param.type, "name", "")
+    return getattr(param.type, "choices", None), {"integer": int, "float": float}.get(
+        kind.split()[0] if kind else "")
+
+
+def click_exceptions() -> Any:
+    """The click exceptions module the app raises: Typer's vendored copy, or click's."""
+    import importlib
+
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:  # Typer before it vendored click
+        return importlib.import_module("click.exceptions")
+
+
+def usage_error(exc: BaseException) -> str | None:
+    """The one ``Error:`` line of a parser error (a bad option value, a missing
+    argument); None for any other exception."""
+    if not isinstance(exc, click_exceptions().UsageError):
+        return None
+    text = " ".join(exc.format_message().split()).replace("Value error, ", "")
+    where = f"opregistry {exc.ctx.command_path.split(' ', 1)[1]}" if exc.ctx and \
+        " " in exc.ctx.command_path else "opregistry"
+    return f"Error: {text} (see {where} --help)"

@@ -90,7 +90,7 @@ def _say_serving_version(model: str) -> None:
 
     newest = serving_version(model)
     if newest is not None:
-        typer.echo(serving_version_line(model, newest), err=True)
+        note(serving_version_line(model, newest))
 
 
 def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:

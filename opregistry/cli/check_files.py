@@ -10,18 +10,21 @@ import typer
 from opregistry.cli.app import app, note
 from opregistry.cli.options import (
     DbOption,
+    FormatOption,
     IgnoreOption,
     OptionalList,
     OptionalStr,
+    OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    canonical_release,
     load_cli_policy,
     report_policy,
 )
+from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from opregistry.formats import render
+from opregistry.formats import OutputFormat, render
 from opregistry.formats.check import COLUMNS, finding_rows, summary_line
-from opregistry.text import printable
 
 
 def models_of(files: List[str]) -> list[str]:
@@ -47,6 +50,8 @@ def check_files_command(
     strict: bool = typer.Option(False, "--strict", help="As for check."),
     ignore: OptionalList = IgnoreOption,
     policy_file: OptionalStr = PolicyOption,
+    fmt: OutputFormat = FormatOption,
+    output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """Check several models (for pre-commit): findings per model, exit 1 if any."""
@@ -54,20 +59,26 @@ def check_files_command(
     from opregistry.policy import apply_to_check
 
     policy = load_cli_policy(ignore, policy_file)
+    release = canonical_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
+    data: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = []
     for model in models_of(files):
         try:
             result = apply_to_check(check(model, release=release, db=db), policy)
         except OpregistryError as exc:
-            note(f"Error: {model}: {exc}")
+            text = str(exc)  # the reader's message names the path already
+            note(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
             errors += 1
             continue
         ignored += len(result.ignored)
         if result.findings or (strict and result.partial_paths):
             failed += 1
-            typer.echo(printable(f"{model}:"))
-            typer.echo(render("table", None, finding_rows(result), COLUMNS))
+        data.append({"model": model, **result.to_dict()})
+        rows += [{"model": model, **row} for row in finding_rows(result)]
         note(f"{model}: {summary_line(result)}")
+    if not errors and (rows or fmt != OutputFormat.table or output_file is not None):
+        emit(output_file, render(fmt, data, rows, ["model", *COLUMNS]))
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

@@ -50,16 +50,68 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
 
 @db_app.command("downgrade")
 def downgrade(revision: str = typer.Argument(..., help="Target revision, or base."),
+              yes: bool = typer.Option(False, "--yes", help="Delete the data that the older "
+                                       "schema cannot hold (listed without --yes)."),
               db: OptionalStr = DbOption) -> None:
-    """Migrate the schema down to REVISION."""
+    """Migrate the schema down to REVISION. Data the older schema cannot hold is deleted:
+    without --yes, the command lists it and changes nothing."""
     from opregistry.db import migrate
 
     try:
         location, engine = _engine(db, create=False, write=True)
+        lost = _lost_by_downgrade(engine, revision)
+        if lost and not yes:
+            raise OpregistryError(f"downgrading {location.describe()} to {revision} deletes "
+                                  f"{'; '.join(lost)}: pass --yes to do it")
         migrate.downgrade(engine, revision)
+        if lost:
+            note(f"deleted {'; '.join(lost)}")
         note(f"{location.describe()} is at {migrate.current(engine) or 'base'}")
     except OpregistryError as exc:
         raise fail(exc) from None
+
+
+# what each revision's downgrade deletes: (revision, SQL counting it, what it is)
+_DOWNGRADE_LOSSES = [
+    ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
+     "op-library release"),
+    ("0004_function_sources", "SELECT COUNT(*) FROM function_sources",
+     "gradient function source text"),
+    ("0002_probes", "SELECT COUNT(*) FROM op_inputs", "per-input probe result"),
+    ("0001_initial", "SELECT COUNT(*) FROM releases", "release"),
+]
+
+
+def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
+    """What migrating down to ``revision`` deletes, counted ("6 op-library releases")."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import text
+
+    from opregistry.db import migrate
+    from opregistry.formats import plural
+
+    config = migrate._config(engine)
+    scripts = ScriptDirectory.from_config(config)
+    current = migrate.current(engine)
+    if current is None:
+        return []
+    try:
+        undone = [s.revision for s in scripts.iterate_revisions(current, revision)
+                  if s.revision != (None if revision == "base" else
+                                    scripts.get_revision(revision).revision)]
+    except Exception as exc:  # noqa: BLE001 - alembic's errors for unknown revisions
+        raise OpregistryError(f"unknown revision {revision!r} ({exc})") from None
+    lost = []
+    with engine.connect() as connection:
+        for name, sql, what in _DOWNGRADE_LOSSES:
+            if name in undone:
+                try:
+                    n = int(connection.execute(text(sql)).scalar() or 0)
+                except Exception:  # noqa: BLE001 - a table an older schema lacks: nothing
+                    continue
+                if n:
+                    lost.append(plural(n, what))
+    return lost
 
 
 @db_app.command("current")
@@ -92,6 +144,10 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     from opregistry.db.validate import read_document
 
     loaded: list[dict[str, object]] = []
+    for path in files:  # before the database is opened (or created)
+        if not path.is_file():
+            raise fail(OpregistryError(f"{path}: no such file or directory"
+                                       if not path.exists() else f"{path}: not a file"))
     try:
         _, engine = _engine(db, create=True)
         for path in files:

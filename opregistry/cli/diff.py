@@ -51,16 +51,28 @@ SourceOption = typer.Option(
                             "(docstrings, annotations and decorators normalised away).")
 
 
+def _escaped(diff: str) -> str:
+    """A source diff with each line escaped (it is text from a harvest document)."""
+    return "\n".join(map(printable, diff.rstrip("\n").split("\n")))
+
+
 def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
                    rows: list[dict[str, object]] | None = None) -> str:
-    """The changes (``rows``, default all) in ``fmt``; in the table format with
-    ``source``, then each changed function's diff (JSON carries it as ``source_diff``)."""
+    """The changes (``rows``, default all) in ``fmt``; with ``source``, each changed
+    function's diff too: after the table (table, markdown as a fenced block), in a
+    ``source_diff`` column (csv), as ``source_diff`` (json)."""
     rows = flat_changes(result) if rows is None else rows
+    if source and fmt == OutputFormat.csv:
+        diffs = {c.op: c.source_diff() for c in result.changed_functions}
+        rows = [dict(r, source_diff=diffs.get(str(r["op"])) if r["change"] == "implementation"
+                     else None) for r in rows]
+        return render(fmt, None, rows, [*COLUMNS, "source_diff"])
     text = render(fmt, dict(result.to_dict(), changes=rows), rows, COLUMNS)
     if source and fmt == OutputFormat.table:
         # a diff is many lines: each one escaped, as any text from a harvest document
-        text += "".join("\n\n" + "\n".join(map(printable, c.source_diff().rstrip("\n")
-                                                .split("\n")))
+        text += "".join("\n\n" + _escaped(c.source_diff()) for c in result.changed_functions)
+    elif source and fmt == OutputFormat.markdown:
+        text += "".join(f"\n\n```diff\n{_escaped(c.source_diff())}\n```"
                         for c in result.changed_functions)
     return text
 

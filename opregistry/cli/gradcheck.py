@@ -14,6 +14,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    canonical_release,
     load_cli_policy,
     report_policy,
 )
@@ -21,6 +22,7 @@ from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import render
 from opregistry.formats.gradcheck import COLUMNS, rows, summary
+from opregistry.numerical.results import GradcheckError
 
 
 class Mode(str, Enum):
@@ -96,8 +98,9 @@ def gradcheck_command(
     from opregistry.policy import apply_to_gradcheck
 
     policy = load_cli_policy(ignore, policy_file)
-
+    release = canonical_release(release, db)
     try:
+        check_target(target)  # before TensorFlow is imported: seconds saved on a typo
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,
                                         seed=seed, shapes=parse_shapes(shape or []))
         result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
@@ -117,3 +120,26 @@ def gradcheck_command(
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def check_target(target: str) -> None:
+    """What ``load_target`` would refuse, said the way ``check`` says it, without
+    TensorFlow."""
+    import os
+
+    path, _, function = target.rpartition(":")
+    if os.path.exists(target) or not path:
+        path, function = target, ""
+    if function and path.endswith(".py") and not os.path.isfile(path):
+        raise GradcheckError(f"{path}: no such file or directory")
+    if function:
+        return  # module:function, found by import
+    if not os.path.exists(target):
+        raise GradcheckError(f"{target}: no such file or directory")
+    if os.path.isdir(target):
+        if not os.path.isfile(os.path.join(target, "saved_model.pb")):
+            raise GradcheckError(f"{target}: not a SavedModel directory (no saved_model.pb)")
+    elif not target.endswith((".keras", ".h5", ".hdf5")):
+        raise GradcheckError(f"{target}: not a SavedModel directory, .keras / .h5 file or "
+                             "file.py:function (a GraphDef has no inputs to give values: "
+                             "use check)")

@@ -10,6 +10,7 @@ from opregistry.cli.options import (
     OptionalStr,
     OutputFileOption,
     ReleaseOption,
+    canonical_release,
 )
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
@@ -46,5 +47,22 @@ def list_ops(
         raise fail(exc) from None
     emit(output_file, render(fmt, [r.to_dict() for r in found],
                              [lookup_row(r) for r in found], COLUMNS))
-    rel = found[0].release_label if found else (library or release or "latest")
-    note(f"{plural(len(found), 'op')} in {rel}")
+    if found:
+        rel = found[0].release_label
+    elif library:
+        rel = library
+    else:
+        rel = canonical_release(release or "latest", db) or ""
+    extra = ""
+    if public_only and not found and not _has_public_names(rel, db):
+        extra = f"; {rel} has no public-name data (tf.raw_ops was not harvested for it)"
+    note(f"{plural(len(found), 'op')} in {rel}{extra}")
+
+
+def _has_public_names(release: str, db: str | None) -> bool:
+    """Whether the database knows which of ``release``'s ops are public at all."""
+    try:
+        every = query.ops(release, db=db)
+    except OpregistryError:
+        return True
+    return any(r.public is not None for r in every)

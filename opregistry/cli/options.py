@@ -8,12 +8,13 @@ import typer
 from opregistry.formats import OutputFormat
 
 DbOption = typer.Option(
-    None, "--db", envvar="OPREGISTRY_DB", show_envvar=True,
+    None, "--db", metavar="PATH|URL", envvar="OPREGISTRY_DB", show_envvar=True,
     help="Database file or SQLAlchemy URL (default: the shipped database, read-only).")
 FormatOption = typer.Option(OutputFormat.table, "--format", "-f", case_sensitive=False,
                             help="Output format.")
 ReleaseOption = typer.Option(
-    None, "--tf", help="Release, e.g. 2.21.0, 2.21 (newest patch), latest (the newest final "
+    None, "--tf", metavar="RELEASE",
+    help="Release, e.g. 2.21.0, 2.21 (newest patch), latest (the newest final "
                        "release) or nightly.")
 LibraryOption = typer.Option(
     None, "--library", metavar="NAME[==VERSION]",
@@ -56,3 +57,20 @@ def report_policy(policy: Any, ignored: int, what: str = "finding") -> None:
 
     for line in summary(ignored, policy, what):
         note(line)
+
+
+def canonical_release(release: str | None, db: str | None) -> str | None:
+    """``--tf`` as the database names it (``1.13`` -> ``1.13.2``), checked before any
+    slow work, so an unknown release is the same one ``Error:`` line in every command;
+    None stays None (each command's own default)."""
+    if release is None:
+        return None
+    from opregistry.cli.app import fail
+    from opregistry.db.store import using
+    from opregistry.errors import OpregistryError
+
+    try:
+        with using(db) as store:
+            return store.release(release).version
+    except OpregistryError as exc:
+        raise fail(exc) from None

@@ -19,7 +19,8 @@ def emit(output_file: str | None, text: str) -> None:
     import typer
 
     if output_file is None:
-        typer.echo(text)
+        if text:  # an empty result is no output, not a blank line
+            typer.echo(text)
         return
     try:
         write_report(Path(output_file), text)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opregistry.formats import plural
+
 COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
            "max_rel_error", "tolerance", "ops", "note"]
 
@@ -20,8 +22,9 @@ def rows(result: Any) -> list[dict[str, Any]]:
 
 def summary(result: Any) -> str:
     """The line the command prints on stderr after the checks."""
-    text = (f"{len(result.problems)} problem(s) in {len(result.checks)} check(s), "
-            f"{result.dtype}, {result.forward_passes} forward passes")
+    text = (f"{plural(len(result.problems), 'problem')} in "
+            f"{plural(len(result.checks), 'check')}, {result.dtype}, "
+            f"{plural(result.forward_passes, 'forward pass', 'forward passes')}")
     if result.cast_note:
         text += f"; {result.cast_note}"
     if result.nondeterminism:
