@@ -49,43 +49,12 @@ def run_command(
     if not os.path.isfile(script):
         raise fail(OpregistryError(f"{script}: no such file or directory"
                                    if not os.path.exists(script) else f"{script}: not a file"))
+    from opregistry.guard.runner import run_script
+
     try:
-        code = _run(script, list(ctx.args), action.value, policy, release, strict)
+        code = run_script(script, list(ctx.args), action=action.value, ignore=policy,
+                          release=release, strict=strict)
     except OpregistryError as exc:
         raise fail(exc) from None
     raise typer.Exit(code=code)
 
-
-def _run(path: str, args: list[str], action: str, ignore: object, release: str | None,
-         strict: bool) -> int:
-    """``guard.runner.run_script`` with the summary on stderr, where
-    ``opregistry.guard()`` prints it: stdout carries only the script's own output."""
-    import os
-    import runpy
-    import sys
-    import traceback
-
-    import opregistry.guard as guard
-
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [path, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    installed = guard.install(action=action, ignore=ignore, release=release, summary=False)
-    code = 0
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if exc.code is not None and not isinstance(exc.code, int):
-            print(exc.code, file=sys.stderr)
-    except Exception:  # noqa: BLE001 - the script's own error, shown as Python shows it
-        traceback.print_exc()
-        code = 1
-    finally:
-        guard.uninstall()
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    sys.stdout.flush()
-    print(installed.summary(), file=sys.stderr)
-    if strict and code == 0 and (installed.lost or installed.session.policy.rules.stale):
-        return 1
-    return code

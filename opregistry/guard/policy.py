@@ -197,7 +197,7 @@ def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str
     sites = sorted({shown(k[2]) for k, _ in found})
     lines = [f"opregistry.guard: {_plural(len(targets), 'target')} without a gradient, "
              f"{_plural(len(sites), 'site')}"
-             + (f", {_plural(len(ignored), 'ignored')}" if ignored else "")]
+             + (f", {len(ignored)} ignored" if ignored else "")]
     for key, entry in sorted(found, key=lambda i: (i[0][0], shown(i[0][2]))):
         lines.append(f"  {key[0]}: {_KINDS[entry.lost.kind]} in {entry.lost.call} at "
                      f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")

@@ -15,7 +15,8 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
                release: str | None = None, strict: bool = False) -> int:
     """The script's exit code (1 for an uncaught exception, printed as Python does;
     with ``strict``, 1 when a gradient was lost or an ignore rule expired or matched
-    nothing); the summary printed to stdout."""
+    nothing). The summary goes to stderr, where ``opregistry.guard()`` prints it:
+    stdout carries only the script's own output."""
     import opregistry.guard as guard
 
     if not os.path.isfile(path):
@@ -38,7 +39,7 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
         guard.uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
     sys.stdout.flush()
-    print(installed.summary())
+    print(installed.summary(), file=sys.stderr)
     if strict and code == 0 and (installed.lost or installed.session.policy.rules.stale):
         return 1
     return code
