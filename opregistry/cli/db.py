@@ -147,7 +147,7 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     for path in files:  # before the database is opened (or created)
         if not path.is_file():
             raise fail(OpregistryError(f"{path}: no such file or directory"
-                                       if not path.exists() else f"{path}: not a file"))
+                                       if not path.exists() else f"{path}: not a regular file"))
     try:
         _, engine = _engine(db, create=True)
         for path in files:

@@ -61,6 +61,7 @@ KINDS: dict[str, dict[str, str]] = {
                     "ignore": "text", "policy_file": "file", "fmt": "fmt",
                     "output_file": "out", "db": "db"},
     "gradcheck": {"target": "model", "signature": "text", "tags": "text", "loss": "text",
+                  "shape": "text",
                   "output": "text", "training": "flag", "order": "number",
                   "precision": "word", "mode": "word", "atol": "number", "rtol": "number",
                   "step": "number", "directions": "number", "seed": "number",
@@ -121,11 +122,12 @@ def models(tmp_path_factory) -> dict[str, str]:
     (base / "clean.pbtxt").write_text(CLEAN)
     # an op whose gradient function changed between 2.15 and 2.21 in the shipped database
     (base / "changed.pbtxt").write_text(CHANGED)
-    (base / "corrupt.pb").write_bytes(b"\x00\xff not a protocol buffer \xff" * 4)
+    # a model by its content (check-files reads only files that are) that cannot be read
+    (base / "corrupt.pbtxt").write_text('node { name: "x" op: \x00\xff not a graph')
     (base / "empty_dir").mkdir()
     (base / "empty.py").write_text("")
     return {"blocked": str(base / "blocked.pbtxt"), "clean": str(base / "clean.pbtxt"),
-            "changed": str(base / "changed.pbtxt"), "corrupt": str(base / "corrupt.pb"),
+            "changed": str(base / "changed.pbtxt"), "corrupt": str(base / "corrupt.pbtxt"),
             "empty_dir": str(base / "empty_dir"), "missing": str(base / "nosuch.pb"),
             "script": str(base / "empty.py")}
 

@@ -93,7 +93,8 @@ def test_check_files_escapes_the_file_name_and_nodes(tmp_path, model):
     assert done.returncode == 1, done.stderr
     _clean(done.stdout)
     _clean(done.stderr)
-    assert "m\\x1b[2J\\n.pb:" in done.stdout
+    assert "m\\x1b[2J\\n.pb" in done.stdout  # the table's model column
+    assert "m\\x1b[2J\\n.pb: 1 blocked target" in done.stderr  # its summary line
 
 
 def test_an_error_line_about_a_hostile_path_is_one_line(tmp_path):
