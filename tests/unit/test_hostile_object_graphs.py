@@ -182,3 +182,17 @@ def test_a_file_is_read_once_without_doubling(tmp_path):
     said, growth = _checked_in_a_fresh_process(tmp_path, path.parent)
     assert "saved_model.pb is not a SavedModel" in said, said
     assert 0.9 * size < growth < 1.2 * size, growth
+
+
+def test_a_sparse_file_is_walked_to_its_end(tmp_path):
+    """A GraphDef of 500 nodes (more fields than a dense file's walk checks), then
+    holes to 2 GiB - 1: every field of a sparse file is walked, the hole is never
+    read."""
+    graph = _graph_with_input("x")
+    for i in range(500):
+        graph.node.add(name=f"n{i}", op="Relu", input=["x"]).attr["T"].type = 1
+    data = graph.SerializeToString()
+    path = _sparse(tmp_path / "g.pb", 2 ** 31 - 1, data)
+    said, growth = _checked_in_a_fresh_process(tmp_path, path)
+    assert said.endswith(f"(its bytes at offset {len(data)} are no protobuf field)"), said
+    assert growth < 20 * 2 ** 20, growth

@@ -13,8 +13,9 @@ MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 # a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
 # minute); larger ones are refused with a hint to write the graph in binary
 MAX_TEXT_BYTES = 64 * 1024 ** 2
-# top-level fields whose tag and length are checked before the file is read (a
-# SavedModel has 2-3; a GraphDef one per node, so the walk stops here)
+# top-level fields whose tag and length are checked before a dense file is read (a
+# SavedModel has 2-3; a GraphDef one per node, so the walk stops here); a sparse
+# file (fewer blocks than bytes) is walked to its end, so holes are never read
 FIELDS_CHECKED = 64
 
 
@@ -22,9 +23,9 @@ def read_bytes(path: Path, text: bool = False) -> bytes:
     """The file's bytes, its type and size checked on the open file before anything is
     read: a regular file (a FIFO or device swapped in after ``is_file`` is refused, the
     open does not block), at most MAX_MODEL_BYTES (MAX_TEXT_BYTES for text); for a
-    binary file, its first FIELDS_CHECKED top-level fields must each be a protobuf
-    field that fits in the file (a zero-filled or sparse file of any size is refused
-    after a few small reads)."""
+    binary file, its first FIELDS_CHECKED top-level fields (all of them in a sparse
+    file) must each be a protobuf field that fits in the file: a zero-filled file, or
+    a sparse one whose data ends in a hole, is refused after a few small reads."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
@@ -38,7 +39,9 @@ def read_bytes(path: Path, text: bool = False) -> bytes:
                 raise ModelError(f"{path}: {info.st_size} bytes is larger than {what} "
                                  f"({limit} bytes)")
             if not text:
-                _check_fields(path, file.fileno(), info.st_size)
+                sparse = info.st_blocks * 512 < info.st_size
+                _check_fields(path, file.fileno(), info.st_size,
+                              None if sparse else FIELDS_CHECKED)
             # one buffer: read(n) allocates n bytes and fills them (one more byte asked
             # for, to see the file grow; the result shrinks in place)
             data = file.read(info.st_size + 1)
@@ -49,13 +52,12 @@ def read_bytes(path: Path, text: bool = False) -> bytes:
         raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _check_fields(path: Path, fd: int, size: int) -> None:
-    """Walk the first FIELDS_CHECKED top-level fields with small reads: each starts with
-    a tag (a field number and a wire type) and ends within the file."""
-    pos = 0
-    for _ in range(FIELDS_CHECKED):
-        if pos >= size:
-            return
+def _check_fields(path: Path, fd: int, size: int, fields: int | None) -> None:
+    """Walk the first ``fields`` top-level fields (None: all) with small reads: each
+    starts with a tag (a field number and a wire type) and ends within the file."""
+    pos = count = 0
+    while pos < size and (fields is None or count < fields):
+        count += 1
         head = os.pread(fd, 20, pos)  # a tag and a length or value: 20 bytes at most
         end = _field_end(head)
         if end is None:
