@@ -2,10 +2,12 @@
 refused before Keras opens it (one `Error:` line, exit 2, no zipfile warnings)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,31 @@ def test_zip_slip_through_the_command_line_is_one_line_and_exit_2(keras_file, tm
 def test_the_good_archive_is_still_read(keras_file):
     (report,) = check(keras_file, release="2.21").outputs
     assert len(report.with_gradient) == 3  # the input, the kernel and the bias
+
+
+ARCHIVE_INPUTS = 120
+
+
+def test_mutated_archives_never_run_code_and_fail_in_one_line(tmp_path):
+    """tests/fuzz/archives.py: 120 mutated `.keras`/`.h5` files through the command
+    line's main() in one fresh process (TensorFlow imported once): each a result or
+    exit 2 with one `Error:` line, no traceback, no code run (the canary file never
+    appears), and each input's peak RSS growth within the bound's allowance."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    done = subprocess.run([sys.executable, "-m", "tests.fuzz.archives", "--inputs",
+                           str(ARCHIVE_INPUTS), "--work", str(tmp_path), "--json"],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = json.loads(done.stdout)
+    assert len(outcomes) == ARCHIVE_INPUTS
+    failures = [o for o in outcomes if o["outcome"] == "failure"]
+    assert not failures, failures
+    assert not (tmp_path / "canary").exists()
+    for o in outcomes:  # the static readers' bound, over what TensorFlow already holds
+        assert o["growth_kb"] * 1024 <= 200 * 2 ** 20 + 10 * o["size"], o
+    labels = " ".join(label for o in outcomes for label in o["labels"])
+    for family in ("zip-slip", "lambda bytecode", "module names code", "nested",
+                   "bits flipped", "truncated", "model_config"):
+        assert family in labels, family
+    assert {o["outcome"] for o in outcomes} == {"clean", "model_error"}

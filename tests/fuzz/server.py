@@ -51,7 +51,10 @@ class Outcome:
 class Limits:
     seconds: float = TIME_LIMIT
     address_space: int = MEMORY_LIMIT
-    mode: str = "api"  # api: opregistry.check in the fork; cli: `opregistry check` exec'd
+    # api: opregistry.check in the fork; cli: the command line's own main() in the fork
+    # (argv, exit code and stderr as a user gets them, without an interpreter's start-up
+    # per input); exec: `python -m opregistry check` exec'd in the fork
+    mode: str = "api"
 
 
 def _api_child(target: Path, result: Path) -> None:
@@ -76,6 +79,25 @@ def _api_child(target: Path, result: Path) -> None:
     result.write_text(json.dumps(out))
 
 
+def _cli_child(argv: list[str]) -> None:
+    """In the forked process: the command line's main() on ``argv``; exits with its
+    exit code (stdout and stderr already point where the parent reads them)."""
+    from opregistry.cli import main
+
+    sys.argv = argv
+    code: Any = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # noqa: B036 - a traceback, as the interpreter would print it
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)
+
+
 def _cli_outcome(code: int, stderr: str) -> tuple[str, str]:
     lines = stderr.splitlines()
     if "Traceback" in stderr:
@@ -95,13 +117,15 @@ def _fork(target: Path, result: Path, limits: Limits) -> int:
         return pid
     try:  # the child: never returns
         resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
-        if limits.mode == "cli":
+        if limits.mode in ("cli", "exec"):
             err = os.open(result, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(err, 2)
-            os.execv(sys.executable, [sys.executable, "-m", "opregistry", "check",
-                                      str(target), "--tf", RELEASE])
+            argv = ["opregistry", "check", str(target), "--tf", RELEASE]
+            if limits.mode == "exec":
+                os.execv(sys.executable, [sys.executable, "-m"] + argv)
+            _cli_child(argv)
         _api_child(target, result)
     finally:
         os._exit(0)
@@ -135,7 +159,7 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
         outcome.detail = f"hang: still running after {allowed:.0f} s"
     elif os.WIFSIGNALED(status):
         outcome.detail = f"crash: signal {os.WTERMSIG(status)}"
-    elif limits.mode == "cli":
+    elif limits.mode in ("cli", "exec"):
         text = result.read_text(errors="replace") if result.exists() else ""
         outcome.outcome, outcome.detail = _cli_outcome(os.WEXITSTATUS(status), text)
     elif result.exists():
@@ -145,11 +169,12 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     return outcome
 
 
-def run_clean(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
-    """``run_path`` from a fresh interpreter (spawned), for callers that imported
-    TensorFlow: the checking process then inherits nothing of theirs."""
+def run_clean_all(work: list[tuple[Path, Path, Limits, Case]]) -> list[Outcome]:
+    """``run_path`` on each (target, result, limits, case) from one fresh interpreter
+    (spawned), for callers that imported TensorFlow: the checking processes then
+    inherit nothing of theirs."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(run_path, (target, result, limits, case))
+        return pool.starmap(run_path, work)
 
 
 def _worker(conn: Connection, seeds: dict[str, Path], seed: int, indexes: range,
@@ -158,6 +183,10 @@ def _worker(conn: Connection, seeds: dict[str, Path], seed: int, indexes: range,
 
     generator = Generator(seeds, seed)
     opregistry.check(next(iter(seeds.values())), release=RELEASE)  # warm: imports, DB
+    if limits.mode == "cli":  # the command line's modules, imported once
+        from opregistry.cli.app import load_commands
+
+        load_commands()
     for index in indexes:
         if time.monotonic() > deadline:
             break
