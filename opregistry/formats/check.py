@@ -44,5 +44,12 @@ def summary_line(result: Any) -> str:
         summary += "; ops of op libraries: " + "; ".join(
             f"{', '.join(ops)} ({library})" for library, ops in sorted(by_library.items()))
     if result.unknown_ops:
-        summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
+        summary += "; ops unknown to the database: " + ", ".join(
+            _one_line(op) for op in result.unknown_ops)
     return summary
+
+
+def _one_line(text: str) -> str:
+    """``text`` (an op type from the model file) with control characters escaped: the
+    summary stays one line whatever the file holds."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -376,3 +376,14 @@ def test_a_hostile_name_is_shortened_in_the_one_line(tmp_path):
         check(_saved_model(tmp_path, change), release="2.21")
     assert "which the graph does not have" in str(error.value)
     assert len(str(error.value)) < len(str(tmp_path)) + 200, str(error.value)
+
+
+def test_an_unknown_op_type_with_control_characters_stays_on_the_summary_line(tmp_path):
+    """Found by the fuzzer (the command line's input 202): an op type holding a newline
+    split the summary line, and an ESC reached the terminal."""
+    from opregistry.formats.check import summary_line
+
+    graph = _graph_with_input("x")
+    graph.node.add(name="odd", op="Identity\n\x1b[31mred", input=["x"])
+    line = summary_line(check(_write(tmp_path, graph), release="2.21"))
+    assert line.endswith("ops unknown to the database: Identity\\n\\x1b[31mred"), line
