@@ -1,4 +1,4 @@
-"""The fuzz harness (tests/fuzz) in CI: 4,000 mutated model files (10,000 in the README's longer run) through the static
+"""The fuzz harness (tests/fuzz) in CI: 4,000 mutated model files through the static
 readers and the analysis, each checked in a fork with a 10 s and 2 GiB limit and its
 peak RSS under the README's bound; 1,000 of them through the command line's own main()
 as well, and the special paths through a freshly exec'd `opregistry check`.

@@ -239,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         classes[o["outcome"]] = classes.get(o["outcome"], 0) + 1
     worst = max(outcomes, key=lambda o: o["growth_kb"])
     print(f"{len(outcomes)} archives: " + ", ".join(f"{k} {v}" for k, v in sorted(
-        classes.items())) + f"; largest peak RSS growth {worst['growth_kb'] // 1024} MB "
-          f"(input {worst['index']})")
+        classes.items())) + f"; largest peak RSS growth {worst['growth_kb'] / 1024:.1f} MB "
+          f"(input {worst['index']})" + ("" if any(
+              o["detail"].startswith("code ran") for o in outcomes) else "; no code ran"))
     for o in outcomes:
         if o["outcome"] == "failure":
             print(f"FAILURE input {o['index']} ({', '.join(o['labels'])}): {o['detail']}")
