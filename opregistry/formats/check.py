@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from opregistry.formats import plural
+from opregistry.text import printable
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
            "reason"]  # + "library" when an op of an op library blocks
@@ -44,7 +45,8 @@ def summary_line(result: Any) -> str:
         summary += "; ops of op libraries: " + "; ".join(
             f"{', '.join(ops)} ({library})" for library, ops in sorted(by_library.items()))
     if result.unknown_ops:
-        summary += f"; ops unknown to the database: {', '.join(result.unknown_ops)}"
+        summary += "; ops unknown to the database: " + ", ".join(
+            printable(op) for op in result.unknown_ops)
     return summary
 
 

@@ -129,8 +129,10 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
 
     if not os.path.isfile(os.path.join(path, "saved_model.pb")):
         raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
+    _check_fingerprint(tf, path)
     try:
         wanted = [t.strip() for t in tags.split(",")] if tags else None
+        _quiet_tensorflow_warnings(tf)
         try:
             loaded = tf.saved_model.load(path, tags=wanted)
         except ValueError as exc:
@@ -145,13 +147,20 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
         raise GradcheckError(f"{path}: no signature {key!r} (found: "
                              f"{', '.join(loaded.signatures) or 'none'})")
     fn = loaded.signatures[key]
+    try:
+        trainable = list(fn.trainable_variables)
+    except AssertionError:  # TF: "Called a function referencing variables which have
+        # been deleted": variables the object graph does not reach die with the loader
+        raise GradcheckError(f"{path}: signature {key!r} uses variables that its object "
+                             f"graph does not hold (TensorFlow deleted them after "
+                             f"loading)") from None
     _, kwargs = fn.structured_input_signature
     names = sorted(kwargs)
 
     def call(*args: Any) -> Any:
         return fn(**dict(zip(names, args)))
 
-    call.trainable_variables = list(fn.trainable_variables)  # type: ignore[attr-defined]
+    call.trainable_variables = trainable  # type: ignore[attr-defined]
     call.input_names = names  # type: ignore[attr-defined]
     call.__name__ = f"{os.path.basename(os.path.normpath(path))}[{key}]"
     # variables live with the object, and are named by their paths in it, as check does
@@ -190,6 +199,44 @@ def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
     return {name: REFERENCE_VARIABLE for node, name in sorted(model.variables.items())
             if model.nodes[node].op in ("VariableV2", "Variable") and
             (model.trainable is None or name in model.trainable)}
+
+
+def _check_fingerprint(tf: Any, path: str) -> None:
+    """A ``fingerprint.pb`` that is not one is refused in one line: TensorFlow would log
+    its own traceback (and a C++ line on fd 2) and load on. None at all is fine (a
+    SavedModel older than TF 2.12)."""
+    import os
+    import stat
+
+    name = os.path.join(path, "fingerprint.pb")
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise GradcheckError(f"{name}: cannot read: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block TensorFlow's read forever
+        raise GradcheckError(f"{name}: not a regular file")
+    read = getattr(getattr(tf.saved_model, "experimental", None), "read_fingerprint", None)
+    if read is None:  # pragma: no cover - TF before 2.12 never reads one either
+        return
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)  # TensorFlow's C++ status line ("DATA_LOSS: Can't parse ...")
+        read(path)
+    except Exception:  # noqa: BLE001 - RuntimeError, FileNotFoundError (a broken link)
+        raise GradcheckError(f"{name}: not a SavedModel fingerprint (TensorFlow cannot "
+                             f"parse it)") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _quiet_tensorflow_warnings(tf: Any) -> None:
+    """TensorFlow's Python warnings off (errors still show): a checkpoint holding values
+    the model lacks warns when it is garbage collected, after the command's last line."""
+    tf.get_logger().setLevel("ERROR")
 
 
 def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:

@@ -36,7 +36,7 @@ def report(summary: server.Summary, seconds: float, out=sys.stdout) -> None:
     print(f"{summary.inputs} inputs in {seconds:.0f} s: {classes}", file=out)
     print(f"peak RSS {summary.peak_rss_kb / 1024:.0f} MB (input {summary.peak_rss_input}); "
           f"worst RSS over the bound's allowance {summary.worst_ratio:.2f}; slowest "
-          f"input {summary.slowest_input}: {summary.slowest_seconds:.2f} s", file=out)
+          f"input {summary.slowest_input}: {summary.slowest_seconds:.2f} s of CPU", file=out)
     for failure in summary.failures:
         last = (failure.detail.strip().splitlines() or [""])[-1]
         print(f"FAILURE input {failure.index} ({failure.seed}: {', '.join(failure.labels)}): "

@@ -7,6 +7,7 @@ export, whose variable capture order TF chooses anew each time: its inputs are t
 mutations of a model whose captures may come in another order."""
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ class Case:
     labels: list[str] = field(default_factory=list)  # the mutations applied
     files: dict[str, bytes] = field(default_factory=dict)  # relative path -> content
     target: str = ""  # the path given to check, relative to the case's directory
+    # relative path -> apparent size: the file is extended with holes (a sparse file)
+    holes: dict[str, int] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -33,6 +36,8 @@ class Case:
             path = root / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            if name in self.holes:
+                os.truncate(path, self.holes[name])
         return root / self.target
 
 
@@ -103,8 +108,11 @@ class Generator:
             kind = rng.choice(("savedmodel", "graphdef", "pbtxt"))
             case.labels.append(f"as {kind}")
         if kind == "savedmodel":
-            case.files["m/saved_model.pb"] = data
+            name = "m/saved_model.pb"
             case.target = "m/saved_model.pb" if rng.random() < 0.1 else "m"
         else:
-            case.target = "m.pbtxt" if kind == "pbtxt" else "m.pb"
-            case.files[case.target] = data
+            name = case.target = "m.pbtxt" if kind == "pbtxt" else "m.pb"
+        case.files[name] = data
+        if rng.random() < 0.005:  # holes after the data, to 2 GiB - 1 (issue 21)
+            case.holes[name] = 2 ** 31 - 1
+            case.labels.append("sparse")

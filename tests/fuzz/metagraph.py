@@ -67,6 +67,39 @@ def s_object_graph(message: Any, rng: random.Random) -> str:
     return "object added"
 
 
+def s_object_shape(message: Any, rng: random.Random) -> str:
+    """Object graphs deep or wide (issue 21: a 100,000-object chain was quadratic): a
+    chain below an object, or many children of one, each a variable or not, with
+    short or long names."""
+    objects = _meta(message, rng).object_graph_def
+    if not len(objects.nodes):
+        objects.nodes.add()
+    parent = rng.randrange(len(objects.nodes))
+    variables = rng.random() < 0.5
+    name = rng.choice(("c", "layer_with_weights-", "n" * rng.choice((100, 2000))))
+    if rng.random() < 0.5:
+        depth = rng.choice((150, 199, 201) if len(name) > 50 else (150, 201, 5000, 100_000))
+        for i in range(depth):
+            objects.nodes[parent].children.add(node_id=len(objects.nodes),
+                                               local_name=f"{name}{i}")
+            parent = len(objects.nodes)
+            node = objects.nodes.add()
+            if variables:
+                node.variable.dtype, node.variable.trainable = 1, True
+        width = rng.choice((0, 10, 300))  # variables at the bottom: long paths, many
+        label = f"object chain {depth}"
+    else:
+        width = rng.choice((1000, 20_000, 200_000)) // (20 if len(name) > 50 else 1)
+        label = f"object width {width}"
+    for i in range(width):
+        objects.nodes[parent].children.add(node_id=len(objects.nodes), local_name=f"{name}{i}")
+        node = objects.nodes.add()
+        if variables:
+            node.variable.dtype, node.variable.trainable = 1, True
+            node.variable.name = f"w{i}"
+    return label + (" of variables" if variables else "")
+
+
 def s_meta_graphs(message: Any, rng: random.Random) -> str:
     roll = rng.random()
     if roll < 0.25:
@@ -99,4 +132,5 @@ def s_collection(message: Any, rng: random.Random) -> str:
 
 
 META_MUTATORS: list[Callable[[Any, random.Random], str]] = [
-    s_signature, s_signature, s_object_graph, s_object_graph, s_meta_graphs, s_collection]
+    s_signature, s_signature, s_object_graph, s_object_graph, s_object_shape, s_meta_graphs,
+    s_collection]

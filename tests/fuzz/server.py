@@ -27,8 +27,12 @@ from typing import Any
 from tests.fuzz.cases import Case, Generator
 
 RELEASE = "2.21"
-TIME_LIMIT = 10.0  # seconds per input: longer is a hang ...
+TIME_LIMIT = 10.0  # CPU seconds per input: longer is a hang ...
 TEXT_SECONDS_PER_MB = 2.0  # ... plus this per MB of a .pbtxt (protobuf parses text in Python)
+# a process that waits without using CPU (a blocking read) is a hang after this many
+# times its CPU allowance of wall-clock time: CPU time, not wall time, is what an input
+# costs, so a machine shared with other jobs does not turn slow inputs into hangs
+WALL_FACTOR = 6
 MEMORY_LIMIT = 2 << 30  # bytes of address space per input process (beyond: a failure)
 # the documented bound on peak RSS (README): a constant plus a multiple of the input's
 # size; the constant holds the interpreter, opregistry and the database read
@@ -43,7 +47,7 @@ class Outcome:
     size: int  # bytes of the input
     outcome: str  # clean | findings | model_error | failure
     detail: str  # the one line, or what failed
-    seconds: float
+    seconds: float  # CPU seconds of the process that checked it
     rss_kb: int  # peak RSS of the process that checked it
 
 
@@ -51,7 +55,10 @@ class Outcome:
 class Limits:
     seconds: float = TIME_LIMIT
     address_space: int = MEMORY_LIMIT
-    mode: str = "api"  # api: opregistry.check in the fork; cli: `opregistry check` exec'd
+    # api: opregistry.check in the fork; cli: the command line's own main() in the fork
+    # (argv, exit code and stderr as a user gets them, without an interpreter's start-up
+    # per input); exec: `python -m opregistry check` exec'd in the fork
+    mode: str = "api"
 
 
 def _api_child(target: Path, result: Path) -> None:
@@ -76,6 +83,48 @@ def _api_child(target: Path, result: Path) -> None:
     result.write_text(json.dumps(out))
 
 
+def _cli_child(argv: list[str]) -> None:
+    """In the forked process: the command line's main() on ``argv``; exits with its
+    exit code (stdout and stderr already point where the parent reads them)."""
+    from opregistry.cli import main
+
+    sys.argv = argv
+    code: Any = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # noqa: B036 - a traceback, as the interpreter would print it
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)
+
+
+def _warm_cli(target: Path) -> None:
+    """Run the command line's main() once in this process (its output discarded), so
+    that each forked input inherits what its first run imports and builds."""
+    from opregistry.cli import main
+
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    sys.argv = ["opregistry", "check", str(target), "--tf", RELEASE]
+    try:
+        main()
+    except SystemExit:
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
 def _cli_outcome(code: int, stderr: str) -> tuple[str, str]:
     lines = stderr.splitlines()
     if "Traceback" in stderr:
@@ -89,19 +138,23 @@ def _cli_outcome(code: int, stderr: str) -> tuple[str, str]:
     return "failure", f"exit {code}: {stderr[-2000:]!r}"
 
 
-def _fork(target: Path, result: Path, limits: Limits) -> int:
+def _fork(target: Path, result: Path, limits: Limits, cpu_seconds: float) -> int:
     pid = os.fork()
     if pid:
         return pid
     try:  # the child: never returns
         resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
-        if limits.mode == "cli":
+        cpu = max(1, int(cpu_seconds + 0.999))  # past it: SIGXCPU, a hang
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        if limits.mode in ("cli", "exec"):
             err = os.open(result, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(err, 2)
-            os.execv(sys.executable, [sys.executable, "-m", "opregistry", "check",
-                                      str(target), "--tf", RELEASE])
+            argv = ["opregistry", "check", str(target), "--tf", RELEASE]
+            if limits.mode == "exec":
+                os.execv(sys.executable, [sys.executable, "-m"] + argv)
+            _cli_child(argv)
         _api_child(target, result)
     finally:
         os._exit(0)
@@ -119,23 +172,26 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     started = time.monotonic()
     allowed = limits.seconds + (TEXT_SECONDS_PER_MB * case.size / 1e6
                                 if target.suffix == ".pbtxt" else 0)
-    pid = _fork(target, result, limits)
+    pid = _fork(target, result, limits, allowed)
     handle = os.pidfd_open(pid)
     try:
-        ready, _, _ = select.select([handle], [], [], allowed)
+        ready, _, _ = select.select([handle], [], [], allowed * WALL_FACTOR)
         if not ready:
             os.kill(pid, signal.SIGKILL)
     finally:
         os.close(handle)
     _, status, usage = os.wait4(pid, 0)
-    seconds = time.monotonic() - started
+    seconds = usage.ru_utime + usage.ru_stime  # the CPU it took (wall time varies with load)
     outcome = Outcome(case.index, case.seed, case.labels, case.size, "failure", "", seconds,
                       usage.ru_maxrss)
     if not ready:
-        outcome.detail = f"hang: still running after {allowed:.0f} s"
+        outcome.detail = (f"hang: still running after {allowed * WALL_FACTOR:.0f} s "
+                          f"({time.monotonic() - started:.0f} s)")
+    elif os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+        outcome.detail = f"hang: over {allowed:.0f} s of CPU"
     elif os.WIFSIGNALED(status):
         outcome.detail = f"crash: signal {os.WTERMSIG(status)}"
-    elif limits.mode == "cli":
+    elif limits.mode in ("cli", "exec"):
         text = result.read_text(errors="replace") if result.exists() else ""
         outcome.outcome, outcome.detail = _cli_outcome(os.WEXITSTATUS(status), text)
     elif result.exists():
@@ -145,11 +201,12 @@ def run_path(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
     return outcome
 
 
-def run_clean(target: Path, result: Path, limits: Limits, case: Case) -> Outcome:
-    """``run_path`` from a fresh interpreter (spawned), for callers that imported
-    TensorFlow: the checking process then inherits nothing of theirs."""
+def run_clean_all(work: list[tuple[Path, Path, Limits, Case]]) -> list[Outcome]:
+    """``run_path`` on each (target, result, limits, case) from one fresh interpreter
+    (spawned), for callers that imported TensorFlow: the checking processes then
+    inherit nothing of theirs."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(run_path, (target, result, limits, case))
+        return pool.starmap(run_path, work)
 
 
 def _worker(conn: Connection, seeds: dict[str, Path], seed: int, indexes: range,
@@ -158,6 +215,8 @@ def _worker(conn: Connection, seeds: dict[str, Path], seed: int, indexes: range,
 
     generator = Generator(seeds, seed)
     opregistry.check(next(iter(seeds.values())), release=RELEASE)  # warm: imports, DB
+    if limits.mode == "cli":  # the command line run once here: what it imports, once
+        _warm_cli(next(iter(seeds.values())))
     for index in indexes:
         if time.monotonic() > deadline:
             break

@@ -406,3 +406,12 @@ def test_a_composite_signature_output_with_an_unnamed_component(tmp_path):
     with pytest.raises(ModelError, match="output 'y' names '', which the graph does not "
                                          "have"):
         check(_saved_model(tmp_path, change), release="2.21")
+def test_an_unknown_op_type_with_control_characters_stays_on_the_summary_line(tmp_path):
+    """Found by the fuzzer (the command line's input 202): an op type holding a newline
+    split the summary line, and an ESC reached the terminal."""
+    from opregistry.formats.check import summary_line
+
+    graph = _graph_with_input("x")
+    graph.node.add(name="odd", op="Identity\n\x1b[31mred", input=["x"])
+    line = summary_line(check(_write(tmp_path, graph), release="2.21"))
+    assert line.endswith("ops unknown to the database: Identity\\n\\x1b[31mred"), line

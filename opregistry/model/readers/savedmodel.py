@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
+from opregistry.model.readers.files import read_bytes as _read_bytes
 from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
+from opregistry.model.readers.objects import ObjectPaths, check_object_graph
 from opregistry.model.readers.versions import serving_version
-
-MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
-# a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a
-# minute); larger ones are refused with a hint to write the graph in binary
-MAX_TEXT_BYTES = 64 * 1024 ** 2
 
 
 def read(path: str | os.PathLike[str], tags: str | None = None) -> Model:
@@ -109,61 +105,6 @@ def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
         raise ModelError(f"{failure} ({_reason(exc)})") from None
 
 
-def _read_bytes(path: Path, text: bool = False) -> bytes:
-    """The file's bytes, its type and size checked on the open file before anything is
-    read: a regular file (a FIFO or device swapped in after ``is_file`` is refused, the
-    open does not block), at most MAX_MODEL_BYTES (MAX_TEXT_BYTES for text), and a
-    binary file whose first bytes are no protobuf field (a zero-filled or sparse file
-    of any size) is refused after reading 16 bytes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ModelError(f"{path}: not a regular file")
-            limit = MAX_TEXT_BYTES if text else MAX_MODEL_BYTES
-            if info.st_size > limit:
-                what = "a text GraphDef may be (write it as a binary .pb)" if text else \
-                    "a protobuf message can be"
-                raise ModelError(f"{path}: {info.st_size} bytes is larger than {what} "
-                                 f"({limit} bytes)")
-            head = file.read(16)
-            if head and not text and not _starts_a_message(head, info.st_size):
-                raise ModelError(f"{path}: not a GraphDef or SavedModel (its first bytes "
-                                 f"are no protobuf field)")
-            # (read(n) allocates n bytes first: ask for what the file holds, one more
-            # to see it grow)
-            data = head + file.read(max(0, info.st_size - len(head)) + 1)
-            if len(data) > limit:
-                raise ModelError(f"{path}: larger than {limit} bytes")
-            return data
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def _starts_a_message(head: bytes, size: int) -> bool:
-    """Whether ``head`` opens a protobuf message of ``size`` bytes: a tag with a field
-    number and a wire type, and a length that fits when the field is delimited."""
-    tag, pos = _varint(head, 0)
-    if tag is None or tag >> 3 == 0 or tag & 7 not in (0, 1, 2, 5):
-        return False
-    if tag & 7 == 2:
-        length, pos = _varint(head, pos)
-        return length is None or pos + length <= size  # (None: past the 16 bytes read)
-    return True
-
-
-def _varint(data: bytes, pos: int) -> tuple[int | None, int]:
-    value = shift = 0
-    while pos < len(data) and shift < 64:
-        value |= (data[pos] & 0x7F) << shift
-        pos += 1
-        if not data[pos - 1] & 0x80:
-            return value, pos
-        shift += 7
-    return None, pos
-
-
 def _parse_text(data: bytes, path: Path) -> Any:
     from google.protobuf import text_format
 
@@ -232,6 +173,7 @@ def _from_meta_graph(chosen: Any, source: str) -> Model:
     model.signatures = {key: _signature(key, sig)
                         for key, sig in sorted(chosen.signature_def.items())
                         if not key.startswith("__")}
+    check_object_graph(chosen.object_graph_def, source)
     if any(n.HasField("variable") for n in chosen.object_graph_def.nodes):
         _identify_saved_variables(chosen, model)
     else:
@@ -305,8 +247,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
     bound to no object (Keras 3 export writes an unused copy of each variable) are
     not variables of the model; objects no function uses are listed as unused."""
     objects = meta_graph.object_graph_def
-    _check_references(objects, model.source)
-    paths = _object_paths(objects)
+    paths = ObjectPaths(objects, model.source)
     variables = {i: n.variable for i, n in enumerate(objects.nodes) if n.HasField("variable")}
     handle_object: dict[str, int] = {}
     for node in model.nodes.values():
@@ -316,13 +257,17 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
         if function is None or not function.bound_inputs:
             continue
         data = [text for text in node.input if not text.startswith("^")]
-        bound = list(function.bound_inputs)
+        bound = function.bound_inputs[:len(data)]  # (a call binds at most its inputs)
         for text, object_id in zip(data[len(data) - len(bound):], bound):
             handle = text.split(":")[0]
             if object_id in variables and handle in model.nodes and \
                     model.nodes[handle].op in _VARIABLE_OPS:
                 handle_object[handle] = object_id
     used = sorted(set(handle_object.values()))
+    bound_ids = set(used)
+    unused = [i for i, v in variables.items() if i not in bound_ids and v.trainable and
+              v.dtype in _schema.DIFFERENTIABLE_TYPES]
+    paths.reserve(used + unused)  # the paths a result names: their text bounded first
     # a target is named by its saved name, or by its object path where that is shared
     counts: dict[str, int] = {}
     for object_id in used:
@@ -337,43 +282,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
                        if variables[object_id].dtype in _schema.DIFFERENTIABLE_TYPES}
     model.variable_paths = {names[i]: paths.get(i, "") for i in used}
     model.trainable = {names[i] for i in used if variables[i].trainable}
-    model.unused_variables = sorted(
-        paths.get(i, variables[i].name) for i, v in variables.items()
-        if i not in handle_object.values() and v.trainable and
-        v.dtype in _schema.DIFFERENTIABLE_TYPES)
-
-
-def _check_references(objects: Any, source: str) -> None:
-    """Every object id the object graph holds (children, bound inputs) names one of
-    its objects: TensorFlow refuses to load a SavedModel where one does not."""
-    count = len(objects.nodes)
-    for object_id, node in enumerate(objects.nodes):
-        for child in node.children:
-            if not 0 <= child.node_id < count:
-                raise ModelError(f"{source}: object {object_id}'s child {shown(child.local_name)} "
-                                 f"is object {child.node_id}, outside 0..{count - 1}")
-    for name, function in sorted(objects.concrete_functions.items()):
-        for object_id in function.bound_inputs:
-            if not 0 <= object_id < count:
-                raise ModelError(f"{source}: function {shown(name)} binds object {object_id}, "
-                                 f"outside 0..{count - 1}")
-
-
-def _object_paths(objects: Any) -> dict[int, str]:
-    """Object id -> its shortest path from the root (``layer_with_weights-0/kernel``),
-    the first found breadth-first with children in their saved order."""
-    paths = {0: ""}
-    queue = [0]
-    for object_id in queue:
-        prefix = paths[object_id]
-        if object_id >= len(objects.nodes):
-            continue
-        for child in objects.nodes[object_id].children:
-            if child.node_id not in paths:
-                paths[child.node_id] = f"{prefix}/{child.local_name}" if prefix else \
-                    child.local_name
-                queue.append(child.node_id)
-    return paths
+    model.unused_variables = sorted(paths.get(i, variables[i].name) for i in unused)
 
 
 def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:

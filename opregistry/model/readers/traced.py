@@ -12,7 +12,7 @@ from typing import Any
 
 from opregistry.errors import first_line
 from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, Signature
+from opregistry.model.readers.model import Model, ModelError, Signature, shown
 from opregistry.model.readers.savedmodel import _from_graph_def
 
 
@@ -186,6 +186,25 @@ def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
                     i for i, r in enumerate(returned) if r is not None]
 
 
+def _check_members(name: str) -> None:
+    """Every member of a ``.keras`` archive stays inside it: a name that is absolute or
+    climbs out (``../x``, ``C:\\x``) is refused before Keras sees the archive (zipfile
+    would skip it with a warning and Keras load the rest)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(name) as archive:
+            members = [info.filename for info in archive.infolist()]
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ModelError(f"{name}: not a Keras file ({first_line(exc, 200)})") from None
+    for member in members:
+        parts = member.replace("\\", "/").split("/")
+        if member.startswith(("/", "\\")) or ".." in parts or member[1:2] == ":" or \
+                any(ord(c) < 32 for c in member):
+            raise ModelError(f"{name}: archive member {shown(member)} would be written "
+                             f"outside the archive (refused)")
+
+
 def _output_names(tf: Any, structure: Any) -> list[str]:
     try:
         from tensorflow.python.util import nest
@@ -282,13 +301,19 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
 def read_keras_model(path: str | os.PathLike[str]) -> Any:
     """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
     Lambda layer's Python code is refused, not run."""
+    import warnings
+
     _check_keras_container(path)
     keras = import_keras()
     try:
-        try:
-            model = keras.models.load_model(os.fspath(path), safe_mode=True, compile=False)
-        except TypeError:  # Keras 2 without safe_mode
-            model = keras.models.load_model(os.fspath(path), compile=False)
+        # (warnings off: the command's output is a result or one Error line)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                model = keras.models.load_model(os.fspath(path), safe_mode=True,
+                                                compile=False)
+            except TypeError:  # Keras 2 without safe_mode
+                model = keras.models.load_model(os.fspath(path), compile=False)
     except Exception as exc:  # noqa: BLE001 - corrupt or hostile files raise anything
         raise ModelError(f"{path}: not a loadable Keras model ({first_line(exc, 400)})"
                          ) from None
@@ -310,5 +335,7 @@ def _check_keras_container(path: str | os.PathLike[str]) -> None:
         raise ModelError(f"{name}: cannot read: {exc.strerror}") from None
     if name.endswith(".keras") and not zipfile.is_zipfile(name):
         raise ModelError(f"{name}: not a Keras file (a .keras file is a zip archive)")
+    if name.endswith(".keras"):
+        _check_members(name)
     if name.endswith((".h5", ".hdf5")) and head != b"\x89HDF\r\n\x1a\n":
         raise ModelError(f"{name}: not a Keras file (an .h5 file is HDF5)")
