@@ -32,6 +32,9 @@ class Template:
     helpers: tuple[str, ...] = ()  # module-level definitions it needs (HELPERS)
     concern: bool = True  # False: differentiable filler
     shape_only: tuple[str, ...] = ()  # operands whose values the result does not use
+    # TF's gradient through it is not the derivative (a stopped path the value does
+    # depend on smoothly, a custom gradient that scales): finite differences disagree
+    wrong_gradient: bool = False
 
     @property
     def arity(self) -> int:
@@ -82,7 +85,7 @@ CONCERNS = [
       ("TopKV2",)),
     T("unique", "tf.ones([2, 3]) * tf.reduce_sum(tf.unique(tf.reshape({a}, [-1])).y)",
       ("Unique",)),
-    T("stop_gradient", "tf.stop_gradient({a}) * {b}", ("StopGradient",)),
+    T("stop_gradient", "tf.stop_gradient({a}) * {b}", ("StopGradient",), wrong_gradient=True),
     T("histogram", "tf.reshape(tf.cast(tf.histogram_fixed_width({a}, [-1.0, 1.0], nbins=6), "
                    "tf.float32), [2, 3]) * {b}", ("HistogramFixedWidth",)),
     T("bucketize", "tf.cast(tf.raw_ops.Bucketize(input={a}, boundaries=[-0.5, 0.0, 0.5]), "
@@ -103,9 +106,11 @@ CONCERNS = [
     T("py_function", "tf.reshape(tf.py_function(py_double, [{a}], tf.float32), [2, 3]) + {b}",
       ("EagerPyFunc",), ("py_double",)),
     T("numpy_function", "tf.reshape(tf.numpy_function(np_double, [{a}], tf.float32), [2, 3])"
-                        " * {b}", ("PyFunc",), ("np_double",)),
-    T("custom_gradient_upstream", "half_grad({a}) * {b}", ("IdentityN",), ("half_grad",)),
-    T("custom_gradient_zero", "zero_grad({a}) + {b}", ("IdentityN",), ("zero_grad",)),
+                        " * {b}", ("PyFunc",), ("np_double",), wrong_gradient=True),
+    T("custom_gradient_upstream", "half_grad({a}) * {b}", ("IdentityN",), ("half_grad",),
+      wrong_gradient=True),
+    T("custom_gradient_zero", "zero_grad({a}) + {b}", ("IdentityN",), ("zero_grad",),
+      wrong_gradient=True),
     T("cond", "tf.cond(tf.reduce_sum({x}) > 0.0, lambda: {a} * {b}, "
               "lambda: tf.round({a}) + {c})", ("Round",)),
     T("case", "tf.switch_case(tf.cast(tf.reduce_sum({x}) > 0.0, tf.int32), "
@@ -118,13 +123,13 @@ CONCERNS = [
                        " * {c}", ("ArgMax",)),
     T("scatter", "tf.tensor_scatter_nd_update({a}, [[0, 1], [1, 2]], {b}[:, 0])", ()),
     T("betainc", "tf.math.betainc(tf.nn.softplus({a}) + 0.5, tf.nn.softplus({b}) + 0.5, "
-                 "tf.sigmoid({c}))", ("Betainc",)),
+                 "tf.sigmoid({c}))", ("Betainc",), wrong_gradient=True),
     T("zeta", "tf.math.zeta(tf.nn.softplus({a}) + 1.5, tf.nn.softplus({b}) + 0.5)",
-      ("Zeta",)),
+      ("Zeta",), wrong_gradient=True),
     T("polygamma", "tf.math.polygamma(tf.ones_like({a}), tf.nn.softplus({b}) + 0.5)",
       ("Polygamma", "OnesLike"), shape_only=("a",)),
     T("pad_constant", "tf.pad({a}[:, :2], [[0, 0], [0, 1]], "
-                      "constant_values=tf.reduce_mean({b}))", ("PadV2",)),
+                      "constant_values=tf.reduce_mean({b}))", ("PadV2",), wrong_gradient=True),
     T("prevent_gradient", "tf.raw_ops.PreventGradient(input={a}, message='no') + {b}",
       ("PreventGradient",)),
 ]

@@ -20,6 +20,7 @@ Run:  python bench/differential.py [--count N] [--seed S]
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -34,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import programs  # noqa: E402
 
+# ops that are in every graph and carry no float value to a gradient
+STRUCTURAL = frozenset({"Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
 PARTS = ("check-saved", "check-export", "guard-eager", "guard-traced", "gradcheck")
 CONCERN_STATES = ("none", "no_gradient", "missing", "partial")
 POINTS = (1, 2)  # point 2 is point 1 with every input negated
@@ -61,7 +64,12 @@ class Report:
     op_findings: Counter[str] = field(default_factory=Counter)  # op -> findings naming it
     concern_ops: dict[str, str] = field(default_factory=dict)  # op -> effective status
     disagreements: list[Disagreement] = field(default_factory=list)
+    # what was compared, kept to be judged again (the tests plant wrong verdicts in it)
+    check_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    guard_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    gradcheck_runs: list[tuple[Any, ...]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    tf_raises: Counter[str] = field(default_factory=Counter)  # part -> calls TF refuses
     gradchecked: int = 0
 
     def cell(self, part: str, family: str) -> list[Disagreement]:
@@ -121,25 +129,30 @@ def save_both(tf: Any, program: programs.Program, code: Any, root: Path
 
 def compare_check(report: Report, program: programs.Program, part: str, path: Path,
                   answers: list[Any], db: Any) -> None:
-    import differential
-
     from opregistry import check
 
     result = check(path, db=db)
-    done = differential.compare(f"seed {program.seed}", path, result, answers)
-    report.pairs[part] += done.pairs
+    report.check_runs.append((program, part, path, result, answers))
+    pairs, found = judge_check(program, part, path, result, answers)
+    report.pairs[part] += pairs
     for name in program.families:
-        report.family_pairs[name] += done.pairs
+        report.family_pairs[name] += pairs
     if part == "check-saved":
         for finding in result.findings:
             for op in {b.op for b in finding.blocking_ops}:
                 report.op_findings[op] += 1
-    for text in done.disagreements:
-        kind = text.split(": ", 1)[-1]
-        kind = kind.split(", check")[0] + ", check " + kind.split(", check ")[-1] \
-            if ", check " in kind else kind
-        report.disagreements.append(Disagreement(program.seed, part, program.family,
-                                                 kind, text))
+    report.disagreements += found
+
+
+def judge_check(program: programs.Program, part: str, path: Path, result: Any,
+                answers: list[Any]) -> tuple[int, list[Disagreement]]:
+    """(pairs compared, disagreements) of one ``check`` result with TF's answers."""
+    import differential
+
+    done = differential.compare(f"seed {program.seed}", path, result, answers)
+    return done.pairs, [Disagreement(program.seed, part, program.family,
+                                     text.rsplit(": ", 1)[-1], text)
+                        for text in done.disagreements]
 
 
 # ------------------------------------------------------------- (b) guard vs TF
@@ -158,71 +171,91 @@ def _names(sources: list[Any]) -> list[str]:
     return graphs.unique([graphs.source_name(s, i) for i, s in enumerate(sources)])
 
 
-def guard_call(tf: Any, module: Any, output: str, xs: list[Any], traced: bool,
-               guarded: bool, seed: int) -> tuple[list[str], dict[str, str]]:
-    """TF's gradients of ``output`` for every variable and input in one call, as
-    none/zero/gradient, and, when ``guarded``, what the guard reported (name -> kind)."""
+def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: bool,
+                guarded: bool = True) -> tuple[list[list[str]], dict[str, str]]:
+    """TF's gradients of ``output`` for every variable and input (the program's names),
+    as none/zero/gradient, at each point of ``at``; the first call is made under the
+    guard, and what it reported is returned (name -> kind). Traced: one
+    ``tf.function`` (the guard sees it trace), called at every point."""
     import opregistry
 
     names: list[str] = []  # as the guard names them: symbolic tensors when traced
 
-    def step(*args: Any) -> list[Any]:
-        with tf.GradientTape(persistent=False, watch_accessed_variables=True) as tape:
+    def step(seed: Any, *args: Any) -> list[Any]:
+        with tf.GradientTape(watch_accessed_variables=True) as tape:
             for x in args:
                 tape.watch(x)
             value = module.body(*args)[output]
         sources = _sources(module, list(args))
         names[:] = _names(sources)
-        return tape.gradient(value, sources, output_gradients=_upstream(tf, value, seed))
+        upstream = tf.random.stateless_normal(tf.shape(value), seed=tf.stack([seed, 7]))
+        return tape.gradient(value, sources, output_gradients=upstream)
 
     call = tf.function(step, autograph=False) if traced else step
-    if not guarded:
-        return [_is_given(tf, g) for g in call(*xs)], {}
-    with opregistry.guard.Guard(action="log", summary=False) as guard:
-        grads = call(*xs)
+    guard = opregistry.guard.Guard(action="log", summary=False)
+    with guard if guarded else contextlib.nullcontext():
+        first = call(tf.constant(1), *at[0])
+    given = [[_is_given(tf, g) for g in first]]
+    given += [[_is_given(tf, g) for g in call(tf.constant(n + 2), *xs)]
+              for n, xs in enumerate(at[1:])]
     found = {lost.target: lost.kind for lost in guard.lost}
-    # the program's own names (v0, x0) for both TF's answers and the guard's
-    own = sorted(module_vars(module)) + [f"x{i}" for i in range(len(xs))]
-    return [_is_given(tf, g) for g in grads], {o: found[n] for o, n in zip(own, names)
-                                               if n in found}
+    own = sorted(module_vars(module)) + [f"x{i}" for i in range(len(at[0]))]
+    return given, {o: found[n] for o, n in zip(own, names) if n in found}
 
 
 def compare_guard(tf: Any, report: Report, program: programs.Program, module: Any,
-                  at: list[list[Any]]) -> None:
+                  at: list[list[Any]]) -> dict[str, list[list[str]]]:
+    """The guard against TF; returns TF's traced answers (output -> per point)."""
     import logging
 
     logging.getLogger("opregistry.guard").setLevel(logging.CRITICAL)
+    traced_answers: dict[str, list[list[str]]] = {}
+    names = sorted(module_vars(module)) + list(program.inputs)
     for traced in (False, True):
         part = "guard-traced" if traced else "guard-eager"
         for output in program.outputs:
             try:
-                given, reported = guard_call(tf, module, output, at[0], traced, True, 1)
-                other, _ = guard_call(tf, module, output, at[1], traced, False, 2)
-            except Exception as error:  # noqa: BLE001 - TF raises: nothing to compare
-                if "guard" in repr(error).lower():
-                    report.disagreements.append(Disagreement(
-                        program.seed, part, program.family, "guard raises",
-                        f"{output}: {type(error).__name__}: {error}"[:300]))
-                continue
-            names = sorted(module_vars(module)) + list(program.inputs)
-            for name, here, there in zip(names, given, other):
-                report.pairs[part] += 1
-                if here == "none":
-                    expected = {"none", "unrelated", "unexplained", "unrecorded"}
-                    answer = "None"
-                elif here == "zero" and there == "zero":
-                    expected, answer = {"zero"}, "identically zero"
-                else:
-                    expected, answer = set(), "a gradient" if here == "gradient" else \
-                        "zeros here, not at the other point"
-                got = reported.get(name)
-                if (got in expected) if expected else got is None:
+                (given, other), reported = guard_calls(tf, module, output, at, traced)
+            except Exception as error:  # noqa: BLE001 - does TF raise without the guard?
+                try:
+                    guard_calls(tf, module, output, at, traced, guarded=False)
+                except Exception:  # noqa: BLE001 - TF raises: nothing to compare
+                    report.tf_raises[part] += 1
                     continue
                 report.disagreements.append(Disagreement(
-                    program.seed, part, program.family,
-                    f"TF {answer}, guard {got or 'silent'}",
-                    f"{output} {name}: TF gives {answer}, the guard reports "
-                    f"{got or 'nothing'}"))
+                    program.seed, part, program.family, "guard raises",
+                    f"{output}: {type(error).__name__}: {error}"[:300]))
+                continue
+            if traced:
+                traced_answers[output] = [given, other]
+            report.guard_runs.append((program, part, output, names, given, other, reported))
+            report.pairs[part] += len(names)
+            report.disagreements += judge_guard(program, part, output, names, given, other,
+                                                reported)
+    return traced_answers
+
+
+def judge_guard(program: programs.Program, part: str, output: str, names: list[str],
+                given: list[str], other: list[str], reported: dict[str, str]
+                ) -> list[Disagreement]:
+    """What the guard reported for one gradient call against TF's answers in that call
+    (``given``) and at the other point (``other``)."""
+    found = []
+    for name, here, there in zip(names, given, other):
+        if here == "none":
+            expected, answer = {"none", "unrelated", "unexplained", "unrecorded"}, "None"
+        elif here == "zero" and there == "zero":
+            expected, answer = {"zero"}, "identically zero"
+        else:
+            expected, answer = set(), "a gradient" if here == "gradient" else \
+                "zeros here, not at the other point"
+        got = reported.get(name)
+        if (got in expected) if expected else got is None:
+            continue
+        found.append(Disagreement(
+            program.seed, part, program.family, f"TF {answer}, guard {got or 'silent'}",
+            f"{output} {name}: TF gives {answer}, the guard reports {got or 'nothing'}"))
+    return found
 
 
 # ---------------------------------------------------------- (c) gradcheck vs TF
@@ -230,8 +263,11 @@ def compare_guard(tf: Any, report: Report, program: programs.Program, module: An
 GIVEN = {"ok", "mismatch", "non-smooth"}
 
 
-def compare_gradcheck(tf: Any, report: Report, program: programs.Program, module: Any,
-                      at: list[list[Any]], db: Any) -> None:
+def compare_gradcheck(report: Report, program: programs.Program, module: Any,
+                      at: list[list[Any]], answers: dict[str, list[list[str]]],
+                      db: Any) -> None:
+    """``answers``: TF's tape inside a ``tf.function`` (``compare_guard``'s traced
+    answers), where a target the output does not reach gets ``None``."""
     import opregistry
 
     part = "gradcheck"
@@ -246,34 +282,45 @@ def compare_gradcheck(tf: Any, report: Report, program: programs.Program, module
     names = sorted(module_vars(module)) + list(program.inputs)
     truth: dict[tuple[str, str], str] = {}
     for output in program.outputs:
-        answers = [guard_call(tf, module, output, xs, True, False, 1)[0] for xs in at]
-        for name, here, there in zip(names, *answers):
-            truth[(output, name)] = "gradient" if "gradient" in (here, there) else "none"
-    depends = program.dependencies()
-    mismatch_ok = "custom_gradient_upstream" in program.families
-    for c in result.checks:
-        if c.order != 1:
+        if output not in answers:  # TF cannot differentiate it
             continue
+        for name, here, there in zip(names, *answers[output]):
+            truth[(output, name)] = "gradient" if "gradient" in (here, there) else "none"
+    checks = [c for c in result.checks if c.order == 1]
+    report.gradcheck_runs.append((program, checks, truth))
+    pairs, found = judge_gradcheck(program, checks, truth)
+    report.pairs[part] += pairs
+    report.disagreements += found
+
+
+def judge_gradcheck(program: programs.Program, checks: list[Any],
+                    truth: dict[tuple[str, str], str]) -> tuple[int, list[Disagreement]]:
+    """gradcheck's verdicts against TF's tape (``truth``: (output, target) -> gradient
+    or none) and the program's data paths."""
+    depends = program.dependencies()
+    mismatch_ok = any(t.wrong_gradient for _, t in program.statements)
+    pairs, found = 0, []
+    for c in checks:
         key = (c.output, c.target)
         if key not in truth:
-            report.disagreements.append(Disagreement(
-                program.seed, part, program.family, "unknown pair",
-                f"{c.output} {c.target_kind} {c.target}: not a pair of the program"))
+            found.append(Disagreement(
+                program.seed, "gradcheck", program.family, "unknown pair",
+                f"{c.output} {c.target_kind} {c.target}: not a pair TF differentiates"))
             continue
-        report.pairs[part] += 1
+        pairs += 1
+        related = c.target in depends[c.output]
         if truth[key] == "gradient":
             allowed = GIVEN if mismatch_ok else GIVEN - {"mismatch"}
-        elif c.target in depends[c.output]:
-            allowed = {"none", "zero"}
+            answer = "a gradient"
+        elif related:
+            allowed, answer = {"none", "zero"}, "none (the output depends on it)"
         else:
-            allowed = {"unrelated"}
+            allowed, answer = {"unrelated"}, "none (unrelated)"
         if c.verdict not in allowed:
-            answer = ("a gradient" if truth[key] == "gradient" else
-                      "none (the output depends on it)" if c.target in depends[c.output]
-                      else "none (unrelated)")
-            report.disagreements.append(Disagreement(
-                program.seed, part, program.family, f"TF {answer}, gradcheck {c.verdict}",
+            found.append(Disagreement(
+                program.seed, "gradcheck", program.family, f"TF {answer}, gradcheck {c.verdict}",
                 f"{c.output} {c.target}: TF gives {answer}, gradcheck says {c.verdict}"))
+    return pairs, found
 
 
 # ------------------------------------------------------------------------ coverage
@@ -283,7 +330,7 @@ def concern_ops(db: Any = None) -> dict[str, str]:
     import opregistry
 
     return {r.op: r.effective for r in opregistry.ops("2.21.0", db=db)
-            if r.effective in CONCERN_STATES}
+            if r.effective in CONCERN_STATES and r.op not in STRUCTURAL}
 
 
 def graph_ops(concrete: Any) -> set[str]:
@@ -297,54 +344,55 @@ def graph_ops(concrete: Any) -> set[str]:
 # ---------------------------------------------------------------------------- run
 
 def run(count: int, seed: int, root: Path, gradcheck_every: int = 1, db: Any = None,
-        parts: tuple[str, ...] = PARTS, progress: bool = False) -> Report:
-    """``count`` programs from seed ``seed`` on, everything in this process but TF's
-    answers for the saved files (one fresh process: a Python function registered here
-    must not help a loaded model); gradcheck on every ``gradcheck_every``-th program."""
+        progress: bool = False) -> Report:
+    """``count`` programs from seed ``seed`` on, all in this process but TF's answers
+    for the saved files (one fresh process, running meanwhile: a Python function
+    registered here must not help a loaded model); gradcheck on every
+    ``gradcheck_every``-th program."""
     import differential
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
     report = Report(concern_ops=concern_ops(db))
     started = time.perf_counter()
-    saved: list[tuple[programs.Program, Path, Path]] = []
+    built = []
     for number in range(seed, seed + count):
         program = programs.generate(number)
         report.programs.append(program)
         for name in program.families:
             report.family_programs[name] += 1
-        code = load(program, root)
-        t0 = time.perf_counter()
-        module, saved_path, exported = save_both(tf, program, code, root)
-        report.seconds["save"] = report.seconds.get("save", 0.0) + time.perf_counter() - t0
-        for op in graph_ops(module.__call__.get_concrete_function()):
-            if op in report.concern_ops:
-                report.op_programs[op] += 1
-        saved.append((program, saved_path, exported))
+        module, saved, exported = save_both(tf, program, load(program, root), root)
+        for op in graph_ops(module.__call__.get_concrete_function()) & set(report.concern_ops):
+            report.op_programs[op] += 1
+        built.append((program, module, saved, exported))
+    _lap(report, "build and save", started)
+    answering = differential.start_answers([p for *_, s, e in built for p in (s, e)])
+    for number, (program, module, _, _) in enumerate(built):
         at = points(tf, program)
         t0 = time.perf_counter()
-        if "guard-eager" in parts or "guard-traced" in parts:
-            compare_guard(tf, report, program, module, at)
-        t1 = time.perf_counter()
-        report.seconds["guard"] = report.seconds.get("guard", 0.0) + t1 - t0
-        if "gradcheck" in parts and (number - seed) % gradcheck_every == 0:
-            compare_gradcheck(tf, report, program, module, at, db)
-        report.seconds["gradcheck"] = report.seconds.get("gradcheck", 0.0) + \
-            time.perf_counter() - t1
-        if progress and (number - seed) % 25 == 24:
-            print(f"  {number - seed + 1} programs, {time.perf_counter() - started:.0f} s",
-                  file=sys.stderr)
+        traced = compare_guard(tf, report, program, module, at)
+        _lap(report, "guard", t0)
+        if number % gradcheck_every == 0:
+            t0 = time.perf_counter()
+            compare_gradcheck(report, program, module, at, traced, db)
+            _lap(report, "gradcheck", t0)
+        if progress and number % 50 == 49:
+            print(f"  guard and gradcheck: {number + 1} programs, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     t0 = time.perf_counter()
-    paths = [p for _, s, e in saved for p in (s, e)]
-    answers = differential.answers_in_fresh_process(paths)
-    report.seconds["TF answers (fresh process)"] = time.perf_counter() - t0
+    answers = differential.finish_answers(answering)
+    _lap(report, "waiting for TF's answers (fresh process)", t0)
     t0 = time.perf_counter()
-    for program, saved_path, exported in saved:
-        compare_check(report, program, "check-saved", saved_path, answers[str(saved_path)], db)
+    for program, _, saved, exported in built:
+        compare_check(report, program, "check-saved", saved, answers[str(saved)], db)
         compare_check(report, program, "check-export", exported, answers[str(exported)], db)
-    report.seconds["check"] = time.perf_counter() - t0
-    report.seconds["total"] = time.perf_counter() - started
+    _lap(report, "check", t0)
+    _lap(report, "total", started)
     return report
+
+
+def _lap(report: Report, what: str, since: float) -> None:
+    report.seconds[what] = report.seconds.get(what, 0.0) + time.perf_counter() - since
 
 
 def render(report: Report) -> str:
