@@ -36,10 +36,6 @@ class Template:
     # depend on smoothly, a custom gradient that scales): finite differences disagree
     wrong_gradient: bool = False
 
-    @property
-    def arity(self) -> int:
-        return sum(f"{{{k}}}" in self.code for k in "abc")
-
 
 HELPERS = {
     "py_double": "def py_double(t):\n    return t * 2.0\n",
