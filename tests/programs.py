@@ -19,7 +19,7 @@ and a Keras 3 layer in a functional model (``model.export``).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SHAPE = (2, 3)
 
@@ -239,8 +239,7 @@ def generate(seed: int) -> Program:
         depends[name] = set().union(*(depends[v] for k_, v in operands.items()
                                       if f"{{{k_}}}" in template.code and
                                       k_ not in template.shape_only))
-        statements.append((name, Template(template.family, code, template.ops,
-                                          template.helpers, template.concern)))
+        statements.append((name, replace(template, code=code)))
         pool.append(name)
     temps = [n for n, _ in statements]
     outputs = {}
