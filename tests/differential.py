@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,17 +126,22 @@ def tf2_answers(path: Path, feeds: dict[str, Any] | None = None) -> list[TFOutpu
     loaded = tf.saved_model.load(str(path))
     variables = _variable_paths(tf, loaded)
     answers = []
+    by_function: dict[str, list[TFOutput]] = {}  # signatures that call the same function
     for key in sorted(loaded.signatures):
         fn = loaded.signatures[key]
+        if fn.name in by_function:  # Keras's serve and serving_default: the same answers
+            answers += [replace(a, signature=key) for a in by_function[fn.name]]
+            continue
         specs = fn.structured_input_signature[1]
         float_inputs = sorted(k for k, s in specs.items() if s.dtype.is_floating)
         per_point = [_tape_point(tf, fn, specs, variables, float_inputs, seed, feeds)
                      for seed in (1, 2)]
-        per_graph = [_graph_point(tf, fn, specs, variables, float_inputs, seed, feeds)
-                     for seed in (1, 2)]
-        zeros = any(ZERO in answers for p in per_point + per_graph for answers in p.values())
-        # asked only when an answer was zeros: inlining a big graph costs seconds
-        connected = _connected(tf, fn, variables, float_inputs) if zeros else {}
+        per_graph = _graph_points(tf, fn, specs, variables, float_inputs, (1, 2), feeds)
+        zeros = sorted({o for p in per_point + per_graph for o, found in p.items()
+                        if ZERO in found})
+        # asked only for outputs with zeros: inlining a big graph costs seconds
+        connected = _connected(tf, fn, variables, float_inputs, zeros) if zeros else {}
+        start = len(answers)
         for how, points in (("tape", per_point), ("graph", per_graph)):
             outputs = sorted({o for p in points for o in p})
             for output in outputs:
@@ -150,6 +155,7 @@ def tf2_answers(path: Path, feeds: dict[str, Any] | None = None) -> list[TFOutpu
                     answer.inputs[name] = _merge([p[output][number] for p in points],
                                                  links.get(number))
                 answers.append(answer)
+        by_function[fn.name] = answers[start:]
     return answers
 
 
@@ -164,8 +170,8 @@ def _merge(verdicts: list[str], connected: bool | None) -> str:
     return GRADIENT if ZERO in verdicts and connected else NONE
 
 
-def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str]
-               ) -> dict[str, dict[int, bool]]:
+def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str],
+               outputs: list[str]) -> dict[str, dict[int, bool]]:
     """output -> source number -> whether the gradient TF builds for it carries the
     upstream gradient, read in the gradient graph with every function call (saved
     gradient functions too) inlined and the variables frozen to constants. A custom
@@ -191,7 +197,7 @@ def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str]
         position += len(tf.nest.flatten(value, expand_composites=True))
     out: dict[str, dict[int, bool]] = {}
     for key, output, index in _float_outputs(fn):
-        if offsets[output] + index >= len(frozen.outputs):
+        if key not in outputs or offsets[output] + index >= len(frozen.outputs):
             continue
         tensor = frozen.outputs[offsets[output] + index]
 
@@ -301,26 +307,31 @@ def _tape_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
     return out
 
 
-def _graph_point(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
-                 float_inputs: list[str], seed: int, feeds: dict[str, Any] | None = None
-                 ) -> dict[str, list[str]]:
-    inputs = _random_inputs(tf, specs, seed, feeds)
+def _graph_points(tf: Any, fn: Any, specs: dict[str, Any], variables: list[Any],
+                  float_inputs: list[str], seeds: tuple[int, ...],
+                  feeds: dict[str, Any] | None = None) -> list[dict[str, list[str]]]:
+    """Per seed: output -> answers of ``tf.gradients`` in a ``tf.function`` traced once
+    per output (the seed of the inputs and of the upstream gradient is an argument)."""
+    points = [_random_inputs(tf, specs, seed, feeds) for seed in seeds]
     outputs = _float_outputs(fn)
     n = len(variables) + len(float_inputs)
-    out = {}
+    out: list[dict[str, list[str]]] = [{} for _ in seeds]
     for output, key, index in outputs:
         @tf.function
-        def grads(args, key=key, index=index):
+        def grads(args, seed, key=key, index=index):
             results = fn(**args)
             sources = [v.handle for v, _ in variables] + [args[k] for k in float_inputs]
             value = _component(tf, results, key, index)
-            return tf.gradients(value, sources, grad_ys=_upstream(tf, value, seed))
+            upstream = tf.random.stateless_normal(tf.shape(value), seed=tf.stack([seed, 7]),
+                                                  dtype=value.dtype)
+            return tf.gradients(value, sources, grad_ys=upstream)
 
-        try:
-            values = grads(inputs)
-            out[output] = [_classify(tf, g) for g in values]
-        except Exception:  # noqa: BLE001 - the graph cannot be built or run
-            out[output] = [FAILS] * n
+        for number, (seed, inputs) in enumerate(zip(seeds, points)):
+            try:
+                values = grads(inputs, tf.constant(seed))
+                out[number][output] = [_classify(tf, g) for g in values]
+            except Exception:  # noqa: BLE001 - the graph cannot be built or run
+                out[number][output] = [FAILS] * n
     return out
 
 
@@ -451,15 +462,27 @@ def answers_in_fresh_process(paths: list[Path], preload: tuple[str, ...] = ()
     callback registered where the model was saved must not help the loaded model.
     ``preload``: op libraries the models need, as a user loads them (a module to
     import, a ``.py`` file to run, a ``.so`` for ``tf.load_op_library``)."""
-    import json
+    return finish_answers(start_answers(paths, preload))
+
+
+def start_answers(paths: list[Path], preload: tuple[str, ...] = ()) -> Any:
+    """The fresh process of ``answers_in_fresh_process``, started (it runs while the
+    caller does other work); ``finish_answers`` waits for its answers."""
     import subprocess
 
     preloads = [arg for item in preload for arg in ("--preload", str(item))]
-    done = subprocess.run([sys.executable, __file__, *preloads, "--answers", *map(str, paths)],
-                          capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise RuntimeError(f"the TF side failed: {done.stderr[-3000:]}")
-    raw = json.loads(done.stdout.strip().splitlines()[-1])
+    return subprocess.Popen([sys.executable, __file__, *preloads, "--answers",
+                             *map(str, paths)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish_answers(process: Any) -> dict[str, list[TFOutput]]:
+    import json
+
+    stdout, stderr = process.communicate(timeout=3600)
+    if process.returncode != 0:
+        raise RuntimeError(f"the TF side failed: {stderr[-3000:]}")
+    raw = json.loads(stdout.strip().splitlines()[-1])
     return {path: [TFOutput(a["meta_graph"], a["signature"], a["output"],
                             {tuple(k): v for k, v in a["variables"]}, a["inputs"], a["how"])
                    for a in answers] for path, answers in raw.items()}

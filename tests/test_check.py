@@ -483,3 +483,32 @@ def test_h5_files_are_traced_and_lambda_layers_refused(tmp_path, harvested_db, c
     done = cli("check", str(tmp_path / "lambda.h5"), "--db", str(harvested_db))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "Lambda" in done.stderr and "safe_mode=False" in done.stderr  # not cut short
+
+
+def test_a_python_function_no_output_uses_still_fails_the_loaded_signature(tmp_path):
+    """A numpy_function whose result no output uses still runs with the loaded signature
+    (a stateful op: automatic control dependencies), and its callback is not in the
+    file, so TF differentiates no output: check blocks every target with
+    ``python_function_not_saved`` (random-program differential, seed 52)."""
+    import differential
+
+    class Unused(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable([1.0, 2.0])
+
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+        def __call__(self, x):
+            tf.numpy_function(lambda t: t * 2.0, [x * self.v], tf.float32)
+            return {"y": x * self.v}
+
+    module = Unused()
+    path = tmp_path / "unused_numpy_function"
+    tf.saved_model.save(module, str(path), signatures=module.__call__.get_concrete_function())
+    result = check(path)
+    done = differential.compare("unused", path, result,
+                                differential.answers_in_fresh_process([path])[str(path)])
+    assert done.failing_outputs == 1 and not done.disagreements, done.disagreements
+    assert {b.reason for f in result.findings for b in f.blocking_ops} == \
+        {"python_function_not_saved"}
+    assert [(o.output, o.blocked) for o in result.outputs] == [("y", ["Variable", "x"])]

@@ -201,12 +201,17 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst], reason)
     if flat.model.format in STATIC_FORMATS and PYTHON_OPS & flat.model.op_types:
+        used: set[int] = set()
         for _output, tensor in outputs:
-            for inst in state.dep_insts(tensor):
-                if flat.ops[inst] in PYTHON_OPS:
-                    node = flat.nodes[inst]
-                    found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
-                                             "python_function_not_saved")
+            used |= state.dep_insts(tensor)
+        # a py_function is stateful: a function runs it whether or not an output uses
+        # its result (automatic control dependencies), so the whole signature fails
+        running = {flat.functions[inst] for inst in used} - {None}
+        for inst, op in enumerate(flat.ops):
+            if op in PYTHON_OPS and (inst in used or flat.functions[inst] in running):
+                node = flat.nodes[inst]
+                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                                         "python_function_not_saved")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
 

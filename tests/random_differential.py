@@ -1,0 +1,429 @@
+"""The random-program differential: programs from tests/programs.py, each judged by
+``check`` (on both SavedModels), the guard (eager and traced) and gradcheck, and each
+verdict compared with TensorFlow's own gradients, pair by pair.
+
+- **check**: every program saved with ``tf.saved_model.save`` (a ``tf.Module``) and
+  with Keras 3 ``model.export`` (the same body as a Keras layer); ``check`` on each file
+  against TF's gradients of the loaded model in one fresh process (tests/differential.py:
+  ``tf.GradientTape`` and ``tf.gradients``, every (signature, output, target)).
+- **guard**: for every output, the body under ``opregistry.guard`` with a tape, eagerly
+  and inside a ``tf.function``; the targets the guard names must be exactly those whose
+  gradient TF returns as ``None`` in that very call, plus those whose gradient is
+  identically zero (zeros at that point and at a second point where every input is
+  negated, which flips every input-driven branch): nothing else.
+- **gradcheck**: on the live module; a verdict that says a gradient exists (``ok``,
+  ``mismatch``, ``non-smooth``) exactly where TF's tape (inside a ``tf.function``, where
+  a target the output does not reach gets ``None``) gives one at either point;
+  ``unrelated`` exactly where the program has no data path from the target to the output.
+
+Run:  python bench/differential.py [--count N] [--seed S]
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import programs  # noqa: E402
+
+# ops that are in every graph and carry no float value to a gradient
+STRUCTURAL = frozenset({"Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
+PARTS = ("check-saved", "check-export", "guard-eager", "guard-traced", "gradcheck")
+CONCERN_STATES = ("none", "no_gradient", "missing", "partial")
+POINTS = (1, 2)  # point 2 is point 1 with every input negated
+
+
+@dataclass
+class Disagreement:
+    seed: int
+    part: str
+    family: str  # the program's family
+    kind: str  # "TF <answer>, <ours>": the class of the disagreement
+    detail: str
+
+    def text(self) -> str:
+        return f"seed {self.seed} [{self.part}] {self.family}: {self.detail}"
+
+
+@dataclass
+class Report:
+    programs: list[programs.Program] = field(default_factory=list)
+    pairs: Counter[str] = field(default_factory=Counter)  # part -> pairs compared
+    family_programs: Counter[str] = field(default_factory=Counter)  # family -> programs
+    family_pairs: Counter[str] = field(default_factory=Counter)  # family -> check pairs
+    op_programs: Counter[str] = field(default_factory=Counter)  # op of concern -> programs
+    op_findings: Counter[str] = field(default_factory=Counter)  # op -> findings naming it
+    concern_ops: dict[str, str] = field(default_factory=dict)  # op -> effective status
+    disagreements: list[Disagreement] = field(default_factory=list)
+    # what was compared, kept to be judged again (the tests plant wrong verdicts in it)
+    check_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    guard_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    gradcheck_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    tf_raises: Counter[str] = field(default_factory=Counter)  # part -> calls TF refuses
+    gradchecked: int = 0
+
+    def cell(self, part: str, family: str) -> list[Disagreement]:
+        return [d for d in self.disagreements if d.part == part and d.family == family]
+
+
+# ------------------------------------------------------------------------- programs
+
+def load(program: programs.Program, root: Path) -> Any:
+    """The program as an imported module (a real file: the guard names its lines)."""
+    path = root / f"program_{program.seed}.py"
+    path.write_text(program.source())
+    spec = importlib.util.spec_from_file_location(f"program_{program.seed}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def points(tf: Any, program: programs.Program) -> list[list[Any]]:
+    import numpy as np
+
+    rng = np.random.default_rng(program.seed)
+    first = [rng.uniform(-1.0, 1.0, programs.SHAPE).astype("float32") for _ in program.inputs]
+    return [[tf.constant(x) for x in first], [tf.constant(-x) for x in first]]
+
+
+def _is_given(tf: Any, grad: Any) -> str:
+    """none (None), zero (a tensor of zeros) or gradient."""
+    import numpy as np
+
+    if grad is None:
+        return "none"
+    if isinstance(grad, tf.IndexedSlices):
+        grad = tf.convert_to_tensor(grad)
+    return "gradient" if bool(np.any(np.asarray(grad) != 0)) else "zero"
+
+
+def _upstream(tf: Any, value: Any, seed: int) -> Any:
+    return tf.random.stateless_normal(tf.shape(value), seed=[seed, 7], dtype=value.dtype)
+
+
+# ---------------------------------------------------------------- (a) check vs TF
+
+def save_both(tf: Any, program: programs.Program, code: Any, root: Path
+              ) -> tuple[Any, Path, Path]:
+    module = code.build_module()
+    saved = root / f"saved-{program.seed}"
+    options = tf.saved_model.SaveOptions(
+        experimental_custom_gradients=program.save_custom_gradients)
+    tf.saved_model.save(module, str(saved), signatures=module.__call__.get_concrete_function(),
+                        options=options)
+    exported = root / f"export-{program.seed}"
+    code.build_keras().export(str(exported), verbose=False)
+    return module, saved, exported
+
+
+def compare_check(report: Report, program: programs.Program, part: str, path: Path,
+                  answers: list[Any], db: Any) -> None:
+    from opregistry import check
+
+    result = check(path, db=db)
+    report.check_runs.append((program, part, path, result, answers))
+    pairs, found = judge_check(program, part, path, result, answers)
+    report.pairs[part] += pairs
+    for name in program.families:
+        report.family_pairs[name] += pairs
+    if part == "check-saved":
+        for finding in result.findings:
+            for op in {b.op for b in finding.blocking_ops}:
+                report.op_findings[op] += 1
+    report.disagreements += found
+
+
+def judge_check(program: programs.Program, part: str, path: Path, result: Any,
+                answers: list[Any]) -> tuple[int, list[Disagreement]]:
+    """(pairs compared, disagreements) of one ``check`` result with TF's answers."""
+    import differential
+
+    done = differential.compare(f"seed {program.seed}", path, result, answers)
+    return done.pairs, [Disagreement(program.seed, part, program.family,
+                                     text.rsplit(": ", 1)[-1], text)
+                        for text in done.disagreements]
+
+
+# ------------------------------------------------------------- (b) guard vs TF
+
+def _sources(module: Any, xs: list[Any]) -> list[Any]:
+    return [getattr(module, v) for v in sorted(module_vars(module))] + list(xs)
+
+
+def module_vars(module: Any) -> list[str]:
+    return [v.name.split(":")[0] for v in module.trainable_variables]
+
+
+def _names(sources: list[Any]) -> list[str]:
+    from opregistry.guard import graphs
+
+    return graphs.unique([graphs.source_name(s, i) for i, s in enumerate(sources)])
+
+
+def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: bool,
+                guarded: bool = True) -> tuple[list[list[str]], dict[str, str]]:
+    """TF's gradients of ``output`` for every variable and input (the program's names),
+    as none/zero/gradient, at each point of ``at``; the first call is made under the
+    guard, and what it reported is returned (name -> kind). Traced: one
+    ``tf.function`` (the guard sees it trace), called at every point."""
+    import opregistry
+
+    names: list[str] = []  # as the guard names them: symbolic tensors when traced
+
+    def step(seed: Any, *args: Any) -> list[Any]:
+        with tf.GradientTape(watch_accessed_variables=True) as tape:
+            for x in args:
+                tape.watch(x)
+            value = module.body(*args)[output]
+        sources = _sources(module, list(args))
+        names[:] = _names(sources)
+        upstream = tf.random.stateless_normal(tf.shape(value), seed=tf.stack([seed, 7]))
+        return tape.gradient(value, sources, output_gradients=upstream)
+
+    call = tf.function(step, autograph=False) if traced else step
+    guard = opregistry.guard.Guard(action="log", summary=False)
+    with guard if guarded else contextlib.nullcontext():
+        first = call(tf.constant(1), *at[0])
+    given = [[_is_given(tf, g) for g in first]]
+    given += [[_is_given(tf, g) for g in call(tf.constant(n + 2), *xs)]
+              for n, xs in enumerate(at[1:])]
+    found = {lost.target: lost.kind for lost in guard.lost}
+    own = sorted(module_vars(module)) + [f"x{i}" for i in range(len(at[0]))]
+    return given, {o: found[n] for o, n in zip(own, names) if n in found}
+
+
+def compare_guard(tf: Any, report: Report, program: programs.Program, module: Any,
+                  at: list[list[Any]]) -> dict[str, list[list[str]]]:
+    """The guard against TF; returns TF's traced answers (output -> per point)."""
+    import logging
+
+    logging.getLogger("opregistry.guard").setLevel(logging.CRITICAL)
+    traced_answers: dict[str, list[list[str]]] = {}
+    names = sorted(module_vars(module)) + list(program.inputs)
+    for traced in (False, True):
+        part = "guard-traced" if traced else "guard-eager"
+        for output in program.outputs:
+            try:
+                (given, other), reported = guard_calls(tf, module, output, at, traced)
+            except Exception as error:  # noqa: BLE001 - does TF raise without the guard?
+                try:
+                    guard_calls(tf, module, output, at, traced, guarded=False)
+                except Exception:  # noqa: BLE001 - TF raises: nothing to compare
+                    report.tf_raises[part] += 1
+                    continue
+                report.disagreements.append(Disagreement(
+                    program.seed, part, program.family, "guard raises",
+                    f"{output}: {type(error).__name__}: {error}"[:300]))
+                continue
+            if traced:
+                traced_answers[output] = [given, other]
+            report.guard_runs.append((program, part, output, names, given, other, reported))
+            report.pairs[part] += len(names)
+            report.disagreements += judge_guard(program, part, output, names, given, other,
+                                                reported)
+    return traced_answers
+
+
+def judge_guard(program: programs.Program, part: str, output: str, names: list[str],
+                given: list[str], other: list[str], reported: dict[str, str]
+                ) -> list[Disagreement]:
+    """What the guard reported for one gradient call against TF's answers in that call
+    (``given``) and at the other point (``other``)."""
+    found = []
+    for name, here, there in zip(names, given, other):
+        if here == "none":
+            expected, answer = {"none", "unrelated", "unexplained", "unrecorded"}, "None"
+        elif here == "zero" and there == "zero":
+            expected, answer = {"zero"}, "identically zero"
+        else:
+            expected, answer = set(), "a gradient" if here == "gradient" else \
+                "zeros here, not at the other point"
+        got = reported.get(name)
+        if (got in expected) if expected else got is None:
+            continue
+        found.append(Disagreement(
+            program.seed, part, program.family, f"TF {answer}, guard {got or 'silent'}",
+            f"{output} {name}: TF gives {answer}, the guard reports {got or 'nothing'}"))
+    return found
+
+
+# ---------------------------------------------------------- (c) gradcheck vs TF
+
+GIVEN = {"ok", "mismatch", "non-smooth"}
+
+
+def compare_gradcheck(report: Report, program: programs.Program, module: Any,
+                      at: list[list[Any]], answers: dict[str, list[list[str]]],
+                      db: Any) -> None:
+    """``answers``: TF's tape inside a ``tf.function`` (``compare_guard``'s traced
+    answers), where a target the output does not reach gets ``None``."""
+    import opregistry
+
+    part = "gradcheck"
+    try:
+        result = opregistry.gradcheck(module, *at[0], db=db)
+    except Exception as error:  # noqa: BLE001 - a crash is a disagreement
+        report.disagreements.append(Disagreement(
+            program.seed, part, program.family, "gradcheck raises",
+            f"{type(error).__name__}: {error}"[:300]))
+        return
+    report.gradchecked += 1
+    names = sorted(module_vars(module)) + list(program.inputs)
+    truth: dict[tuple[str, str], str] = {}
+    for output in program.outputs:
+        if output not in answers:  # TF cannot differentiate it
+            continue
+        for name, here, there in zip(names, *answers[output]):
+            truth[(output, name)] = "gradient" if "gradient" in (here, there) else "none"
+    checks = [c for c in result.checks if c.order == 1]
+    report.gradcheck_runs.append((program, checks, truth))
+    pairs, found = judge_gradcheck(program, checks, truth)
+    report.pairs[part] += pairs
+    report.disagreements += found
+
+
+def judge_gradcheck(program: programs.Program, checks: list[Any],
+                    truth: dict[tuple[str, str], str]) -> tuple[int, list[Disagreement]]:
+    """gradcheck's verdicts against TF's tape (``truth``: (output, target) -> gradient
+    or none) and the program's data paths."""
+    depends = program.dependencies()
+    mismatch_ok = any(t.wrong_gradient for _, t in program.statements)
+    pairs, found = 0, []
+    for c in checks:
+        key = (c.output, c.target)
+        if key not in truth:
+            found.append(Disagreement(
+                program.seed, "gradcheck", program.family, "unknown pair",
+                f"{c.output} {c.target_kind} {c.target}: not a pair TF differentiates"))
+            continue
+        pairs += 1
+        related = c.target in depends[c.output]
+        if truth[key] == "gradient":
+            allowed = GIVEN if mismatch_ok else GIVEN - {"mismatch"}
+            answer = "a gradient"
+        elif related:
+            allowed, answer = {"none", "zero"}, "none (the output depends on it)"
+        else:
+            allowed, answer = {"unrelated"}, "none (unrelated)"
+        if c.verdict not in allowed:
+            found.append(Disagreement(
+                program.seed, "gradcheck", program.family, f"TF {answer}, gradcheck {c.verdict}",
+                f"{c.output} {c.target}: TF gives {answer}, gradcheck says {c.verdict}"))
+    return pairs, found
+
+
+# ------------------------------------------------------------------------ coverage
+
+def concern_ops(db: Any = None) -> dict[str, str]:
+    """Ops of concern in the database's 2.21 release: op -> effective status."""
+    import opregistry
+
+    return {r.op: r.effective for r in opregistry.ops("2.21.0", db=db)
+            if r.effective in CONCERN_STATES and r.op not in STRUCTURAL}
+
+
+def graph_ops(concrete: Any) -> set[str]:
+    graph_def = concrete.graph.as_graph_def()
+    found = {n.op for n in graph_def.node}
+    for function in graph_def.library.function:
+        found |= {n.op for n in function.node_def}
+    return found
+
+
+# ---------------------------------------------------------------------------- run
+
+def run(count: int, seed: int, root: Path, gradcheck_every: int = 1, db: Any = None,
+        progress: bool = False) -> Report:
+    """``count`` programs from seed ``seed`` on, all in this process but TF's answers
+    for the saved files (one fresh process, running meanwhile: a Python function
+    registered here must not help a loaded model); gradcheck on every
+    ``gradcheck_every``-th program."""
+    import differential
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    report = Report(concern_ops=concern_ops(db))
+    started = time.perf_counter()
+    built = []
+    for number in range(seed, seed + count):
+        program = programs.generate(number)
+        report.programs.append(program)
+        for name in program.families:
+            report.family_programs[name] += 1
+        module, saved, exported = save_both(tf, program, load(program, root), root)
+        for op in graph_ops(module.__call__.get_concrete_function()) & set(report.concern_ops):
+            report.op_programs[op] += 1
+        built.append((program, module, saved, exported))
+    _lap(report, "build and save", started)
+    answering = differential.start_answers([p for *_, s, e in built for p in (s, e)])
+    for number, (program, module, _, _) in enumerate(built):
+        at = points(tf, program)
+        t0 = time.perf_counter()
+        traced = compare_guard(tf, report, program, module, at)
+        _lap(report, "guard", t0)
+        if number % gradcheck_every == 0:
+            t0 = time.perf_counter()
+            compare_gradcheck(report, program, module, at, traced, db)
+            _lap(report, "gradcheck", t0)
+        if progress and number % 50 == 49:
+            print(f"  guard and gradcheck: {number + 1} programs, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    t0 = time.perf_counter()
+    answers = differential.finish_answers(answering)
+    _lap(report, "waiting for TF's answers (fresh process)", t0)
+    t0 = time.perf_counter()
+    for program, _, saved, exported in built:
+        compare_check(report, program, "check-saved", saved, answers[str(saved)], db)
+        compare_check(report, program, "check-export", exported, answers[str(exported)], db)
+    _lap(report, "check", t0)
+    _lap(report, "total", started)
+    return report
+
+
+def _lap(report: Report, what: str, since: float) -> None:
+    report.seconds[what] = report.seconds.get(what, 0.0) + time.perf_counter() - since
+
+
+def render(report: Report) -> str:
+    from tabulate import tabulate
+
+    lines = [f"{len(report.programs)} programs (seeds {report.programs[0].seed}.."
+             f"{report.programs[-1].seed}), gradcheck on {report.gradchecked}"]
+    rows = [(part, report.pairs[part], sum(d.part == part for d in report.disagreements))
+            for part in PARTS]
+    rows.append(("total", sum(report.pairs.values()), len(report.disagreements)))
+    lines += ["", tabulate(rows, headers=["compared with TF", "pairs", "disagreements"])]
+    by_family: dict[str, Counter[str]] = defaultdict(Counter)
+    for d in report.disagreements:
+        by_family[d.family][d.part] += 1
+    first = Counter(p.family for p in report.programs)
+    rows = [(f, first[f], report.family_programs[f], report.family_pairs[f],
+             sum(by_family[f].values())) for f in sorted(report.family_programs)]
+    lines += ["", tabulate(rows, headers=["family", "programs built on it", "programs with it",
+                                          "check pairs", "disagreements"])]
+    rows = [(op, status, report.op_programs[op], report.op_findings[op])
+            for op, status in sorted(report.concern_ops.items()) if report.op_programs[op]]
+    lines += ["", f"ops of concern in 2.21.0 (effective {', '.join(CONCERN_STATES)}): "
+              f"{len(report.concern_ops)}; in the programs: {len(rows)}",
+              tabulate(rows, headers=["op", "effective", "programs", "check findings"])]
+    lines += ["", "seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in report.seconds.items())]
+    if report.disagreements:
+        lines += ["", "disagreements:"] + [f"  {d.text()}" for d in report.disagreements]
+    return "\n".join(lines)
+
+
+def reproduce(report: Report, disagreement: Disagreement) -> str:
+    """The seed and the program's source: all it takes to run it again."""
+    program = next(p for p in report.programs if p.seed == disagreement.seed)
+    return f"{disagreement.text()}\n{program.source()}"

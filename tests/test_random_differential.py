@@ -1,0 +1,211 @@
+"""The random-program differential in CI: a fixed-seed batch of generated programs
+(tests/programs.py), every verdict of ``check`` (both save paths), the guard (eager and
+traced) and gradcheck compared with TensorFlow's (tests/random_differential.py).
+
+One test per (part, family): a disagreement fails the cell of the program's family.
+KNOWN lists the cells that disagree today because of bugs other branches fix; each is an
+expected failure, strict (it fails once fixed: remove the entry then), and only for the
+named kinds of disagreement: any other kind in the same cell fails the test outright.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import programs
+import pytest
+import random_differential as rd
+
+COUNT, SEED = 300, 0
+GRADCHECK_EVERY = 3  # gradcheck is most of the time: every third program (100 of 300)
+
+CHECK = ("check: a gradient TF raises computing (Unique: missing, LookupError; "
+         "PreventGradient) fails the whole loaded signature, check blocks only its paths "
+         "(programs with those ops; not fixed on this branch)")
+CHECK_29 = "check: seed 29, TF gives x0 a gradient for out0 of the loaded model (not analysed)"
+GUARD = ("guard (helper guard): eagerly, a custom gradient returning zeros is not "
+         "reported as identically zero (traced it is)")
+# the harness's test for 'identically zero' (zeros at two points) is too weak there: the
+# zeros come from the values (t0 - t0 cancels in seed 62; a mask fixed by a variable in
+# 217), the guard is right to say nothing; a structural zero test would settle it
+ORACLE = "harness: zeros by value at both points, not by fact (seeds 62, 101, 190, 217)"
+GRADCHECK = ("gradcheck (helper gradcheck): ok where TF gives None and the output does not "
+             "depend on the target (issue 22 item 4); mismatch on TF's own correct "
+             "gradients across kinks; raises where TF's gradient raises (Unique, "
+             "PreventGradient) instead of saying none")
+# (part, family) -> (kinds of disagreement, why): to be removed when the fix is merged
+KNOWN: dict[tuple[str, str], tuple[frozenset[str], str]] = {
+    ('check-export', 'boolean_mask'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'floor'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'multinomial'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'prevent_gradient'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'round'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'top_k_indices'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'unique'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'where_mask'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-export', 'zeta'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'boolean_mask'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'custom_gradient_zero'): (frozenset({'TF gradient, check blocked'}), CHECK_29),
+    ('check-saved', 'floor'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'multinomial'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'prevent_gradient'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'round'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'top_k_indices'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'unique'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'where_mask'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('check-saved', 'zeta'): (frozenset({'TF cannot differentiate it, check does not say so', 'TF fails, check gradient'}), CHECK),
+    ('gradcheck', 'argmax'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'betainc'): (frozenset({'TF a gradient, gradcheck zero'}), GRADCHECK),
+    ('gradcheck', 'boolean_mask'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'cond'): (frozenset({'TF none (the output depends on it), gradcheck unrelated'}), GRADCHECK),
+    ('gradcheck', 'custom_gradient_zero'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'floor'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'gamma_sampler'): (frozenset({'TF a gradient, gradcheck mismatch', 'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'histogram'): (frozenset({'TF a gradient, gradcheck mismatch', 'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'int_index'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'normal_sampler'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'not_equal'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'numpy_function'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'pad_constant'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'prevent_gradient'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('gradcheck', 'rint'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'round'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('gradcheck', 'scatter'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'stop_gradient'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'string'): (frozenset({'TF a gradient, gradcheck mismatch'}), GRADCHECK),
+    ('gradcheck', 'top_k_indices'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('gradcheck', 'top_k_values'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'truncated_normal_sampler'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'unique'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('gradcheck', 'where_mask'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('gradcheck', 'while_blocked'): (frozenset({'TF none (unrelated), gradcheck ok'}), GRADCHECK),
+    ('gradcheck', 'zeta'): (frozenset({'gradcheck raises'}), GRADCHECK),
+    ('guard-eager', 'bucketize'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-eager', 'custom_gradient_zero'): (frozenset({'TF identically zero, guard silent'}), GUARD),
+    ('guard-eager', 'poisson'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-eager', 'py_function'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-eager', 'where_mask'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-traced', 'poisson'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-traced', 'py_function'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+    ('guard-traced', 'where_mask'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
+}
+
+
+class KnownDisagreement(Exception):
+    """Only this failure is expected of a KNOWN cell."""
+
+
+@pytest.fixture(scope="session")
+def report(tmp_path_factory: pytest.TempPathFactory) -> rd.Report:
+    return rd.run(COUNT, SEED, tmp_path_factory.mktemp("programs"), GRADCHECK_EVERY)
+
+
+def _cells() -> list[object]:
+    cells: list[object] = []
+    for part in rd.PARTS:
+        for family in programs.FAMILIES:
+            known = KNOWN.get((part, family))
+            marks = [pytest.mark.xfail(strict=True, raises=KnownDisagreement,
+                                       reason=known[1])] if known else []
+            cells.append(pytest.param(part, family, marks=marks, id=f"{part}-{family}"))
+    return cells
+
+
+@pytest.mark.parametrize(("part", "family"), _cells())
+def test_agrees_with_tensorflow(report: rd.Report, part: str, family: str) -> None:
+    found = report.cell(part, family)
+    known = KNOWN.get((part, family))
+    if known is not None:
+        other = [d for d in found if d.kind not in known[0]]
+        assert not other, "\n\n".join(rd.reproduce(report, d) for d in other[:3])
+        if found:
+            raise KnownDisagreement(f"{len(found)} known: " + "; ".join(
+                d.text() for d in found[:5]))
+    assert not found, "\n\n".join(rd.reproduce(report, d) for d in found[:3])
+
+
+def test_batch_size_and_pairs(report: rd.Report) -> None:
+    """Sized by count: every program judged by every part (gradcheck on a third)."""
+    assert len(report.programs) == COUNT
+    raised = sum(d.kind == "gradcheck raises" for d in report.disagreements)
+    assert report.gradchecked + raised == len(range(0, COUNT, GRADCHECK_EVERY))
+    for part in rd.PARTS:
+        assert report.pairs[part] > COUNT, (part, report.pairs[part])
+    print("\n" + rd.render(report))
+
+
+def test_every_family_and_op_is_covered(report: rd.Report) -> None:
+    """Each family is the first statement of COUNT / len(FAMILIES) programs at least,
+    and every op of concern a template names is in the database's 2.21 release with
+    such a status and in the saved graphs of some program."""
+    built_on = {f: sum(p.family == f for p in report.programs) for f in programs.FAMILIES}
+    assert min(built_on.values()) >= COUNT // len(programs.FAMILIES), built_on
+    named = {op for t in programs.CONCERNS + programs.SMOOTH for op in t.ops}
+    of_concern = named & set(report.concern_ops)
+    assert len(of_concern) >= 25, sorted(named - set(report.concern_ops))
+    missed = sorted(op for op in of_concern if not report.op_programs[op])
+    assert not missed, missed
+
+
+# --------------------------------------------------- the comparison can fail
+
+
+def test_planted_check_verdict_is_caught(report: rd.Report) -> None:
+    """A blocked target moved to with_gradient in a real check result: a disagreement."""
+    program, part, path, result, answers = next(
+        run for run in report.check_runs if any(o.blocked for o in run[3].outputs))
+    assert not rd.judge_check(program, part, path, result, answers)[1]
+    outputs = []
+    planted = ""
+    for o in result.outputs:
+        if o.blocked and not planted:
+            planted = o.blocked[0]
+            o = dataclasses.replace(o, blocked=o.blocked[1:],
+                                    with_gradient=o.with_gradient + [planted])
+        outputs.append(o)
+    wrong = dataclasses.replace(result, outputs=outputs)
+    found = rd.judge_check(program, part, path, wrong, answers)[1]
+    assert found and all(planted in d.detail for d in found), [d.detail for d in found]
+
+
+@pytest.mark.parametrize("planted", ["false alarm", "miss"])
+def test_planted_guard_verdict_is_caught(report: rd.Report, planted: str) -> None:
+    """The guard's real report with one name added (a false alarm) or one removed (a
+    miss): a disagreement each."""
+    runs = [r for r in report.guard_runs if not rd.judge_guard(*r)]
+    if planted == "false alarm":
+        program, part, output, names, given, other, reported = next(
+            r for r in runs if "gradient" in r[4])
+        name = names[given.index("gradient")]
+        reported = {**reported, name: "zero"}
+    else:
+        program, part, output, names, given, other, reported = next(
+            r for r in runs if r[6])
+        name = next(iter(reported))
+        reported = {k: v for k, v in reported.items() if k != name}
+    found = rd.judge_guard(program, part, output, names, given, other, reported)
+    assert [d.detail.split(":")[0] for d in found] == [f"{output} {name}"]
+
+
+def test_planted_gradcheck_verdict_is_caught(report: rd.Report) -> None:
+    """A gradcheck ``none`` turned ``ok``, and an ``ok`` turned ``unrelated``."""
+    program, checks, truth = next(
+        r for r in report.gradcheck_runs if not rd.judge_gradcheck(*r)[1]
+        and {c.verdict for c in r[1]} >= {"none", "ok"})
+    for before, after in (("none", "ok"), ("ok", "unrelated")):
+        index = next(i for i, c in enumerate(checks) if c.verdict == before)
+        wrong = list(checks)
+        wrong[index] = dataclasses.replace(checks[index], verdict=after)
+        found = rd.judge_gradcheck(program, wrong, truth)[1]
+        assert [d.kind.split(", ")[1] for d in found] == [f"gradcheck {after}"]
+
+
+def test_a_program_is_reproduced_from_its_seed(tmp_path: Path) -> None:
+    """The seed alone gives the same source; the source runs."""
+    source = programs.generate(41).source()
+    assert source == programs.generate(41).source()
+    assert source != programs.generate(42).source()
+    namespace: dict[str, object] = {}
+    exec(compile(source, "program_41.py", "exec"), namespace)  # noqa: S102 - our own code
+    assert set(namespace["build_module"]().__call__(  # type: ignore[operator]
+        *[[[0.1, 0.2, 0.3]] * 2] * len(programs.generate(41).inputs)))
