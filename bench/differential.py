@@ -23,6 +23,10 @@ def main() -> int:
                         help="gradcheck every N-th program (it is the slow part)")
     parser.add_argument("--db", help="database (default: the shipped one)")
     parser.add_argument("--show", type=int, help="print the program of this seed and stop")
+    parser.add_argument("--cells", metavar="FILE",
+                        help="write each disagreeing (part, family) cell with its kinds "
+                             "of disagreement as JSON (what tests/test_random_differential.py "
+                             "lists as known)")
     args = parser.parse_args()
     import programs
 
@@ -35,6 +39,14 @@ def main() -> int:
         report = random_differential.run(args.count, args.seed, Path(root),
                                          args.gradcheck_every, args.db, progress=True)
     print(random_differential.render(report))
+    if args.cells:
+        import json
+
+        cells: dict[str, set[str]] = {}
+        for d in report.disagreements:
+            cells.setdefault(f"{d.part}|{d.family}", set()).add(d.kind)
+        Path(args.cells).write_text(json.dumps({k: sorted(v) for k, v in sorted(cells.items())},
+                                               indent=1))
     return 1 if report.disagreements else 0
 
 

@@ -106,5 +106,5 @@ def test_checkpoint_values_the_model_lacks_print_no_warnings(saved):
     """TensorFlow warned twice, after the summary line, as the checkpoint was freed."""
     code, stderr = _gradcheck(saved / "extra")
     assert code == 0 and stderr.count("\n") == 1, stderr
-    assert stderr.startswith("0 problem(s) in 2 check(s)"), stderr
+    assert stderr.startswith("0 problems in 2 checks"), stderr
 

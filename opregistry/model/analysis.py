@@ -192,14 +192,23 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                stops: dict[str, list[tuple[int, int, int, str]]]) -> tuple[BlockingOp, ...]:
     """Ops that make a loaded model fail to differentiate every output of a signature:
     a custom gradient whose function was not saved (TF looks it up by its op type and
-    raises, for the whole function call), and, in a file, a py_function whose Python
+    raises, for the whole function call), an op in a function whose gradient raises
+    (missing, or raising for every input), and, in a file, a py_function whose Python
     callback is not there (the signature cannot even run)."""
     found: dict[int, BlockingOp] = {}
     for output_stops in stops.values():
         for inst, _position, _ref, reason in output_stops:
-            if reason == "custom_gradient_not_saved":
+            # in a SavedModel's function, TF builds one backward function for the whole
+            # call: an op on a gradient path whose gradient raises (missing: LookupError;
+            # one that raises for every input, PreventGradient) fails every output
+            if reason == "custom_gradient_not_saved" or (
+                    flat.model.format == "savedmodel" and flat.functions[inst] is not None
+                    and reason in ("missing", "none") and _gradient_raises(flat, inst)
+                    and _gradient_arrives(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst], reason)
+                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                                         reason if reason == "custom_gradient_not_saved"
+                                         else "gradient_raises")
     if flat.model.format in STATIC_FORMATS and PYTHON_OPS & flat.model.op_types:
         used: set[int] = set()
         for _output, tensor in outputs:
@@ -213,6 +222,25 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          "python_function_not_saved")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
+
+
+def _gradient_arrives(flat: Flat, state: _State, inst: int,
+                      outputs: list[tuple[str, int]]) -> bool:
+    """Whether a gradient of some output reaches an output of ``inst`` (TF asks an op
+    for its gradient only then: Bucketize's int32 result, cast to float, gets none)."""
+    mine = [_tensor(inst, i) for i in range(len(flat.out_types[inst]))]
+    return any(t in state.reach(tensor) for _output, tensor in outputs for t in mine)
+
+
+def _gradient_raises(flat: Flat, inst: int) -> bool:
+    """Whether asking TF for ``inst``'s gradient raises: no gradient registered at all
+    (``missing``), or a gradient function that raises for every input."""
+    facts = flat.facts.get(flat.ops[inst])
+    if facts is None:
+        return False
+    carrying = [i for i in facts.inputs if i.carries_gradient]
+    return facts.gradient == "missing" or (
+        bool(carrying) and all(i.result == "raises" for i in carrying))
 
 
 @dataclass(frozen=True)

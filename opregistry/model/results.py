@@ -6,9 +6,11 @@ from typing import Any
 
 # reasons a gradient path stops at an op (BlockingOp.reason)
 REASONS = ("no_gradient", "missing", "none", "partial_input", "integer_edge", "unknown_op",
-           "custom_gradient_none", "custom_gradient_not_saved", "python_function_not_saved")
+           "custom_gradient_none", "custom_gradient_not_saved", "python_function_not_saved",
+           "gradient_raises")
 # reasons that make a loaded model fail for every output of the signature, not one path
-FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_saved"})
+FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_saved",
+                           "gradient_raises"})
 
 
 @dataclass(frozen=True)
