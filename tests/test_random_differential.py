@@ -21,7 +21,9 @@ GRADCHECK_EVERY = 3  # gradcheck is most of the time: every third program (100 o
 
 CHECK = ("check: a disagreement of check with TF's gradients of the loaded model "
          "(none known: kept for the list's shape)")
-CHECK_29 = "check: seed 29, TF gives x0 a gradient for out0 of the loaded model (not analysed)"
+CHECK_29 = ("seed 29: TF's tape gives x0 zeros for out0 (a custom gradient returning "
+            "zeros_like(dy)); the harness's frozen-graph test calls them carried, so a "
+            "gradient, where check says blocked: the harness, most likely (open)")
 GUARD = ("guard: eagerly, a custom gradient returning zeros is not reported as "
          "identically zero (traced it is; open, issue 22)")
 # the harness's test for 'identically zero' (zeros at two points) is too weak there: the
