@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from documents import document as _document  # tests/unit is on sys.path
 from documents import op as _op
+from fuzz_outputs import snapshot  # the one tree snapshot the output tests compare
 
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
@@ -32,24 +33,6 @@ def small_db(tmp_path_factory) -> Path:
                                      _op("MatMul", "registered", "differentiable")]))
     engine.dispose()
     return path
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every entry under ``root`` (not following links): its kind, content and mode."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            elif stat.S_ISREG(info.st_mode):
-                content = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                content = None
-            found[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode), content,
-                                                  stat.S_IMODE(info.st_mode))
-    return found
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:
