@@ -228,8 +228,8 @@ def test_the_matrix_loads_from_file_with_every_op_and_release(site: Path, data: 
     rows = page.locator("#rows tr[data-i]").count()
     assert 10 < rows < 200  # only what is in view is rendered
     assert page.evaluate("window.OPREGISTRY_READY_MS") < 3000
-    (ROOT / "docs").mkdir(exist_ok=True)
-    page.screenshot(path=str(ROOT / "docs" / "site-matrix.png"))
+    (ROOT / "docs" / "images").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ROOT / "docs" / "images" / "site-matrix.png"))
 
 
 def test_searching_a_python_name_shows_floor_with_none_in_2_21(site: Path, data: dict, watched):
@@ -330,8 +330,8 @@ def test_the_clipbyvalue_history_shows_its_change_between_2_12_and_2_21(site: Pa
     assert changed.locator("td").first.inner_text().startswith(
         "changed in gradient missing → registered; effective missing → differentiable")
     assert page.locator("ul.changes a[href='#r-2.13.1']").count() == 1
-    (ROOT / "docs").mkdir(exist_ok=True)
-    page.screenshot(path=str(ROOT / "docs" / "site-op.png"), full_page=False)
+    (ROOT / "docs" / "images").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ROOT / "docs" / "images" / "site-op.png"), full_page=False)
 
 
 def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(

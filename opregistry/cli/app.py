@@ -82,7 +82,17 @@ def cli_command() -> Any:
     command.commands = dict(sorted(command.commands.items(),
                                    key=lambda kv: rank.get(kv[0], len(rank))))
     _plain_help(command)
+    _docs_epilog(command, ())
     return command
+
+
+def _docs_epilog(command: Any, path: tuple[str, ...]) -> None:
+    # every command's help ends with its documentation page (opregistry/cli/docs.py)
+    from opregistry.cli.docs import docs_link
+
+    command.epilog = "\b\n" + docs_link(path)  # \b: click does not wrap the URL
+    for name, sub in getattr(command, "commands", {}).items():
+        _docs_epilog(sub, (*path, name))
 
 
 def _plain_help(command: Any) -> None:

@@ -1,0 +1,34 @@
+"""Sphinx configuration of the documentation site (build: see docs/README.md)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+from opregistry import __version__  # noqa: E402
+from opregistry.cli.docs import DOCS_URL  # noqa: E402
+
+project = "opregistry"
+author = "the opregistry authors"
+copyright = "the opregistry authors"  # noqa: A001 (Sphinx's name)
+release = __version__
+version = __version__
+
+extensions = ["myst_parser", "opregistry_help"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "README.md"]
+html_theme = "furo"
+html_title = f"opregistry {__version__}"
+html_baseurl = DOCS_URL
+# nothing fetched when the site is built or viewed
+html_theme_options = {"navigation_with_keys": True}
+
+# headings up to ### get GitHub-style anchors, so [text](page.md#a-heading) links resolve
+# (and a link to a missing page or anchor is a warning, which -W makes an error)
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
+# every reference must resolve (sphinx-build -n)
+nitpicky = True
