@@ -1,4 +1,5 @@
-"""Sphinx configuration of the documentation site (build: see docs/README.md)."""
+"""Sphinx configuration of the documentation site: ``pip install ".[docs]"`` then
+``python -m sphinx -W --keep-going -n docs docs/_build`` (tests/test_docs.py builds it)."""
 from __future__ import annotations
 
 import sys
@@ -12,18 +13,17 @@ from opregistry.cli.docs import DOCS_URL  # noqa: E402
 
 project = "opregistry"
 author = "the opregistry authors"
-copyright = "the opregistry authors"  # noqa: A001 (Sphinx's name)
+copyright = "the opregistry authors"
 release = __version__
 version = __version__
 
 extensions = ["myst_parser", "opregistry_help"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "README.md"]
+exclude_patterns = ["_build"]
 html_theme = "furo"
 html_title = f"opregistry {__version__}"
 html_baseurl = DOCS_URL
-# nothing fetched when the site is built or viewed
 html_theme_options = {"navigation_with_keys": True}
 
 # headings up to ### get GitHub-style anchors, so [text](page.md#a-heading) links resolve

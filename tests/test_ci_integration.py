@@ -241,15 +241,16 @@ README_URL = "https://github.com/opregistry/opregistry"
 
 
 def _readme_pre_commit_config() -> str:
-    """The README's .pre-commit-config.yaml block (section "In CI"), as it is."""
-    text = (ROOT / "README.md").read_text()
+    """The documentation's .pre-commit-config.yaml block (docs/ci.md), as it is."""
+    text = "".join(path.read_text() for path in [ROOT / "README.md",
+                                                 *sorted((ROOT / "docs").rglob("*.md"))])
     blocks = re.findall(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", text, re.S)
-    assert len(blocks) == 1, "the README has one .pre-commit-config.yaml block"
+    assert len(blocks) == 1, "the documentation has one .pre-commit-config.yaml block"
     return blocks[0]
 
 
 def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_path):
-    """The README's block with only the URL (-> this checkout) and the pinned commit
+    """The docs' block with only the URL (-> this checkout) and the pinned commit
     (-> the checkout's commit) replaced, run by the real pre-commit: a frozen GraphDef
     .pb with ArgMax fails (the content decides, not the name); a clean SavedModel, a
     SavedModel's other files and files that are no model pass quietly."""

@@ -1,4 +1,5 @@
-"""The README shows real output of the real commands, and CI runs its test command."""
+"""The documentation (README.md and the pages under docs/) shows real output of the real
+commands, and CI runs the README's test command."""
 from __future__ import annotations
 
 import os
@@ -11,10 +12,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+# every page a reader sees: the README and the docs site's sources
+DOCUMENTS = {path.relative_to(ROOT).as_posix(): path.read_text()
+             for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]}
 BLOCK = re.compile(r"<!-- output: (?P<cmd>[^>]+?) -->\n```text\n(?P<out>.*?)```", re.S)
 # the end of a command's stderr: a summary (the warnings before it name this machine's paths)
 STDERR_TAIL = re.compile(r"<!-- stderr-tail: (?P<cmd>[^>]+?) -->\n```text\n(?P<out>.*?)```",
                          re.S)
+
+
+def _blocks(pattern: re.Pattern[str]) -> list[object]:
+    return [pytest.param(m["cmd"], m["out"], id=f"{name}: {m['cmd']}")
+            for name, text in DOCUMENTS.items() for m in pattern.finditer(text)]
 
 
 def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
@@ -27,7 +36,16 @@ def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     assert commands[1] in ci.splitlines()
 
 
-@pytest.mark.parametrize("command, expected", [(m["cmd"], m["out"]) for m in BLOCK.finditer(README)]
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_every_marked_block_is_checked(name):
+    """A marker whose block does not follow it in the checked form (a blank line between,
+    another fence) would leave its output unchecked."""
+    text = DOCUMENTS[name]
+    assert text.count("<!-- output:") == len(BLOCK.findall(text))
+    assert text.count("<!-- stderr-tail:") == len(STDERR_TAIL.findall(text))
+
+
+@pytest.mark.parametrize("command, expected", _blocks(BLOCK)
                          or [pytest.param("", "", marks=pytest.mark.skip("no output blocks"))])
 def test_readme_output_blocks_are_real(command, expected):
     args = command.split()
@@ -40,8 +58,7 @@ def test_readme_output_blocks_are_real(command, expected):
     assert done.stdout.rstrip() == expected.rstrip()
 
 
-@pytest.mark.parametrize("command, expected",
-                         [(m["cmd"], m["out"]) for m in STDERR_TAIL.finditer(README)])
+@pytest.mark.parametrize("command, expected", _blocks(STDERR_TAIL))
 def test_readme_stderr_blocks_are_real(command, expected):
     args = command.split()
     assert args[0] == "opregistry"
