@@ -1,6 +1,6 @@
 """Cost of hostile model files (issue 21): each checked in a fresh process, its time
 and peak RSS growth (VmHWM, after a warm-up check of a tiny graph), against the
-README's bound of 200 MB + 10 x the file's size.
+bound of 200 MB + 10 x the file's size (docs/bad-input.md).
 
 1. A chain of 100,000 objects below a variable (refused at the depth bound).
 2. 20,000 objects in a chain and 20,000 variables side by side.
