@@ -201,7 +201,8 @@ def test_commands_are_listed_in_the_documented_order(capfd):
     tops = [name for name in cli_command().commands]
     assert tops == COMMAND_ORDER  # every top-level command has its place
     code, out, _ = run(capfd, "--help")
-    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()]
+    commands = out.split("Commands:")[1].split("Docs: ")[0]  # the help ends with its docs link
+    listed = [line.split()[0] for line in commands.splitlines() if line.strip()]
     assert code == 0 and listed == COMMAND_ORDER
     for group in ([], ["db"]):  # no command: the help, on stderr, exit 2
         code, out, err = run(capfd, *group)
