@@ -34,6 +34,8 @@ class CommandHelp(SphinxDirective):
         text = command_help(list(self.arguments))
         if not text.startswith("Usage: opregistry"):
             raise self.error(f"no such command: opregistry {' '.join(self.arguments)}")
+        # the help's last line links to the page it is shown on
+        text = text.rstrip().rsplit("\n\n", 1)[0] + "\n"
         block = nodes.literal_block(text, text)
         block["language"] = "text"
         return [block]
