@@ -1,5 +1,5 @@
 """Sphinx configuration of the documentation site: ``pip install ".[docs]"`` then
-``python -m sphinx -W --keep-going -n docs docs/_build`` (tests/test_docs.py builds it)."""
+``python -m sphinx -E -W --keep-going -n docs docs/_build`` (tests/test_docs.py builds it)."""
 from __future__ import annotations
 
 import sys
