@@ -184,7 +184,7 @@ def _registering_module(entry, modules, registry):
 
 def gradient_registry():
     from tensorflow.python.framework import ops
-    registry = getattr(ops, "gradient_registry", None) or getattr(ops, "gradient_registry")
+    registry = getattr(ops, "_gradient_registry", None) or getattr(ops, "gradient_registry")
     return registry._registry  # name -> {"type": fn or None, "location": frame}
 
 
