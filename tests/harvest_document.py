@@ -2,11 +2,12 @@
 folder produces, with the probes limited to a few ops (a whole probed harvest takes
 minutes). Run under the interpreter being harvested:
 
-    python -I tests/harvest_document.py HARVEST_DIR OP,OP,... OUT.json
+    python -I tests/harvest_document.py HARVEST_DIR OP,OP,... OUT.json [PLUGIN.py]
 
 HARVEST_DIR holds either the layout before the split (``collector.py`` and ``probe.py``
 side by side, loaded by path) or the ``inenv/`` package (loaded by its ``__main__.py``),
-so the same script drives the base commit's code and today's (tests/test_inenv.py).
+so the same script drives the base commit's code and today's
+(tests/test_inenv_document.py). With PLUGIN.py it is a library harvest of that plugin.
 The volatile fields (``collected_at``, ``probes.seconds``) are blanked.
 """
 import importlib.util
@@ -31,7 +32,7 @@ def collector_module(harvest_dir):
     return entry.module("collector")
 
 
-def main(harvest_dir, ops, out):
+def main(harvest_dir, ops, out, plugin=None):
     collector = collector_module(os.path.abspath(harvest_dir))
     if hasattr(collector, "_probe_ops"):
         owner, attribute = collector, "_probe_ops"
@@ -44,7 +45,7 @@ def main(harvest_dir, ops, out):
         return probe_ops([op for op in all_ops if op["name"] in wanted], *rest)
 
     setattr(owner, attribute, only_wanted)
-    document = collector.collect(probes=True, numeric=True)
+    document = collector.collect(probes=True, numeric=True, plugins=[plugin] if plugin else [])
     document["collected_at"] = None
     document["probes"]["seconds"] = None
     with open(out, "w") as handle:
@@ -52,4 +53,4 @@ def main(harvest_dir, ops, out):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

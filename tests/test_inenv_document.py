@@ -51,9 +51,22 @@ def _base_harvest_dir(tmp_path: Path) -> Path:
     return tmp_path / "opregistry" / "harvest"
 
 
-@pytest.mark.parametrize("release", [
-    None, pytest.param("1.15.5", marks=pytest.mark.slow)], ids=["installed", "1.15.5"])
-def test_documents_are_byte_identical_before_and_after_the_split(release, tmp_path):
+# a library harvest (plugins.py, the workers' --plugin arguments, the library's names):
+# a plugin that gives an op without a gradient (in 1.15 and 2.x) one
+PLUGIN = """
+import tensorflow as tf
+
+
+@tf.RegisterGradient("AdjustContrastv2")
+def _adjust_contrast_grad(op, grad):
+    return [grad * op.inputs[1], None]
+"""
+
+
+@pytest.mark.parametrize("release, library", [
+    (None, False), (None, True), pytest.param("1.15.5", False, marks=pytest.mark.slow)],
+    ids=["installed", "installed-library", "1.15.5"])
+def test_documents_are_byte_identical_before_and_after_the_split(release, library, tmp_path):
     python = sys.executable
     if release is not None:
         from opregistry.harvest.environments import ensure_venv
@@ -65,8 +78,12 @@ def test_documents_are_byte_identical_before_and_after_the_split(release, tmp_pa
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     outs = {"base": tmp_path / "base.json", "split": tmp_path / "split.json"}
     # the two harvests run side by side: each is mostly one process waiting on TF
+    ops, extra = OPS, []
+    if library:
+        (tmp_path / "contrast_plugin.py").write_text(PLUGIN)
+        ops, extra = ["AdjustContrastv2"], [str(tmp_path / "contrast_plugin.py")]
     runs = {name: subprocess.Popen(
-        [python, "-I", str(DRIVER), str(folder), ",".join(OPS), str(outs[name])],
+        [python, "-I", str(DRIVER), str(folder), ",".join(ops), str(outs[name]), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
         for name, folder in (("base", base_dir), ("split", ROOT / "opregistry" / "harvest"))}
     for name, proc in runs.items():
@@ -77,7 +94,11 @@ def test_documents_are_byte_identical_before_and_after_the_split(release, tmp_pa
     # ... and what was compared is a real probed harvest, not two empty ones
     document = json.loads(split)
     probed = {op["name"]: op["probe"] for op in document["ops"] if "probe" in op}
-    assert set(probed) == set(OPS) - _NOT_IN.get(release, set()), set(OPS) ^ set(probed)
+    assert set(probed) == set(ops) - _NOT_IN.get(release, set()), set(ops) ^ set(probed)
+    if library:
+        assert document["library"] and [op["name"] for op in document["ops"]] == ops
+        assert probed["AdjustContrastv2"]["effective"] == "partial"  # contrast_factor: None
+        return
     assert len(document["ops"]) > 1000 and document["python_names"]
     assert probed["MatMul"]["verification"]["status"] == "verified"
     assert probed["FakeQuantWithMinMaxArgs"]["verification"]["status"] == "flagged"

@@ -18,7 +18,8 @@ import re
 import sys
 import traceback
 
-from . import names, plugins, sources
+from . import names, sources
+from . import plugins as plugin_loader  # "plugins" is the name of the option it loads
 from .common import one_line
 from .document import FORMAT, FORMAT_VERSION
 from .op_defs import all_op_defs, op_def_record
@@ -121,7 +122,7 @@ def tf_source_root():
 
 def _gradient_modules(root, top):
     """Module names under the TF tree whose source registers gradients."""
-    return plugins.module_names(
+    return plugin_loader.module_names(
         root, top, _REGISTERS_GRADIENTS, ("python", "contrib", "compiler"))
 
 
@@ -192,7 +193,7 @@ def load_libraries(plugins, op_libraries):
     """Load the op libraries of a library harvest (``plugins.py``); None without any."""
     if not plugins and not op_libraries:
         return None
-    return plugins.load(plugins, op_libraries, gradient_registry())
+    return plugin_loader.load(plugins, op_libraries, gradient_registry())
 
 
 
@@ -281,7 +282,7 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
         "probes": probe_info,
     }
     if loaded is not None:
-        document["library"] = plugins.describe(
+        document["library"] = plugin_loader.describe(
             loaded, library_name, library_version)
     return document
 
