@@ -50,12 +50,16 @@ def test_in_environment_files_are_python37_and_stdlib_only(path):
     assert third_party <= {"tensorflow", "numpy", "__future__"}, third_party
 
 
+# the test driver that runs the base commit's harvester and today's under old TF too
+DRIVER = Path(__file__).resolve().parent.parent / "harvest_document.py"
+
+
 def test_a_real_python37_compiles_them():
     """pyenv holds 3.7 on the development and CI machines; elsewhere the parse above."""
     python37 = _python37()
     if python37 is None:
         pytest.skip("no Python 3.7 on this machine")
-    done = subprocess.run([python37, "-c", COMPILE_ALL, *map(str, IN_ENVIRONMENT)],
+    done = subprocess.run([python37, "-c", COMPILE_ALL, *map(str, IN_ENVIRONMENT), str(DRIVER)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
