@@ -8,7 +8,8 @@ would go stale at the next TensorFlow upgrade); both run through the same driver
 tests/harvest_document.py, with the probes limited to the ops below (a fully probed
 harvest takes minutes) and the two volatile fields (``collected_at``, ``probes.seconds``)
 blanked. The rest of the document (every op, OpDef, gradient entry and function source,
-Python name, import) is whole.
+Python name, import) is whole. A change that alters the document on purpose moves BASE
+to the commit that makes it (the test then guards the refactors after it).
 """
 from __future__ import annotations
 
