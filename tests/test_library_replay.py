@@ -18,15 +18,16 @@ from opregistry.harvest.runner import COLLECTOR
 
 DRIVER = textwrap.dedent("""
     import importlib.util, json, sys
-    spec = importlib.util.spec_from_file_location("collector", sys.argv[1])
-    collector = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(collector)
+    spec = importlib.util.spec_from_file_location("opregistry_inenv_entry", sys.argv[1])
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
     import tensorflow  # noqa: F401
-    collector._import_gradient_modules(*collector._tf_source_root())
-    collector._load_libraries(json.loads(sys.argv[3]), [])
-    probe = collector._load_probe_module()
+    collector = entry.module("collector")
+    collector.import_gradient_modules(*collector.tf_source_root())
+    collector.load_libraries(json.loads(sys.argv[3]), [])
+    probe = entry.module("probe")
     api = probe.TFApi()
-    defs = dict((op.name, op) for op in collector._all_op_defs())
+    defs = dict((op.name, op) for op in entry.module("op_defs").all_op_defs())
     out = []
     for op, error, detail in json.load(open(sys.argv[2])):
         again = probe.replay(api, defs[op], json.loads(detail))

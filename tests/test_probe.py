@@ -104,12 +104,36 @@ def test_a_flagged_op_is_really_off(probes):
     assert np.max(np.abs(theoretical[0] - numerical[0])) > 0.5
 
 
-def test_numeric_error_matches_tensorflows_checker(probes):
-    ours = probes["Tanh"]["verification"]
-    assert ours["status"] == "verified" and ours["max_error"] < 1e-8
-    x = tf.constant([[0.3, 0.5], [0.7, 0.9]], dtype=tf.float64)
-    theoretical, numerical = tf.test.compute_gradient(tf.math.tanh, [x])
-    assert np.max(np.abs(theoretical[0] - numerical[0])) < 1e-6
+# (op, the user-level call, its input placeholder, the point: a verified and a flagged op)
+_CHECKER_CASES = [
+    ("Tanh", tf.math.tanh, "DT_DOUBLE", [[0.31, 0.52], [0.77, 0.43]]),
+    ("FakeQuantWithMinMaxArgs",
+     lambda v: tf.quantization.fake_quant_with_min_max_args(v, min=-6.0, max=6.0), "DT_FLOAT",
+     [[0.8798721, 0.5644395], [0.3044949, 0.8465856]]),
+]
+
+
+@pytest.mark.parametrize("op, fn, dtype, point", _CHECKER_CASES, ids=[c[0] for c in _CHECKER_CASES])
+def test_numeric_error_matches_tensorflows_checker(probes, op, fn, dtype, point):
+    """The probe's numeric check, fed a given point, finds the error TF's own gradient
+    checker (tf.test.compute_gradient) finds at that point with the same step, relative
+    to max(1, |numerical Jacobian|) as the probe reports it, and the same verdict."""
+    from opregistry.harvest.inenv import probe
+    from opregistry.harvest.inenv.op_defs import all_op_defs
+
+    ours_recorded = probes[op]["verification"]
+    op_def = next(d for d in all_op_defs() if d.name == op)
+    detail = {key: ours_recorded[key] for key in ("float_type", "shape", "int_mode")}
+    detail.update(feeds=[{"name": "in0", "value": point}], varied=["in0"])
+    ours = probe.replay(probe.TFApi(), op_def, detail)
+    assert ours["dtype"] == dtype and ours["status"] == ours_recorded["status"], ours
+
+    x = tf.constant(point, dtype=tf.float64 if dtype == "DT_DOUBLE" else tf.float32)
+    theoretical, numerical = tf.test.compute_gradient(fn, [x], delta=ours["delta"])
+    theirs = float(np.max(np.abs(theoretical[0] - numerical[0]))) / max(
+        1.0, float(np.max(np.abs(numerical[0]))))
+    assert ours["max_error"] == pytest.approx(theirs, rel=1e-3, abs=1e-9), (ours, theirs)
+    assert (theirs > ours["tolerance"]) == (ours["status"] == "flagged")
 
 
 def test_second_order(probes):

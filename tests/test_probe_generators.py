@@ -1,11 +1,10 @@
-"""The numerical check's argument generators (opregistry/harvest/probe_args.py), run on
+"""The numerical check's argument generators (opregistry/harvest/inenv/probe_args.py), run on
 the installed TensorFlow: each family yields a verified check for a representative op,
 the same check flags a deliberately wrong gradient, and the flagged checks stored in the
 shipped database replay to the same error."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import sqlite3
 from pathlib import Path
@@ -14,29 +13,23 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-HARVEST = Path(__file__).resolve().parent.parent / "opregistry" / "harvest"
+from opregistry.harvest.inenv import collector, probe, probe_args  # noqa: E402 - after TF
+from opregistry.harvest.inenv.op_defs import all_op_defs  # noqa: E402
+from opregistry.harvest.inenv.probe_api import failure_reason  # noqa: E402
+
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "opregistry.sqlite"
-
-
-def _load(name: str, filename: str):
-    spec = importlib.util.spec_from_file_location(name, HARVEST / filename)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def env():
     """(probe module, TFApi, op defs) as the harvest's probe worker sets them up."""
-    collector = _load("opregistry_collector_under_test", "collector.py")
-    root, top = collector._tf_source_root()
-    collector._import_gradient_modules(root, top)
-    probe = collector._load_probe_module()
-    return probe, probe.TFApi(), {op.name: op for op in collector._all_op_defs()}
+    root, top = collector.tf_source_root()
+    collector.import_gradient_modules(root, top)
+    return probe, probe.TFApi(), {op.name: op for op in all_op_defs()}
 
 
 def _check(env, name):
-    probe, api, defs = env
+    _, api, defs = env
     record = probe.probe_one(api, defs[name])
     assert probe.wants_numeric_check(record), record
     return probe.numeric_check(api, defs[name], record["inputs"])
@@ -64,8 +57,7 @@ REPRESENTATIVES = [
 
 @pytest.mark.parametrize("family, op", REPRESENTATIVES, ids=[r[1] for r in REPRESENTATIVES])
 def test_family_yields_a_verified_check(env, family, op):
-    probe = env[0]
-    assert (probe.args.family_for(op).name if probe.args.family_for(op) else None) == family
+    assert (probe_args.family_for(op).name if probe_args.family_for(op) else None) == family
     result = _check(env, op)
     assert result["status"] == "verified", result
     assert result["max_error"] <= result["tolerance"]
@@ -110,7 +102,7 @@ WRONG = ["MaxPoolGrad", "FusedBatchNormGradV3", "TensorListSetItem", "TensorArra
 
 @pytest.mark.parametrize("op", WRONG)
 def test_a_wrong_gradient_is_flagged(env, op):
-    probe, api, _ = env
+    _, api, _ = env
     with _wrong_gradient(api, op):
         result = _check(env, op)
     assert result["status"] == "flagged", result
@@ -135,11 +127,10 @@ def test_unverifiable_ops_say_why(env):
 
 
 def test_reasons_hold_no_paths(env):
-    probe = env[0]
     exc = ValueError("No OpKernel for node probed (defined at /work/x/opregistry/harvest/"
                      "probe.py:101) from /root/.cache/opregistry/venvs/tf/lib/python3.7/"
                      "site-packages/tensorflow/python/ops/nn.py, line 3")
-    line = probe._one_line(exc)
+    line = failure_reason(exc)
     assert "/" not in line and "defined at" not in line, line
     assert "nn.py" in line
 
@@ -161,7 +152,7 @@ def test_flagged_checks_in_the_shipped_database_replay_to_the_same_error(env):
     """The evidence behind every flag shipped for this release: its stored point, fed
     back into the same construction, gives the same error (within a factor of 2) and
     still exceeds the tolerance."""
-    probe, api, defs = env
+    _, api, defs = env
     rows = _shipped_flagged(tf.__version__)
     for op, stored_error, detail in rows:
         detail = json.loads(detail)

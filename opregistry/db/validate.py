@@ -25,7 +25,7 @@ from opregistry.db.vocabulary import (
     VERIFICATION_STATES,
 )
 from opregistry.errors import DocumentError, first_line
-from opregistry.harvest.collector import FORMAT, FORMAT_VERSION, MAX_SOURCE
+from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
 MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message

@@ -33,7 +33,8 @@ from opregistry.harvest.recipes import (
 __all__ = ["RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe", "collect",
            "harvest", "iter_harvest", "recipe_for"]
 
-COLLECTOR = Path(__file__).resolve().parent / "collector.py"
+# the in-environment harvester's entry point, run by path (inenv/__init__.py)
+COLLECTOR = Path(__file__).resolve().parent / "inenv" / "__main__.py"
 COLLECTOR_TIMEOUT_S = 30 * 60
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
 COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported
@@ -286,6 +287,6 @@ def _replaceable(path: Path) -> bool:
             head = handle.read(4096)
     except OSError:
         return False
-    from opregistry.harvest.collector import FORMAT
+    from opregistry.harvest.inenv.document import FORMAT
 
     return head.startswith(b'{"') and f'"format": "{FORMAT}"'.encode() in head

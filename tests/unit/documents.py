@@ -2,7 +2,7 @@
 load into real SQLite files, and what the document fuzzer mutates."""
 from __future__ import annotations
 
-from opregistry.harvest.collector import FORMAT, FORMAT_VERSION
+from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION
 
 
 def op(name, status, effective=None, inputs=(), public=True):

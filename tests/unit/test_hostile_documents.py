@@ -11,7 +11,7 @@ from documents import document, op  # tests/unit is on sys.path
 
 from opregistry.db.validate import read_document, validate
 from opregistry.errors import DocumentError
-from opregistry.harvest.collector import FORMAT
+from opregistry.harvest.inenv.document import FORMAT
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

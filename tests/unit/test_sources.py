@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from opregistry.harvest.collector import source_hash
+from opregistry.harvest.inenv.sources import source_hash
 from opregistry.registry.lookup import GradientFunctionInfo
 from opregistry.registry.sources import normalised, source_url, unified_diff
 

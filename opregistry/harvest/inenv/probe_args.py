@@ -1,8 +1,7 @@
 """Argument generators for the numerical check: inputs built as callers build them.
 
-Runs inside the harvested TensorFlow environment, loaded by path from ``probe.py``
-(itself loaded by path from ``collector.py``), so the same rules apply: standard
-library, TensorFlow and numpy only, Python 3.7+, TF 1.13+, graph mode.
+In-environment code (see ``__init__.py``): standard library, TensorFlow and numpy
+only, Python 3.7+, TF 1.13+, graph mode.
 
 The numerical check compares the Jacobian of real floating outputs with respect to real
 floating inputs. Most ops are such a function of their own inputs, fed as placeholders.

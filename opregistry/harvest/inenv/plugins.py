@@ -2,8 +2,8 @@
 ops and gradients when imported (``tensorflow_text``), and compiled ``.so`` files
 (``tf.load_op_library``).
 
-Runs inside the target environment, loaded by path from ``collector.py``: standard
-library and TensorFlow only, Python 3.7+.
+In-environment code (see ``__init__.py``): standard library and TensorFlow only,
+Python 3.7+.
 """
 from __future__ import print_function
 
@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from .common import one_line
+
 # Source text that marks a module of a library as one that loads ops or registers
 # gradients: importing it is what makes the library's registry entries exist. Many
 # libraries load their .so files lazily, module by module (tensorflow-io, -addons).
@@ -26,11 +28,6 @@ _LOADS_OR_REGISTERS = re.compile(
 _SKIP_DIRS = {"kernel_tests", "tests", "test", "testing", "examples", "benchmarks", "tools",
               "integration_tests", "third_party", "include"}
 _SKIP_FILE = re.compile(r"(_test|_benchmark|_test_util|test_util|_testlib|conftest)\.py$")
-
-
-def _one_line(exc):
-    text = "%s: %s" % (type(exc).__name__, exc)
-    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
 
 
 def _sha256(path):
@@ -109,7 +106,7 @@ def _guarded(loaded, registry, what, action):
     except BaseException as exc:  # noqa: B036 - a library's import can raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
-        loaded.failures.append({"module": what, "error": _one_line(exc)})
+        loaded.failures.append({"module": what, "error": one_line(exc)})
         result = None
     for entry in set(registry) - before:
         loaded.registered_by.setdefault(entry, what)
@@ -129,7 +126,7 @@ def load(plugins, op_libraries, registry):
         try:
             tf.load_op_library(os.path.abspath(path))
         except Exception as exc:  # noqa: BLE001 - undefined symbols, ABI mismatches
-            raise RuntimeError("cannot load op library %s: %s" % (path, _one_line(exc)))
+            raise RuntimeError("cannot load op library %s: %s" % (path, one_line(exc)))
         loaded.op_libraries.append({"file": os.path.basename(path), "sha256": _sha256(path)})
     for spec in plugins:
         before = set(registry)

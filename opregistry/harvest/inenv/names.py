@@ -2,8 +2,8 @@
 export metadata, and a library's public functions (``tensorflow_text.case_fold_utf8``)
 whose code reaches the generated wrappers of its ops.
 
-Runs inside the target environment, loaded by path from ``collector.py``: standard
-library and TensorFlow only, Python 3.7+.
+In-environment code (see ``__init__.py``): standard library and TensorFlow only,
+Python 3.7+.
 """
 from __future__ import print_function
 

@@ -1,0 +1,183 @@
+"""Run the probes in worker subprocesses, restarted when a kernel takes one down.
+
+In-environment code (see ``__init__.py``): standard library and TensorFlow only,
+Python 3.7+, TF 1.13+.
+"""
+from __future__ import print_function
+
+import contextlib
+import io
+import json
+import os
+import sys
+
+from . import collector, probe
+from .common import ENTRY, one_line
+from .op_defs import all_op_defs
+
+# The probes build and run thousands of kernels on generated inputs; a kernel can
+# abort the whole process (a CHECK failure) or hang. They therefore run in a worker
+# subprocess that reports each op as it goes; when it dies, the op it was on is
+# recorded with the reason and a new worker carries on with the rest.
+
+PROBE_STALL_S = 60
+
+
+def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
+    """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with contextlib.redirect_stdout(sys.stderr):
+        import tensorflow  # noqa: F401
+    root, top = collector.tf_source_root()
+    collector.import_gradient_modules(root, top)
+    collector.load_libraries(plugins, op_libraries)
+    api = probe.TFApi()
+    op_defs = dict((op.name, op) for op in all_op_defs())
+    with io.open(ops_path, encoding="utf-8") as handle:
+        names = json.load(handle)
+    with io.open(results_path, "a", encoding="utf-8") as out:
+        def emit(obj):
+            out.write(json.dumps(obj, sort_keys=True) + "\n")
+            out.flush()
+        for name in names:
+            emit({"start": name})
+            with contextlib.redirect_stdout(sys.stderr):
+                record = probe.probe_one(api, op_defs[name])
+            emit({"op": name, "record": record})
+            if numeric and probe.wants_numeric_check(record):
+                emit({"numeric": name})
+                with contextlib.redirect_stdout(sys.stderr):
+                    try:
+                        record["verification"] = probe.numeric_check(
+                            api, op_defs[name], record["inputs"])
+                    except Exception as exc:  # noqa: BLE001
+                        record["verification"] = {"status": "not_verified",
+                                                  "reason": one_line(exc)}
+                emit({"op": name, "record": record})
+    return 0
+
+
+def run_probes(names, numeric=True, python=None, libraries=()):
+    """Probe ``names`` in worker subprocesses; returns (records, restarts).
+    ``libraries`` are the worker's extra arguments that load the op libraries."""
+    import shutil
+    import tempfile
+    workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
+    try:
+        return _probe_rounds(names, numeric, python, workdir, list(libraries))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _probe_rounds(names, numeric, python, workdir, libraries=()):
+    import subprocess
+    import time
+    records = {}
+    remaining = list(names)
+    restarts = 0
+    while remaining:
+        ops_path = os.path.join(workdir, "ops-%d.json" % restarts)
+        results_path = os.path.join(workdir, "results-%d.jsonl" % restarts)
+        log_path = os.path.join(workdir, "worker-%d.log" % restarts)
+        with io.open(ops_path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(remaining))
+        cmd = [python or sys.executable, "-I", ENTRY, "--probe-worker",
+               ops_path, results_path] + ([] if numeric else ["--no-numeric"]) + list(libraries)
+        with io.open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            last_size, last_change, stalled = -1, time.time(), False
+            while proc.poll() is None:
+                time.sleep(0.1)
+                size = os.path.getsize(results_path) if os.path.exists(results_path) else 0
+                if size != last_size:
+                    last_size, last_change = size, time.time()
+                elif time.time() - last_change > PROBE_STALL_S:
+                    proc.kill()
+                    proc.wait()
+                    stalled = True
+        started = numeric_started = None
+        progressed = False
+        if os.path.exists(results_path):
+            with io.open(results_path, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        break  # a line cut short by the crash
+                    if "start" in entry:
+                        started, numeric_started = entry["start"], None
+                    elif "numeric" in entry:
+                        started = numeric_started = entry["numeric"]
+                    else:
+                        records[entry["op"]] = entry["record"]
+                        progressed = True
+                        if numeric_started is None or "verification" in entry["record"]:
+                            started = numeric_started = None
+        if proc.returncode != 0 and started is not None:
+            why = ("no progress for %d s" % PROBE_STALL_S) if stalled else (
+                "killed by signal %d" % -proc.returncode if proc.returncode < 0
+                else "exit status %d" % proc.returncode)
+            if numeric_started is not None and started in records:
+                records[started]["verification"] = {
+                    "status": "not_verified",
+                    "reason": "the numeric check stopped the process (%s)" % why}
+            else:
+                records[started] = {"effective": "unknown",
+                                    "reason": "probe stopped the process (%s)" % why}
+            progressed = True
+        elif proc.returncode != 0 and not progressed:
+            tail = _tail(log_path)
+            for name in remaining:
+                records.setdefault(name, {"effective": "unknown",
+                                          "reason": "probe worker failed: %s" % tail})
+        remaining = [n for n in remaining if n not in records]
+        restarts += 1
+    return records, max(restarts - 1, 0)  # no round at all when nothing is probed
+
+
+def _tail(path):
+    try:
+        with io.open(path, encoding="utf-8", errors="replace") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+        return lines[-1][:300] if lines else "no output"
+    except (IOError, OSError):
+        return "no output"
+
+
+def library_arguments(plugins, op_libraries):
+    """The collector arguments that load the same libraries (for probe workers)."""
+    out = []
+    for path in op_libraries:
+        out += ["--op-library", os.path.abspath(path)]
+    for spec in plugins:
+        out += ["--plugin", os.path.abspath(spec) if spec.endswith(".py") else spec]
+    return out
+
+
+def probe_ops(ops, op_defs, registry, numeric, libraries):
+    """Probe the registered gradients of ``ops``; returns the document's ``probes``."""
+    import time
+    started = time.time()
+    # second order follows gradient paths through any op, the library's or TF's
+    statuses = {}
+    for op in op_defs:
+        entry = registry.get(op.name)
+        fn = entry.get("type") if isinstance(entry, dict) else entry
+        statuses[op.name] = ("missing" if entry is None else
+                             "no_gradient" if fn is None else "registered")
+    records, restarts = run_probes(
+        [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric,
+        libraries=libraries)
+    probe.second_order(records, statuses)
+    for op in ops:
+        if op["name"] in records:
+            op["probe"] = records[op["name"]]
+    return {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
+            "numeric": numeric}
+
+
+def main(argv):
+    """``--probe-worker OPS RESULTS [collector options]``: one worker's run."""
+    options = collector.parse_arguments(argv[3:]) or {}
+    return probe_worker(argv[1], argv[2], options.get("numeric", True),
+                         options.get("plugins", ()), options.get("op_libraries", ()))
