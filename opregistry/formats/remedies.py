@@ -49,9 +49,11 @@ def with_fix_lines(text: str, blocking_ops: Iterable[Any]) -> str:
     return text + "\n\n" + "\n".join(lines)
 
 
-def remedies_data(blocking_ops: Iterable[Any]) -> list[dict[str, Any]]:
+def remedies_data(blocking_ops: Iterable[Any],
+                  definitions: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """JSON's ``remedies``: per blocking op type and reason, the remedies (id, title,
-    snippet, when they apply), or why there is none."""
+    snippet, when they apply), or why there is none (``definitions``: op -> OpDef, for
+    a registration template's arguments)."""
     from opregistry.remedies import catalogue, snippet_for
 
     cat = catalogue()
@@ -59,23 +61,32 @@ def remedies_data(blocking_ops: Iterable[Any]) -> list[dict[str, Any]]:
     for op, reason in _pairs(blocking_ops):
         found = cat.for_op(op, reason)
         out.append({"op": op, "reason": reason,
-                    "remedies": [dict(r.to_dict(), snippet=snippet_for(r, op))
+                    "remedies": [dict(r.to_dict(),
+                                      snippet=snippet_for(r, op, (definitions or {}).get(op)))
                                  for r in found],
                     "no_remedy": cat.why_none(op) if not found else None})
     return out
 
 
-def sarif_fixes(op: str, reason: str) -> list[dict[str, Any]]:
-    """SARIF ``fixes``: the remedies as descriptions only (no automatic edits)."""
+def sarif_fixes(blocking_ops: Iterable[Any], uri: str, line: int) -> list[dict[str, Any]]:
+    """SARIF ``fixes``: per blocking op type, its remedies as descriptions only. SARIF
+    requires each fix to hold an artifact change: an empty one (nothing deleted, nothing
+    inserted) at the result's line, so no consumer can apply an edit."""
     from opregistry.remedies import catalogue
 
     cat = catalogue()
-    found = cat.for_op(op, reason)
-    if not found:
+    texts: list[str] = []
+    for op, reason in _pairs(blocking_ops):
+        found = cat.for_op(op, reason)
         why = cat.why_none(op)
-        return [{"description": {"text": f"No remedy: {why}"}}] if why else []
-    return [{"description": {"text": f"{r.title} ({r.id}). {r.forward_note}".strip()}}
-            for r in found]
+        if not found and why:
+            texts.append(f"{op}: no remedy: {why}")
+        texts += [f"{op}: {r.title} ({r.id}; opregistry explain {op}). {r.forward_note}".strip()
+                  for r in found]
+    nothing = {"artifactLocation": {"uri": uri}, "replacements": [
+        {"deletedRegion": {"startLine": line, "startColumn": 1, "endColumn": 1}}]}
+    return [{"description": {"text": printable(text)}, "artifactChanges": [nothing]}
+            for text in dict.fromkeys(texts)]
 
 
 def help_markdown(reason: str) -> str:
@@ -83,10 +94,18 @@ def help_markdown(reason: str) -> str:
     from opregistry.remedies import catalogue
 
     parts = [f"Remedies for `{reason}` (per op: `opregistry explain OP`):"]
-    for r in catalogue().for_reason(reason):
+    cat = catalogue()
+    for r in cat.for_reason(reason):
         parts.append(f"\n**{r.title}** (`{r.id}`). {r.applies}")
         if r.snippet and r.kind != "register":
             parts.append(f"\n```python\n{r.snippet}\n```")
+    if reason in ("none", "no_gradient"):  # the ops with remedies of their own
+        by_op: dict[str, list[str]] = {}
+        for r in cat.remedies:
+            for op in r.ops:
+                by_op.setdefault(op, []).append(f"`{r.id}`")
+        parts.append("\nBy op:\n\n" + "\n".join(
+            f"- `{op}`: {', '.join(ids)}" for op, ids in sorted(by_op.items())))
     return "\n".join(parts)
 
 

@@ -136,6 +136,24 @@ def snippet_for(remedy: Remedy, op: str, definition: dict[str, Any] | None = Non
     return remedy.snippet
 
 
+def definitions(release: str | None, blocking_ops: Any, db: Any = None
+                ) -> dict[str, dict[str, Any]]:
+    """op -> OpDef (as harvested) for the blocking ops whose remedy is a registration
+    template ({} where the database cannot say: the template then names no arguments)."""
+    wanted = sorted({b.op for b in blocking_ops
+                     if any(r.kind == "register" for r in remedies_for(b.op, b.reason))})
+    if not wanted:
+        return {}
+    from opregistry.errors import OpregistryError
+    from opregistry.registry.facts import op_facts
+
+    try:
+        _, facts = op_facts(release, wanted, db=db)
+    except OpregistryError:
+        return {}
+    return {op: f.definition for op, f in facts.items()}
+
+
 def register_template(op: str, definition: dict[str, Any]) -> str:
     """``tf.RegisterGradient`` for ``op``, its inputs and outputs named from its OpDef."""
     inputs = [_identifier(a.get("name", f"input_{i}")) for i, a in
