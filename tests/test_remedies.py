@@ -202,3 +202,33 @@ def test_stop_gradient_policy_rule(tmp_path: Path) -> None:
     found = len(result.findings)
     result = apply_to_check(result, load_policy(path=policy_path))
     assert not result.findings and len(result.ignored) == found
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_the_guard_warning_ends_with_the_remedy(traced: bool) -> None:
+    """Eager and in a tf.function: the warning's last lines name each stopping op's first
+    remedy and ``opregistry explain OP``."""
+    import warnings
+
+    import opregistry
+
+    w = tf.Variable([[0.5, -0.2], [0.1, 0.3]])
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    def step() -> Any:
+        with tf.GradientTape() as tape:
+            h = x @ w
+            loss = tf.reduce_sum(tf.round(h)) + tf.reduce_sum(
+                tf.cast(tf.argmax(h, axis=1), tf.float32))
+        return tape.gradient(loss, w)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard():
+            grad = tf.function(step)() if traced else step()
+    assert grad is None  # what TensorFlow says
+    (warning,) = [c for c in caught if "NonDifferentiableWarning" in type(c.message).__name__]
+    tail = str(warning.message).splitlines()[-2:]
+    titles = {op: catalogue().for_op(op, "none")[0].title for op in ("Round", "ArgMax")}
+    assert sorted(tail) == sorted(f"  fix: {title}; opregistry explain {op}"
+                                  for op, title in titles.items())

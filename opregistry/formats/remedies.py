@@ -155,3 +155,39 @@ def explain_text(result: Any, markdown: bool = False) -> str:
                       [""] + [f"    {line}" if line else "" for line in s.snippet.splitlines()])
     text = "\n".join(printable(line) for line in lines)
     return text
+
+
+# ----------------------------------------------------------------------------- site
+
+
+def remedies_html(op: str, state: str | None) -> str:
+    """The op page's Remedies section: the remedies that name the op (and, where its
+    newest release's state stops the gradient, those of that reason), with their
+    snippets; or why there is none. "" for an op with nothing to say."""
+    from html import escape
+
+    from opregistry.remedies import catalogue, snippet_for
+
+    cat = catalogue()
+    reason = state if state in ("none", "no_gradient", "missing") else None
+    found = cat.for_op(op, reason)
+    why = cat.why_none(op)
+    if not found and not why:
+        return ""
+    parts = ['<h2 id="remedies">Remedies</h2>']
+    if not found:
+        parts.append(f"<p>No remedy: {escape(why or '')}</p>")
+    for r in found:
+        parts.append(f'<h3 id="remedy-{escape(r.id)}">{escape(r.title)}</h3>'
+                     f"<p>{escape(r.applies)} <em>Not:</em> {escape(r.not_applies)} "
+                     f"<em>Forward value:</em> {escape(r.forward)}"
+                     + (f": {escape(r.forward_note)}" if r.forward_note else "") + "</p>")
+        snippet = snippet_for(r, op)
+        if snippet and r.kind != "register":
+            parts.append(f"<pre><code>{escape(snippet)}</code></pre>")
+        elif r.kind == "register":
+            parts.append(f"<p><code>opregistry explain {escape(op)}</code> prints the "
+                         "template with the op's inputs and outputs.</p>")
+        if r.reference:
+            parts.append(f'<p class="dim">Reference: {escape(r.reference)}</p>')
+    return "".join(parts)
