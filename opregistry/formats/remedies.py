@@ -184,10 +184,10 @@ def remedies_html(op: str, state: str | None) -> str:
                      + (f": {escape(r.forward_note)}" if r.forward_note else "") + "</p>")
         snippet = snippet_for(r, op)
         if snippet and r.kind != "register":
-            parts.append(f"<pre><code>{escape(snippet)}</code></pre>")
+            parts.append(f'<pre class="remedy"><code>{escape(snippet)}</code></pre>')
         elif r.kind == "register":
             parts.append(f"<p><code>opregistry explain {escape(op)}</code> prints the "
                          "template with the op's inputs and outputs.</p>")
         if r.reference:
-            parts.append(f'<p class="dim">Reference: {escape(r.reference)}</p>')
+            parts.append(f'<p class="dim remedy">Reference: {escape(r.reference)}</p>')
     return "".join(parts)
