@@ -73,8 +73,10 @@ def explain(name: str, release: str | None = None, *, db: Any = None) -> Explana
         found = lookup(name, db=store)
         op = found.ops[0]
         version, facts = op_facts(version, [op], db=store)
-    rows = sorted((r for r in found.rows if r.op == op and r.library is None),
-                  key=lambda r: version_key(r.release))
+    # TensorFlow's releases; an op library's op: that library's releases
+    core = [r for r in found.rows if r.op == op and r.library is None]
+    rows = sorted(core or [r for r in found.rows if r.op == op],
+                  key=lambda r: (version_key(r.release), version_key(r.library_version or "")))
     fact = facts.get(op)
     gradient = fact.gradient if fact else None
     effective = fact.effective if fact else None
@@ -82,7 +84,8 @@ def explain(name: str, release: str | None = None, *, db: Any = None) -> Explana
     definition = fact.definition if fact else {}
     suggestions = tuple(Suggestion(r, snippet_for(r, op, definition))
                         for r in cat.for_op(op, reason))
-    return Explanation(name, "op", op, version if fact else None, gradient, effective, reason,
+    where = (fact.library or version) if fact else None  # an op library's release by name
+    return Explanation(name, "op", op, where, gradient, effective, reason,
                        suggestions, cat.why_none(op), _spans(rows))
 
 
@@ -90,9 +93,11 @@ def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:
     spans: list[HistorySpan] = []
     for row in rows:
         last = spans[-1] if spans else None
+        label = row.release_label  # 2.21.0, or tensorflow-text 2.21.1
         if last and (last.gradient, last.effective) == (row.gradient, row.effective):
-            spans[-1] = HistorySpan(last.first, row.release, last.releases + 1, row.gradient,
-                                    row.effective)
-        elif not last or last.last != row.release:  # the same version from two packages
-            spans.append(HistorySpan(row.release, row.release, 1, row.gradient, row.effective))
+            if last.last != label:  # not the same version from another package
+                spans[-1] = HistorySpan(last.first, label, last.releases + 1, row.gradient,
+                                        row.effective)
+        elif not last or last.last != label:
+            spans.append(HistorySpan(label, label, 1, row.gradient, row.effective))
     return tuple(spans)

@@ -64,3 +64,11 @@ def test_the_library_call() -> None:
     assert result.reason is None  # Cast is differentiable; its remedies are for int casts
     assert [s.remedy.id for s in result.suggestions] == ["cast-keep-float",
                                                          "cast-straight-through"]
+
+
+def test_an_op_library_op_is_explained_from_its_library_release(capfd):
+    code, out, _ = run(capfd, "explain", "CaseFoldUTF8")
+    assert code == 0
+    assert out.startswith("CaseFoldUTF8: missing, effective missing in tensorflow-text ")
+    assert "\n  tensorflow-text " in out  # its history: the library's releases
+    assert '@tf.RegisterGradient("CaseFoldUTF8")' in out
