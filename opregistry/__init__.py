@@ -38,6 +38,7 @@ __all__ = [
     "ModelError", "PartialPath", "Target", "NonDifferentiableError", "NonDifferentiableWarning",
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
     "load_policy", "lookup", "ops", "probe_report", "releases", "upgrade_check",
+    "Explanation", "Remedy", "explain", "remedies_for",
 ]
 
 # Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
@@ -55,6 +56,8 @@ _LAZY = {
     "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
     "load_policy": "policy", "Policy": "policy", "Rule": "policy",
     "build_site": "site.build",
+    "explain": "remedies.explain", "Explanation": "remedies.explain",
+    "Remedy": "remedies", "remedies_for": "remedies",
     "NonDifferentiableWarning": "guard.policy", "NonDifferentiableError": "guard.policy",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),

@@ -53,6 +53,7 @@ def load_commands() -> typer.Typer:
         check_files,
         db,
         diff,
+        explain,
         gradcheck,
         harvest,
         lookup,
@@ -68,7 +69,7 @@ def load_commands() -> typer.Typer:
 
 # the order of ``opregistry --help``: asking, then checking models, then building
 COMMAND_ORDER = ["lookup", "ops", "releases", "diff", "check", "upgrade-check", "check-files",
-                 "gradcheck", "run", "probe-report", "harvest", "site", "db"]
+                 "gradcheck", "explain", "run", "probe-report", "harvest", "site", "db"]
 
 
 def cli_command() -> Any:

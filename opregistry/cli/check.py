@@ -77,7 +77,7 @@ def check_command(
     except OpregistryError as exc:
         raise fail(exc) from None
     result = apply_to_check(result, policy)
-    _render(fmt, result, output_file)
+    _render(fmt, result, output_file, db)
     note(summary_line(result))
     report_policy(policy, len(result.ignored))
     if result.findings or (strict and (result.partial_paths or policy.stale)):
@@ -93,7 +93,7 @@ def _say_serving_version(model: str) -> None:
         note(serving_version_line(model, newest))
 
 
-def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
+def _render(fmt: CheckFormat, result: Any, output_file: str | None, db: str | None) -> None:
     if fmt == CheckFormat.dot:
         emit(output_file, result.to_dot())
     elif fmt == CheckFormat.sarif:
@@ -108,7 +108,24 @@ def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
             columns = [*columns, "library"]
         # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
         if rows or fmt != CheckFormat.table or output_file is not None:
-            emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
+            emit(output_file, _with_remedies(fmt, result, rows, columns, db))
+
+
+def _with_remedies(fmt: CheckFormat, result: Any, rows: list[dict[str, Any]],
+                   columns: list[str], db: str | None) -> str:
+    """The rendered result with a remedy per blocking op: ``fix:`` lines under a table
+    (or markdown), ``remedies`` in JSON."""
+    from opregistry.formats.remedies import remedies_data, with_fix_lines
+    from opregistry.remedies import definitions
+
+    ops = [b for f in result.findings for b in f.blocking_ops] + [
+        b for p in result.partial_paths for b in p.ops]
+    if fmt == CheckFormat.json:
+        found = remedies_data(ops, definitions(result.release, ops, db))
+        return render(fmt.value, dict(result.to_dict(), remedies=found), rows)
+    text = render(fmt.value, result.to_dict(), rows, columns)
+    return with_fix_lines(text, ops) if fmt in (CheckFormat.table, CheckFormat.markdown) \
+        else text
 
 
 @app.command("upgrade-check")

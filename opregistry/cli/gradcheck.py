@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -115,11 +115,26 @@ def gradcheck_command(
 
         emit(output_file, gradcheck_sarif(result, target))
     else:
-        emit(output_file, render(fmt.value, result.to_dict(), rows(result), COLUMNS))
+        emit(output_file, _with_remedies(fmt, result, db))
     note(summary(result))
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _with_remedies(fmt: GradcheckFormat, result: Any, db: str | None) -> str:
+    """The checks with a remedy per op behind a problem: ``fix:`` lines under a table
+    (or markdown), ``remedies`` in JSON."""
+    from opregistry.formats.remedies import remedies_data, with_fix_lines
+    from opregistry.remedies import definitions
+
+    ops = [b for c in result.problems for b in c.blocking_ops]
+    if fmt == GradcheckFormat.json:
+        found = remedies_data(ops, definitions(result.release, ops, db))
+        return render(fmt.value, dict(result.to_dict(), remedies=found), rows(result))
+    text = render(fmt.value, result.to_dict(), rows(result), COLUMNS)
+    return with_fix_lines(text, ops) if fmt in (GradcheckFormat.table,
+                                                GradcheckFormat.markdown) else text
 
 
 def check_target(target: str) -> None:

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from opregistry.formats.remedies import help_markdown, sarif_fixes
+from opregistry.model.results import REASONS
+
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/opregistry/opregistry"
 
@@ -96,7 +99,8 @@ RULE_NAMES: dict[str, str] = {
 def _rules() -> list[dict[str, Any]]:
     return [{"id": rule_id, "name": RULE_NAMES[rule_id],
              "shortDescription": {"text": short}, "fullDescription": {"text": help_text},
-             "help": {"text": help_text},
+             "help": {"text": help_text, "markdown": help_text + (
+                 "\n\n" + help_markdown(rule_id) if rule_id in REASONS else "")},
              "defaultConfiguration": {"level": "warning" if rule_id in (
                  "partial_path", "unknown_op", "gradcheck/non-smooth") else "error"}}
             for rule_id, (short, help_text) in RULES.items()]
@@ -195,6 +199,10 @@ def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[
         related = _related(ops)
         if related:
             result["relatedLocations"] = related
+        fixes = sarif_fixes(ops, uri, result["locations"][0]["physicalLocation"]["region"][
+            "startLine"])
+        if fixes:
+            result["fixes"] = fixes
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [{
         "tool": {"driver": {"name": "opregistry", "version": __version__,
                             "informationUri": INFORMATION_URI, "rules": _rules()}},

@@ -82,8 +82,12 @@ class Lost:
         head = (f"{self.target} {what} from {self.loss} (created at {shown(self.loss_site)})"
                 f" in {self.call} at {shown(self.call_site)}")
         if self.stops:
+            from opregistry.formats.remedies import guard_hint
+
             lines = "\n".join(f"  {s.describe()}" for s in self.stops)
-            return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})"
+            hints = "\n".join(f"  {h}" for h in dict.fromkeys(
+                guard_hint(s.op, s.reason) for s in self.stops))
+            return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})\n{hints}"
         if self.hint:
             head = f"{head}; {self.hint}"
         if self.kind == "unexplained":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opregistry.formats.remedies import remedies_html
 from opregistry.site.export import ABSENT, STATES
 from opregistry.site.html import esc, glyph, layout, state_badge
 
@@ -201,6 +202,13 @@ def _strip_cell(key: str, per: dict[str, Any], linked: bool) -> str:
     return f'<a href="#r-{esc(key)}" {label}>{mark}</a>'
 
 
+def _newest_state(per: dict[str, Any], releases: list[dict[str, Any]]) -> str | None:
+    """The op's state in the newest final release that has it (its remedies' reason)."""
+    final = [r["key"] for r in releases if r["key"] in per and not r.get("prerelease")]
+    keys = final or [r["key"] for r in releases if r["key"] in per]
+    return per[keys[-1]]["state"] if keys else None
+
+
 def render(name: str, op: dict[str, Any], releases: list[dict[str, Any]],
            release_files: dict[str, str]) -> str:
     """The whole page of op ``name`` (``op`` is its record in the export)."""
@@ -235,5 +243,6 @@ def render(name: str, op: dict[str, Any], releases: list[dict[str, Any]],
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             f'<p class="dim">The same facts in <a href="../data.html">the export</a> '
             f'(<code>data/ops.json</code>, key <code>ops["{esc(name)}"]</code>).</p>'
-            f'<h2 id="python-names">Python names</h2>{_names_section(op)}')
+            + remedies_html(name, _newest_state(per, releases))
+            + f'<h2 id="python-names">Python names</h2>{_names_section(op)}')
     return layout(name, body, "../", page_class="op")

@@ -68,6 +68,8 @@ KINDS: dict[str, dict[str, str]] = {
                   "analysis": "flag", "strict": "flag", "ignore": "text",
                   "policy_file": "file", "release": "release", "fmt": "fmt",
                   "output_file": "out", "db": "db"},
+    "explain": {"name": "text", "release": "release", "fmt": "fmt", "output_file": "out",
+                "db": "db"},
     "probe-report": {"release": "release", "library": "text", "fmt": "fmt",
                      "output_file": "out", "db": "db", "details": "flag"},
     "run": {"script": "file", "strict": "flag", "action": "word", "ignore": "text",
@@ -96,6 +98,7 @@ VALID: dict[str, list[str] | str] = {
     "check": ["{blocked}"],
     "upgrade-check": ["{changed}", "--from", "2.15", "--to", "2.21", "--source"],
     "check-files": ["{blocked}", "{clean}"],
+    "explain": ["ArgMax"],
     "probe-report": ["--tf", "2.21", "--details"],
     "db current": [],
     "gradcheck": "TensorFlow: tests/test_contract_tf.py",
@@ -242,7 +245,7 @@ def _bad_inputs(name: str) -> list[tuple[str, str, Any]]:
 def _bad_call(name: str, pname: str, value: str) -> list[str]:
     """A valid-looking call of ``name`` with ``pname`` set to ``value``."""
     command = COMMANDS[name]
-    base = {"lookup": {"names": "ArgMax"}, "diff": {"before": "2.20", "after": "2.21"},
+    base = {"lookup": {"names": "ArgMax"}, "explain": {"name": "ArgMax"}, "diff": {"before": "2.20", "after": "2.21"},
             "check": {"model": "{blocked}"}, "check-files": {"files": "{blocked}"},
             "upgrade-check": {"model": "{blocked}", "before": "2.20", "after": "2.21"},
             "gradcheck": {"target": "{missing}"}, "run": {"script": "{missing}"},

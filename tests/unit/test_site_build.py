@@ -116,3 +116,19 @@ def test_change_phrases():
     assert changes(after, None, ((), ())) == ["removed"]
     assert changes(after, dict(after, function={"source_hash": "b"}), ((), ())) == [
         "gradient function changed"]
+
+
+def test_op_pages_show_their_remedies(small_db, tmp_path):
+    """Floor's page has its straight-through remedy with the catalogue's snippet; a
+    missing op's page points at the template; MatMul's page has no Remedies section."""
+    from opregistry.remedies import catalogue
+
+    build_site(tmp_path / "site", db=small_db)
+    floor = (tmp_path / "site" / "ops" / "Floor.html").read_text()
+    assert '<h2 id="remedies">Remedies</h2>' in floor
+    snippet = catalogue().remedy("ste-floor").snippet
+    assert "tf.stop_gradient(tf.floor(x) - x)" in snippet
+    assert "tf.stop_gradient(tf.floor(x) - x)" in floor and "Straight-through floor" in floor
+    new_op = (tmp_path / "site" / "ops" / "NewOp.html").read_text()
+    assert "<code>opregistry explain NewOp</code> prints the template" in new_op
+    assert 'id="remedies"' not in (tmp_path / "site" / "ops" / "MatMul.html").read_text()

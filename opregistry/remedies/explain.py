@@ -1,0 +1,103 @@
+"""``explain``: an op's (or a reason's) remedies with their snippets, and the op's status
+in every release, from the database."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opregistry.remedies import Remedy, catalogue, snippet_for
+
+# the reason a blocking op has, from its effective status (else its registry status)
+REASON_OF_STATUS = {"none": "none", "no_gradient": "no_gradient", "missing": "missing",
+                    "unknown": "unknown_op"}
+
+
+@dataclass(frozen=True)
+class HistorySpan:
+    """Consecutive releases (oldest first) in which the op had the same status."""
+
+    first: str
+    last: str
+    releases: int
+    gradient: str
+    effective: str | None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    remedy: Remedy
+    snippet: str  # filled in for the op (a RegisterGradient template, a policy rule)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.remedy.to_dict(), snippet=self.snippet, kind=self.remedy.kind)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    query: str
+    kind: str  # op | reason
+    name: str  # the op type, or the reason
+    release: str | None  # the release the op's status is from (None for a reason)
+    gradient: str | None  # in that release
+    effective: str | None
+    reason: str | None  # why the gradient stops there (None: it does not)
+    suggestions: tuple[Suggestion, ...]
+    no_remedy: str | None  # why there is nothing to rewrite, for such an op
+    history: tuple[HistorySpan, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "kind": self.kind, "name": self.name,
+                "release": self.release, "gradient": self.gradient,
+                "effective": self.effective, "reason": self.reason,
+                "remedies": [s.to_dict() for s in self.suggestions],
+                "no_remedy": self.no_remedy,
+                "history": [vars(h) for h in self.history]}
+
+
+def explain(name: str, release: str | None = None, *, db: Any = None) -> Explanation:
+    """The remedies for a reason (``integer_edge``) or an op (``ArgMax``, ``tf.round``),
+    and for an op its status in ``release`` (default: the newest) and every release."""
+    from opregistry.db.store import using, version_key
+    from opregistry.model.results import REASONS
+    from opregistry.registry.facts import op_facts
+    from opregistry.registry.lookup import lookup
+
+    cat = catalogue()
+    with using(db) as store:
+        # the release first, for a reason too: an unknown one is the same error everywhere
+        version = store.release(release or "latest").version
+        if name in REASONS:
+            return Explanation(name, "reason", name, None, None, None, name,
+                               tuple(Suggestion(r, r.snippet) for r in cat.for_reason(name)),
+                               None)
+        found = lookup(name, db=store)
+        op = found.ops[0]
+        version, facts = op_facts(version, [op], db=store)
+    # TensorFlow's releases; an op library's op: that library's releases
+    core = [r for r in found.rows if r.op == op and r.library is None]
+    rows = sorted(core or [r for r in found.rows if r.op == op],
+                  key=lambda r: (version_key(r.release), version_key(r.library_version or "")))
+    fact = facts.get(op)
+    gradient = fact.gradient if fact else None
+    effective = fact.effective if fact else None
+    reason = REASON_OF_STATUS.get(effective or gradient or "")
+    definition = fact.definition if fact else {}
+    suggestions = tuple(Suggestion(r, snippet_for(r, op, definition))
+                        for r in cat.for_op(op, reason))
+    where = (fact.library or version) if fact else None  # an op library's release by name
+    return Explanation(name, "op", op, where, gradient, effective, reason,
+                       suggestions, cat.why_none(op), _spans(rows))
+
+
+def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:
+    spans: list[HistorySpan] = []
+    for row in rows:
+        last = spans[-1] if spans else None
+        label = row.release_label  # 2.21.0, or tensorflow-text 2.21.1
+        if last and (last.gradient, last.effective) == (row.gradient, row.effective):
+            if last.last != label:  # not the same version from another package
+                spans[-1] = HistorySpan(last.first, label, last.releases + 1, row.gradient,
+                                        row.effective)
+        elif not last or last.last != label:
+            spans.append(HistorySpan(label, label, 1, row.gradient, row.effective))
+    return tuple(spans)

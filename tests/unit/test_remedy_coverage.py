@@ -1,0 +1,90 @@
+"""The remedy catalogue against the shipped database: every op whose effective status in
+2.21 is none or no_gradient, on a float path (an input that can be a float), has a
+specific remedy or an explicit "no remedy: why" entry; the catalogue itself is well formed."""
+from __future__ import annotations
+
+import pytest
+
+from opregistry.registry.facts import op_facts
+from opregistry.registry.lookup import ops
+from opregistry.remedies import KINDS, catalogue, register_template
+
+FLOATS = {"DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16"}
+
+
+def _float_path(definition: dict) -> bool:
+    """An input of a float type, or of a type attribute that allows one (or any type)."""
+    attrs = {a["name"]: a for a in definition.get("attrs", [])}
+    for arg in definition.get("inputs", []):
+        if arg.get("type") in FLOATS:
+            return True
+        attr = attrs.get(arg.get("type_attr") or arg.get("type_list_attr") or "")
+        if attr is not None:
+            allowed = attr.get("allowed", {}).get("list", {}).get("type")
+            if allowed is None or FLOATS & set(allowed):
+                return True
+    return False
+
+
+def _blocking_ops() -> list[str]:
+    names = [r.op for status in ("none", "no_gradient")
+             for r in ops("2.21", effective=status)]
+    _, facts = op_facts("2.21", names)
+    return sorted(op for op in names if _float_path(facts[op].definition))
+
+
+def test_every_blocking_float_op_has_a_remedy_or_says_why_not() -> None:
+    found = _blocking_ops()
+    assert len(found) > 50  # the database answered: the query is not vacuous
+    uncovered = [op for op in found if not catalogue().for_op(op) and
+                 catalogue().why_none(op) is None]
+    assert not uncovered, f"no remedy and no reason for: {uncovered}"
+
+
+def test_the_float_path_rule() -> None:
+    _, facts = op_facts("2.21", ["Greater", "Shape", "LogicalAnd", "StringJoin"])
+    assert _float_path(facts["Greater"].definition)
+    assert _float_path(facts["Shape"].definition)  # any type
+    assert not _float_path(facts["LogicalAnd"].definition)
+    assert not _float_path(facts["StringJoin"].definition)
+
+
+def test_catalogue_is_well_formed() -> None:
+    cat = catalogue()
+    assert {r.kind for r in cat.remedies} <= set(KINDS)
+    for remedy in cat.remedies:
+        assert remedy.title and remedy.applies, remedy.id
+        assert remedy.ops or remedy.reasons, remedy.id
+    no_remedy_ops = [op for entry in cat.no_remedy for op in entry.ops]
+    assert len(no_remedy_ops) == len(set(no_remedy_ops))
+    specific = {op for r in cat.remedies for op in r.ops}
+    assert not specific & set(no_remedy_ops)  # an op is either remedied or explained
+
+
+@pytest.mark.parametrize("reason", ["no_gradient", "missing", "none", "partial_input",
+                                    "integer_edge", "unknown_op", "custom_gradient_none",
+                                    "custom_gradient_not_saved", "python_function_not_saved",
+                                    "gradient_raises"])
+def test_every_reason_has_a_remedy(reason: str) -> None:
+    from opregistry.model.results import REASONS
+
+    assert reason in REASONS
+    assert catalogue().for_reason(reason)
+
+
+def test_reasons_listed_here_are_all_of_them() -> None:
+    from opregistry.model.results import REASONS
+
+    assert {r for r in REASONS} <= {r for remedy in catalogue().remedies for r in remedy.reasons}
+
+
+def test_register_template_names_the_op_arguments() -> None:
+    _, facts = op_facts("2.21", ["MatMul"])
+    text = register_template("MatMul", facts["MatMul"].definition)
+    assert '@tf.RegisterGradient("MatMul")' in text
+    assert "a, b = op.inputs" in text and "return [grad_a, grad_b]" in text
+    compile(text, "<template>", "exec")  # valid Python as printed
+    single = register_template("Odd", {"inputs": [{"name": "lambda"}],
+                                       "outputs": [{"name": "lambda"}]})
+    assert "lambda_, = op.inputs" in single
+    compile(single, "<template>", "exec")
