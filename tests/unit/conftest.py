@@ -7,23 +7,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from documents import document, op  # tests/unit is on sys.path
+from documents import default_document  # tests/unit is on sys.path
 
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
 
 SmallDb = Callable[..., Path]
-
-
-def default_document(version: str = "2.1.0") -> dict[str, Any]:
-    """One release with each gradient state: what most command-line tests need."""
-    return document(version, [
-        op("ArgMax", "registered", "none", [("input", "none"), ("dimension", "none")]),
-        op("Floor", "registered", "none", [("x", "none")]),
-        op("MatMul", "registered", "differentiable", [("a", "gradient"), ("b", "gradient")]),
-        op("Shape", "no_gradient"),
-        op("AdjustHue", "missing")])
 
 
 @pytest.fixture
