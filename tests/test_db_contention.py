@@ -1,6 +1,7 @@
-"""Database writes under contention, with real processes on real SQLite files: two loads
-at once, a load or an upgrade while another process holds the write lock, a SIGKILL in
-the middle of `db upgrade`, and `--db` values that are not databases."""
+"""Database writes under contention, with real processes on real SQLite files and a real
+harvest: two loads at once, a load while another process holds the write lock, a SIGKILL
+in the middle of `db upgrade` (without a harvest, in tests/unit/test_db_refusals.py: an
+upgrade or a lookup under a lock, and `--db` values that are not databases)."""
 from __future__ import annotations
 
 import json
