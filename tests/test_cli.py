@@ -1,20 +1,18 @@
-"""The command line and the Python API against a database harvested in this run."""
+"""The command line and the Python API against a database harvested in this run (the
+command line without TensorFlow: tests/unit/test_cli_commands.py)."""
 from __future__ import annotations
 
 import csv
 import io
 import json
-import sqlite3
 import subprocess
 import sys
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
 import opregistry
 from opregistry.cli.app import load_commands
-from opregistry.cli.fast import try_fast
 from opregistry.db.vocabulary import HEAD_REVISION
 
 tf = pytest.importorskip("tensorflow")
@@ -150,125 +148,6 @@ def test_releases_command(harvested_db):
     assert json.loads(result.stdout)[0]["release"] == tf.__version__
 
 
-@pytest.mark.parametrize("args, message", [
-    (["lookup", "ArgMx"], "did you mean ArgMax"),
-    (["lookup", "MatMul", "--tf", "0.1"], "unknown release '0.1'"),
-    (["ops", "--tf", "0.1"], "unknown release '0.1'"),
-    (["diff", "0.1", "latest"], "unknown release '0.1'"),
-    (["ops", "--status", "sometimes"], "unknown status 'sometimes'"),
-    (["ops", "--effective", "mostly"], "unknown effective status 'mostly'"),
-    (["probe-report", "--tf", "0.1"], "unknown release '0.1'"),
-])
-def test_bad_input_is_one_line_and_exit_2(harvested_db, cli, args, message):
-    done = cli(*args, "--db", str(harvested_db))
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error: ")
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-def test_missing_database_file(tmp_path, cli):
-    done = cli("lookup", "ArgMax", "--db", str(tmp_path / "nope.sqlite"))
-    assert done.returncode == 2
-    assert done.stderr == f"Error: database not found: {tmp_path / 'nope.sqlite'}\n"
-
-
-def test_corrupt_database_file(tmp_path, cli):
-    bad = tmp_path / "bad.sqlite"
-    bad.write_bytes(b"this is not sqlite" * 100)
-    done = cli("releases", "--db", str(bad))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "not a database" in done.stderr
-
-
-def test_locked_database(db_copy, cli):
-    holder = sqlite3.connect(db_copy, timeout=0)
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
-        done = cli("lookup", "ArgMax", "--db", str(db_copy))
-    finally:
-        holder.rollback()
-        holder.close()
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "locked" in done.stderr
-
-
-def test_opregistry_db_environment_variable(harvested_db, cli):
-    done = cli("lookup", "MatMul", "-f", "json", env={"OPREGISTRY_DB": str(harvested_db)})
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0]["op"] == "MatMul"
-
-
-def test_fast_path_gives_the_same_output_as_typer(harvested_db, capsys):
-    for args in (["lookup", "ArgMax", "tf.math.floor"], ["lookup", "shape", "-f", "csv"],
-                 ["lookup", "ArgMx"], ["lookup", "MatMul", "--format=json", "--tf", "latest"]):
-        full = args + ["--db", str(harvested_db)]
-        code = try_fast(full)
-        fast = capsys.readouterr()
-        result = invoke(*full)
-        assert code == result.exit_code
-        assert fast.out == result.stdout and fast.err == result.stderr
-
-
-def test_fast_path_leaves_everything_else_to_typer():
-    assert try_fast(["lookup", "--help"]) is None
-    assert try_fast(["lookup", "ArgMax", "--unknown"]) is None
-    assert try_fast(["lookup", "ArgMax", "--format", "xml"]) is None
-    assert try_fast(["lookup"]) is None
-    assert try_fast(["ops"]) is None
-
-
-def test_lookup_never_imports_tensorflow_or_sqlalchemy(harvested_db):
-    code = (f"import sys; sys.argv = ['opregistry', 'lookup', 'ArgMax', '--db', {str(harvested_db)!r}]\n"
-            "from opregistry.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('tensorflow', 'sqlalchemy', 'typer', 'alembic') "
-            "if m in sys.modules]\n"
-            "print('HEAVY', heavy, file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "HEAVY []" in done.stderr, done.stderr
-
-
-def test_every_command_has_help():
-    app = load_commands()
-    group = typer.main.get_command(app)
-    names = []
-
-    def walk(command, path):
-        for name, sub in getattr(command, "commands", {}).items():
-            assert sub.help, f"{' '.join(path + [name])} has no help"
-            names.append(" ".join(path + [name]))
-            walk(sub, path + [name])
-
-    walk(group, [])
-    assert {"lookup", "ops", "diff", "releases", "harvest", "db upgrade", "db current",
-            "probe-report"} <= set(names)
-    for name in names:
-        result = invoke(*name.split(), "--help")
-        assert result.exit_code == 0 and "Usage:" in result.stdout
-
-
-def test_harvest_needs_a_writable_database(cli, monkeypatch):
-    done = cli("harvest", env={"OPREGISTRY_DB": ""})
-    assert done.returncode == 2 and "read-only" in done.stderr
-
-
-def test_harvest_a_python_without_tensorflow(tmp_path, cli):
-    venv = tmp_path / "no-tf"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    done = cli("harvest", "--python", str(venv / "bin" / "python"), "--db",
-               str(tmp_path / "h.sqlite"))
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1
-    assert "cannot import TensorFlow" in done.stderr and "Traceback" not in done.stderr
-
-
-def test_harvest_unknown_tf_version(tmp_path, cli):
-    done = cli("harvest", "--tf-version", "9.9", "--db", str(tmp_path / "h.sqlite"))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "no install recipe for TensorFlow 9.9" in done.stderr
-
-
 def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document):
     db = tmp_path / "cli.sqlite"
     done = cli("harvest", "--no-probes", "--db", str(db), "--format", "json")
@@ -286,10 +165,3 @@ def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document)
     assert current.returncode == 0
     assert current.stdout.strip() == HEAD_REVISION
 
-
-def test_every_format_is_handled(harvested_db):
-    from opregistry.formats import OutputFormat
-
-    for fmt in OutputFormat:
-        result = invoke("lookup", "MatMul", "--format", fmt.value, "--db", str(harvested_db))
-        assert result.exit_code == 0 and "MatMul" in result.stdout, fmt

@@ -1,6 +1,7 @@
-"""Database writes under contention, with real processes on real SQLite files: two loads
-at once, a load or an upgrade while another process holds the write lock, a SIGKILL in
-the middle of `db upgrade`, and `--db` values that are not databases."""
+"""Database writes under contention, with real processes on real SQLite files and a real
+harvest: two loads at once, a load while another process holds the write lock, a SIGKILL
+in the middle of `db upgrade` (without a harvest, in tests/unit/test_db_refusals.py: an
+upgrade or a lookup under a lock, and `--db` values that are not databases)."""
 from __future__ import annotations
 
 import json
@@ -119,20 +120,6 @@ def test_a_load_waits_for_a_lock_that_is_released_in_time(docs, db_copy):
     assert code == 0 and "(replaced)" in err, err
 
 
-def test_db_upgrade_under_a_lock_is_one_line(tmp_path):
-    db = tmp_path / "old.sqlite"
-    migrate.upgrade(make_engine(resolve(db), create=True), "0002_probes")
-    holder = _hold_lock(db, 20)
-    try:
-        code, _, err = _finish(_cli("db", "upgrade", "--db", str(db),
-                                    OPREGISTRY_BUSY_TIMEOUT="1"))
-    finally:
-        holder.kill()
-        holder.wait()
-    assert code == 2 and err.count("\n") == 1 and "locked by another process" in err, err
-    assert migrate.current(make_engine(resolve(db))) == "0002_probes"
-
-
 def test_a_killed_db_upgrade_leaves_a_sound_database(db_copy, tf_document):
     """SIGKILL `db upgrade` from 0002 at many moments: the database is always sound,
     at one revision or the other, with every row of the per-input table."""
@@ -157,53 +144,3 @@ def test_a_killed_db_upgrade_leaves_a_sound_database(db_copy, tf_document):
         migrate.upgrade(engine)  # whatever happened, it can be completed
     assert _releases(db_copy)[0][1] == len(tf_document["ops"])
     assert "0002_probes" in outcomes  # some kills landed before the migration finished
-
-
-@pytest.mark.parametrize("db", ["{tmp}", "/dev/null", "/proc/self/status", "{tmp}/missing/x.db",
-                                "{tmp}/file.txt/x.db"])
-@pytest.mark.parametrize("command", [["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"],
-                                     ["db", "load", "{tmp}/doc.json"]])
-def test_a_db_that_is_not_a_database_is_one_line(tmp_path, db, command):
-    (tmp_path / "file.txt").write_text("not a database")
-    (tmp_path / "doc.json").write_text("{}")
-    args = [a.format(tmp=tmp_path) for a in command] + ["--db", db.format(tmp=tmp_path)]
-    code, _, err = _finish(_cli(*args))
-    assert code == 2 and err.count("\n") == 1 and err.startswith("Error: "), (args, err)
-    assert "Traceback" not in err
-
-
-def test_a_text_file_as_db_is_one_line(tmp_path):
-    bogus = tmp_path / "bogus.sqlite"
-    bogus.write_text("hello, I am not SQLite" * 100)
-    for args in (["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"]):
-        code, _, err = _finish(_cli(*args, "--db", str(bogus)))
-        assert code == 2 and err.count("\n") == 1 and "not a database" in err, (args, err)
-
-
-def test_db_upgrade_to_an_unknown_revision_is_one_line(tmp_path):
-    code, _, err = _finish(_cli("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite")))
-    assert code == 2 and err.count("\n") == 1 and "zzz" in err, err
-
-
-def test_harvest_save_json_into_an_impossible_directory_fails_before_harvesting(tmp_path):
-    (tmp_path / "file.txt").write_text("x")
-    started = time.monotonic()
-    code, _, err = _finish(_cli("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
-                                "--db", str(tmp_path / "h.sqlite")))
-    assert code == 2 and err.count("\n") == 1 and "save" in err.lower(), err
-    assert time.monotonic() - started < 30  # refused up front, not after a harvest
-
-
-def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(db_copy):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK.replace("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"),
-         str(db_copy), "20"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        code, _, err = _finish(_cli("lookup", "ArgMax", "--db", str(db_copy),
-                                    OPREGISTRY_BUSY_TIMEOUT="1"))
-    finally:
-        holder.kill()
-        holder.wait()
-    assert code == 2 and err.count("\n") == 1, err
-    assert "is locked by another process; retried for 1 s" in err

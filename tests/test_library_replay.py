@@ -89,7 +89,8 @@ def test_a_library_release_is_reproduced_by_the_harvester_in_its_recipe_venv(tmp
     assert done.returncode == 0, done.stderr
     harvested = {r.op: r.gradient for r in opregistry.ops(library="deepmd-kit", db=db)}
     shipped = {r.op: r.gradient for r in opregistry.ops(library="deepmd-kit")}
-    assert harvested == shipped and len(shipped) == 76
+    shipped_release, = opregistry.releases(library="deepmd-kit")
+    assert harvested == shipped and len(shipped) == shipped_release.ops > 0
     summary, = opregistry.releases(db=db, library="deepmd-kit")
     assert (summary.library_version, summary.release, summary.package) == (
         library.version, library.tf_version, "tensorflow-cpu")

@@ -27,3 +27,13 @@ def document(version, ops):
             "release": {"version": version, "package": "tensorflow-cpu", "python": "3.11"},
             "ops": ops, "probes": {"seconds": 1.0}, "python_names": [
                 {"name": "tf.math.floor", "op": "Floor", "method": "tf_export"}]}
+
+
+def default_document(version="2.1.0"):
+    """One release with each gradient state: what most command-line tests need."""
+    return document(version, [
+        op("ArgMax", "registered", "none", [("input", "none"), ("dimension", "none")]),
+        op("Floor", "registered", "none", [("x", "none")]),
+        op("MatMul", "registered", "differentiable", [("a", "gradient"), ("b", "gradient")]),
+        op("Shape", "no_gradient"),
+        op("AdjustHue", "missing")])

@@ -1,0 +1,43 @@
+"""Schema migrations without a harvest: one head that the code reads, migrations that
+match the models, and the loader's refusals (the round trips with a real harvest loaded:
+tests/test_db.py)."""
+from __future__ import annotations
+
+import pytest
+from documents import default_document  # tests/unit is on sys.path
+
+from opregistry.db import migrate
+from opregistry.db.engine import make_engine
+from opregistry.db.loader import load
+from opregistry.db.location import resolve
+from opregistry.db.models import Base
+from opregistry.db.vocabulary import HEAD_REVISION
+from opregistry.errors import DatabaseError
+
+
+def test_exactly_one_head_and_it_is_what_the_code_reads():
+    assert migrate.heads() == [HEAD_REVISION]
+
+
+def test_migrations_match_the_models(tmp_path):
+    engine = make_engine(resolve(tmp_path / "m.sqlite"), create=True)
+    migrate.upgrade(engine)
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_an_older_schema_is_refused_by_the_loader(tmp_path):
+    engine = make_engine(resolve(tmp_path / "old.sqlite"), create=True)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'something_older'")
+    with pytest.raises(DatabaseError, match="opregistry db upgrade"):
+        load(engine, default_document())
+
+
+def test_shipped_database_is_never_written():
+    with pytest.raises(DatabaseError, match="read-only"):
+        make_engine(resolve(None), create=True)

@@ -1,0 +1,161 @@
+"""The static site built from the shipped database, without TensorFlow or a browser:
+complete, small, saying what lookup says, and never destroying a folder it did not make
+(in Chromium: tests/test_site.py)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import opregistry
+from opregistry.db.location import shipped_database_path
+from opregistry.registry.sources import source_url
+from opregistry.site import build, build_site
+from opregistry.site.export import from_script
+
+SHIPPED = shipped_database_path()
+
+
+def _site(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    return subprocess.run([sys.executable, "-m", "opregistry", "site", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
+    done = _site(str(out), "--db", str(SHIPPED))
+    assert done.returncode == 0, done.stderr
+    releases = len(opregistry.releases(db=SHIPPED))  # TF's, the nightly, op libraries'
+    assert re.fullmatch(rf".*: \d+ pages for \d+ ops in {releases} releases, [\d.]+ MB in "
+                        r"[\d.]+ s\n", done.stderr), done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(site: Path) -> dict:
+    return json.loads((site / "data" / "ops.json").read_text())
+
+
+def test_the_site_is_complete_small_and_marked(site: Path, data: dict):
+    with sqlite3.connect(f"{SHIPPED.as_uri()}?mode=ro", uri=True) as conn:
+        ops_in_db = {r[0] for r in conn.execute("SELECT DISTINCT op_name FROM release_ops")}
+    assert set(data["ops"]) == ops_in_db and len(ops_in_db) > 2000
+    assert [r["key"] for r in data["releases"]] == [
+        f"{r.library}-{r.library_version}" if r.library else r.release
+        for r in opregistry.releases(db=SHIPPED)]
+    for op in data["ops"].values():
+        assert (site / op["page"]).is_file()
+    # the matrix's whole download: the page, its data and its assets
+    index = sum((site / p).stat().st_size for p in (
+        "index.html", "data/matrix.js", "static/matrix.js", "static/style.css"))
+    assert index < 1_500_000
+    script = (site / "data" / "ops.js").read_text()
+    assert script.startswith("window.OPREGISTRY_OPS=JSON.parse('{") and from_script(script) == data
+    marker = json.loads((site / build.MARKER).read_text())
+    assert marker["ops"] == len(data["ops"])
+    assert marker["releases"] == len(opregistry.releases(db=SHIPPED))
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "Floor", "ClipByValue", "TensorMapInsert", "Shape"])
+def test_the_export_says_what_lookup_says(data: dict, op: str):
+    for row in opregistry.lookup(op, db=SHIPPED).rows:
+        entry = data["ops"][op]["releases"][row.release]
+        assert entry["gradient"] == row.gradient
+        assert entry.get("effective") == row.effective
+        assert [(i["position"], i["name"], i["result"]) for i in entry.get("inputs", [])] == [
+            (i.position, i.name, i.result) for i in row.inputs]
+        assert entry.get("second_order") == row.second_order
+        if row.function:
+            assert entry["function"]["qualname"] == row.function.qualname
+            assert entry["function"]["url"] == source_url(row.release, row.function.source_file,
+                                                          row.function.line)
+
+
+def test_a_folder_that_is_not_a_site_is_refused_with_or_without_force(tmp_path: Path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    for force in ([], ["--force"]):
+        done = _site(str(target), "--db", str(SHIPPED), *force)
+        assert done.returncode == 2
+        assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
+        assert "holds no site manifest" in done.stderr
+        assert (target / "notes.txt").read_text() == "keep me"
+    (tmp_path / "file").write_text("x")
+    done = _site(str(tmp_path / "file"), "--db", str(SHIPPED))
+    assert done.returncode == 2 and "is not a directory" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "mine"]  # nothing left over
+
+
+def test_a_failed_build_leaves_the_previous_site_as_it_was(site: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    target = tmp_path / "site"
+    shutil.copytree(site, target)
+    before = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
+
+    def broken(name, *args):
+        if name == "Floor":
+            raise RuntimeError("disk full, say")
+        return "<p>page</p>"
+
+    monkeypatch.setattr(build.op_page, "render", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_site(target, db=SHIPPED)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*")) == before
+    assert "ArgMax" in (target / "ops" / "ArgMax.html").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["site"]  # the staging folder is gone
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.add(found["id"])
+        for key in ("href", "src"):
+            if found.get(key):
+                self.links.append(found[key])
+
+
+def test_every_internal_link_resolves(site: Path, data: dict):
+    parsed: dict[Path, _Links] = {}
+
+    def page(path: Path) -> _Links:
+        if path not in parsed:
+            parsed[path] = _Links()
+            parsed[path].feed(path.read_text())
+        return parsed[path]
+
+    checked = 0
+    for html in sorted(site.rglob("*.html")):
+        for link in page(html).links:
+            url = urlsplit(link)
+            if url.scheme in ("http", "https"):
+                assert url.netloc == "github.com", link  # only source links leave the site
+                continue
+            assert not url.scheme and not url.netloc, f"{html}: {link}"
+            target = (html.parent / unquote(url.path)).resolve() if url.path else html
+            assert target.is_file(), f"{html.relative_to(site)}: {link}"
+            if url.fragment and target.suffix == ".html" and "=" not in url.fragment:
+                assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
+            checked += 1
+    # the links the pages' scripts make: every op page and release page they name
+    matrix = from_script((site / "data" / "matrix.js").read_text())
+    assert all((site / op[4]).is_file() for op in matrix["ops"])
+    assert all((site / r["page"]).is_file() for r in matrix["releases"])
+    assert checked > 50_000
