@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -20,8 +20,8 @@ from opregistry.cli.options import (
 )
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import render
-from opregistry.formats.gradcheck import COLUMNS, rows, summary
+from opregistry.formats import OutputFormat, format_choice, summary
+from opregistry.formats.gradcheck import GradcheckRenderer
 from opregistry.numerical.results import GradcheckError
 
 
@@ -31,12 +31,10 @@ class Mode(str, Enum):
     directional = "directional"
 
 
-class GradcheckFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    sarif = "sarif"
+if TYPE_CHECKING:
+    GradcheckFormat = OutputFormat
+else:  # the formats a gradcheck result has (its renderer's): table ... sarif
+    GradcheckFormat = format_choice("GradcheckFormat", GradcheckRenderer)
 
 
 class Precision(str, Enum):
@@ -110,12 +108,8 @@ def gradcheck_command(
     except OpregistryError as exc:
         raise fail(exc) from None
     result = apply_to_gradcheck(result, policy)
-    if fmt == GradcheckFormat.sarif:
-        from opregistry.formats.sarif import gradcheck_sarif
-
-        emit(output_file, gradcheck_sarif(result, target))
-    else:
-        emit(output_file, render(fmt.value, result.to_dict(), rows(result), COLUMNS))
+    # SARIF's artifact is the target as given, not the result's display name
+    emit(output_file, GradcheckRenderer(target=target).render(result, fmt.value))
     note(summary(result))
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
