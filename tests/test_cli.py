@@ -288,8 +288,8 @@ def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document)
 
 
 def test_every_format_is_handled(harvested_db):
-    from opregistry.formats import OutputFormat
+    from opregistry.formats.lookup import LookupsRenderer
 
-    for fmt in OutputFormat:
+    for fmt in LookupsRenderer.formats:
         result = invoke("lookup", "MatMul", "--format", fmt.value, "--db", str(harvested_db))
         assert result.exit_code == 0 and "MatMul" in result.stdout, fmt

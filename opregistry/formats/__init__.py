@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from opregistry.text import printable
 
@@ -105,9 +105,9 @@ def summary(result: object) -> str:
 def format_choice(name: str, renderer: type[Renderer[Any]]) -> type[OutputFormat]:
     """An enum of the formats ``renderer`` has, for a command's ``--format`` (Typer
     takes an option's choices from an enum): declared by the renderer, never again."""
-    choice = Enum(name, {f.name: f.value for f in renderer.formats},  # type: ignore[misc]
-                  type=str, module=__name__)
-    return choice  # type: ignore[no-any-return]
+    choice: Any = Enum(name, {f.name: f.value for f in renderer.formats},  # type: ignore[misc]
+                       type=str, module=__name__)
+    return cast("type[OutputFormat]", choice)
 
 
 def _format(fmt: Enum | str) -> OutputFormat:

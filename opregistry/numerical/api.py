@@ -84,7 +84,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     if analyse:
         from opregistry.numerical.explain import explain
 
-        explain(result, checker, release, db)
+        result = explain(result, checker, release, db)
     return result
 
 
@@ -93,5 +93,7 @@ def assert_differentiable(fn: Any, *inputs: Any, **options: Any) -> GradcheckRes
     line each, with the ops responsible) unless every target is ok or unrelated."""
     result = gradcheck(fn, *inputs, **options)
     if not result.ok:
-        raise AssertionError(result.message())
+        from opregistry.formats.gradcheck import message
+
+        raise AssertionError(message(result))
     return result

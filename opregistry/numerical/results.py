@@ -1,5 +1,5 @@
 """What ``gradcheck`` returns: a verdict per (output, target), with the tolerance and
-the ops responsible, and the one-line-per-problem message of ``assert_differentiable``."""
+the ops responsible; frozen (rendered by ``opregistry.formats.gradcheck``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -46,7 +46,7 @@ class TargetCheck:
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
-@dataclass
+@dataclass(frozen=True)
 class GradcheckResult:
     source: str
     dtype: str
@@ -81,10 +81,3 @@ class GradcheckResult:
         data = asdict(self)
         data["ok"] = self.ok
         return data
-
-    def message(self) -> str:
-        """A few readable lines, one per problem: what an AssertionError shows
-        (``opregistry.formats.gradcheck``)."""
-        from opregistry.formats.gradcheck import message
-
-        return message(self)
