@@ -11,14 +11,15 @@ from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 
 # long: one pass over the checks of both orders, each rule a few lines
-def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any
-            ) -> GradcheckResult:
+def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
+            gradient: Any = None) -> GradcheckResult:
     """Static analysis of the traced call (and, for order 2, of the traced first
     gradient): a missing gradient is ``none`` only when the output depends on the target
     (else ``unrelated``); at order 1 a target the analysis finds blocked is ``none``
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible.
+    ``gradient``: the function order 2 checked (``second_order.FirstGradient``).
     Returns a new result (``result`` is frozen)."""
     from opregistry.model.analysis import analyse
     from opregistry.model.check import default_release
@@ -28,13 +29,12 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any
     from opregistry.registry.facts import op_facts
 
     notes = []  # why part of the analysis is missing
-    subject = checker.subject
     original = subject.original or subject
     models = {1: from_concrete(original.concrete, subject.source,
                                names=_names(subject, original))}
-    if result.order == 2 and hasattr(checker, "second_order_concrete"):
+    if result.order == 2 and gradient is not None:
         try:
-            models[2] = from_concrete(checker.second_order_concrete(), subject.source,
+            models[2] = from_concrete(gradient.concrete(), subject.source,
                                       names=_names(subject, subject))
         except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
             notes.append(f"order 2 not analysed: {first_line(exc)}")
