@@ -178,6 +178,38 @@ def test_order_2_catches_a_blocked_second_derivative(harvested_db):
     assert gradcheck(lambda t: tf.reduce_sum(tf.sin(t)), x, order=2, db=harvested_db).ok
 
 
+def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
+    """As torch's gradgradcheck: the function is wrapped (q = <d s / d x, v>, s the
+    projected output) and checked by the first-order checker, which continues the first
+    checker's random stream; q is TF's own nested-tape value."""
+    from opregistry.numerical.checker import Checker
+    from opregistry.numerical.differences import tolerance
+    from opregistry.numerical.second_order import second_order_checker
+    from opregistry.numerical.subject import _Subject
+
+    def f(t):
+        return tf.reduce_sum(t ** 3)
+
+    x = tf.constant([0.3, -1.2], tf.float64)
+    subject = _Subject.build(tf, f, (x,), None, "float64", "f", None, False)
+    first = Checker(tf, subject, tolerance("float64", None, None, None), "auto", 1, None,
+                    256, 0)
+    second, _ = second_order_checker(first)
+    assert type(second) is Checker and second.order == 2 and second.rng is first.rng
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        s = tf.reduce_sum(f(x) * first.projections[0].reshape(()))
+    expected = tf.reduce_sum(tape.gradient(s, x) * first.inner_directions[0])
+    assert float(second.subject.forward(x)[0]) == pytest.approx(float(expected), rel=1e-12)
+    checks = second.run()
+    assert [(c.order, c.verdict) for c in checks] == [(2, "ok")]
+    # order 1 of an order-2 run is the order-1 run
+    one = gradcheck(f, x.numpy(), analyse=False)
+    two = gradcheck(f, x.numpy(), order=2, analyse=False)
+    assert [c for c in two.checks if c.order == 1] == one.checks
+    assert two.forward_passes > one.forward_passes
+
+
 def _many_variables(wrong_index):
     """A tf.Module of 20 vector variables (directional checks, grouped), one of which
     goes through a custom gradient scaled by 3."""
