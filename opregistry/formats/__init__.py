@@ -105,8 +105,9 @@ def summary(result: object) -> str:
 def format_choice(name: str, renderer: type[Renderer[Any]]) -> type[OutputFormat]:
     """An enum of the formats ``renderer`` has, for a command's ``--format`` (Typer
     takes an option's choices from an enum): declared by the renderer, never again."""
-    choice: Any = Enum(name, {f.name: f.value for f in renderer.formats},  # type: ignore[misc]
-                       type=str, module=__name__)
+    functional: Any = Enum  # (called with a name made at run time, which mypy refuses)
+    choice = functional(name, {f.name: f.value for f in renderer.formats}, type=str,
+                        module=__name__)
     return cast("type[OutputFormat]", choice)
 
 
