@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from opregistry.db.location import resolve
 from opregistry.harvest import runner as harvest_mod
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parent.parent
+from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cli_run)
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +49,6 @@ def db_copy(harvested_db: Path, tmp_path: Path) -> Path:
     target = tmp_path / "copy.sqlite"
     target.write_bytes(harvested_db.read_bytes())
     return target
-
-
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    """Run the real command line in a subprocess (the way users run it)."""
-    full_env = dict(os.environ, **(env or {}))
-    full_env.pop("OPREGISTRY_DB", None) if env is None or "OPREGISTRY_DB" not in env else None
-    return subprocess.run([sys.executable, "-m", "opregistry", *args], capture_output=True,
-                          text=True, env=full_env, cwd=cwd, timeout=900)
 
 
 @pytest.fixture

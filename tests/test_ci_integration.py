@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from cli_run import ROOT, run_cli
 
 tf = pytest.importorskip("tensorflow")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from opregistry import GradcheckError, assert_differentiable, gradcheck
+from opregistry.formats.gradcheck import message
 
 tf = pytest.importorskip("tensorflow")
 
@@ -66,7 +67,7 @@ def test_correct_keras_models_are_ok_in_float64(make, harvested_db):
     result = gradcheck(model, np.random.default_rng(0).standard_normal(shape),
                        db=harvested_db)
     assert result.dtype == "float64" and not result.cast_note  # cloned in float64
-    assert result.ok, result.message()
+    assert result.ok, message(result)
     names = {c.target for c in result.checks}
     assert {v.path for v in model.trainable_variables} | {model.inputs[0].name} == names
     # float64 differences are far more precise than the tolerance
@@ -175,6 +176,38 @@ def test_order_2_catches_a_blocked_second_derivative(harvested_db):
     assert by_order[2].verdict in ("none", "zero")
     assert "StopGradient" in _ops(by_order[2])
     assert gradcheck(lambda t: tf.reduce_sum(tf.sin(t)), x, order=2, db=harvested_db).ok
+
+
+def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
+    """As torch's gradgradcheck: the function is wrapped (q = <d s / d x, v>, s the
+    projected output) and checked by the first-order checker, which continues the first
+    checker's random stream; q is TF's own nested-tape value."""
+    from opregistry.numerical.checker import Checker
+    from opregistry.numerical.differences import tolerance
+    from opregistry.numerical.second_order import second_order_checker
+    from opregistry.numerical.subject import _Subject
+
+    def f(t):
+        return tf.reduce_sum(t ** 3)
+
+    x = tf.constant([0.3, -1.2], tf.float64)
+    subject = _Subject.build(tf, f, (x,), None, "float64", "f", None, False)
+    first = Checker(tf, subject, tolerance("float64", None, None, None), "auto", 1, None,
+                    256, 0)
+    second, _ = second_order_checker(first)
+    assert type(second) is Checker and second.order == 2 and second.rng is first.rng
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        s = tf.reduce_sum(f(x) * first.projections[0].reshape(()))
+    expected = tf.reduce_sum(tape.gradient(s, x) * first.inner_directions[0])
+    assert float(second.subject.forward(x)[0]) == pytest.approx(float(expected), rel=1e-12)
+    checks = second.run()
+    assert [(c.order, c.verdict) for c in checks] == [(2, "ok")]
+    # order 1 of an order-2 run is the order-1 run
+    one = gradcheck(f, x.numpy(), analyse=False)
+    two = gradcheck(f, x.numpy(), order=2, analyse=False)
+    assert [c for c in two.checks if c.order == 1] == one.checks
+    assert two.forward_passes > one.forward_passes
 
 
 def _many_variables(wrong_index):
@@ -286,7 +319,7 @@ def test_training_mode_differentiates_through_batch_statistics(harvested_db):
     x = np.random.default_rng(6).standard_normal((5, 3))
     before = [v.numpy().copy() for v in model.variables]
     result = gradcheck(model, x, training=True, db=harvested_db)
-    assert result.dtype == "float64" and result.ok, result.message()
+    assert result.dtype == "float64" and result.ok, message(result)
     # in training mode the batch mean removes dense/bias from the output entirely
     bias = next(c for c in result.checks if c.target.endswith("/dense/bias"))
     assert bias.max_abs_error < 1e-8 and abs(bias.numeric) < 1e-8
@@ -306,7 +339,7 @@ def test_nondeterminism_is_measured_and_reported(harvested_db):
     assert gradcheck(model, x, db=harvested_db).nondeterminism == 0.0  # inference
     random = gradcheck(model, x, training=True, db=harvested_db)
     assert random.nondeterminism > 0  # dropout masks differ between calls
-    assert "nondeterministic" in random.message().splitlines()[0]
+    assert "nondeterministic" in message(random).splitlines()[0]
 
 
 def _int_cast_model():
@@ -405,7 +438,7 @@ def test_zero_second_derivatives_of_relu_and_max_pool_are_ok(kind, tmp_path, har
             keras.layers.Dense(1, name="logits")])
         x = np.random.default_rng(9).standard_normal((1, 6, 6, 1))
     result = gradcheck(model, x, order=2, db=harvested_db)
-    assert result.ok, result.message()
+    assert result.ok, message(result)
     second = [c for c in result.checks if c.order == 2]
     assert second and all(c.verdict in ("ok", "unrelated") for c in second)
     assert any(c.gradient in ("zero", "none") and c.verdict == "ok" for c in second)

@@ -78,7 +78,7 @@ def test_a_library_release_is_reproduced_by_the_harvester_in_its_recipe_venv(tmp
     """`harvest --tf-version X --plugin PACKAGE==V` builds (or reuses) the venv with both
     and stores what the shipped database holds for that library: the same ops with the
     same registry states."""
-    from conftest import run_cli
+    from cli_run import run_cli
 
     import opregistry
 

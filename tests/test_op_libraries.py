@@ -17,7 +17,7 @@ from system_packages import require
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import differential  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from cli_run import run_cli  # noqa: E402
 
 TEXT_OPS = {"CaseFoldUTF8", "NormalizeUTF8", "RegexSplitWithOffsets",
             "WordpieceTokenizeWithOffsets", "ConstrainedSequence", "MaxSpanningTree"}

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from cli_run import run_cli
 from system_packages import require
 
 tf = pytest.importorskip("tensorflow")

@@ -15,7 +15,7 @@ SECOND = "2.12"  # Python 3.8, tensorflow-cpu 2.12.1
 
 @pytest.fixture(scope="module")
 def two_releases(tmp_path_factory, tf_document):
-    from conftest import run_cli
+    from cli_run import run_cli
 
     base = tmp_path_factory.mktemp("two")
     db, docs = base / "two.sqlite", base / "docs"

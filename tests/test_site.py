@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from cli_run import ROOT, run_cli
 
 import opregistry
 from opregistry.site import build_site

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from opregistry.cli.app import app, fail, note
-from opregistry.cli.diff import SourceOption
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -16,29 +14,25 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    SourceOption,
+    TableFormat,
     load_cli_policy,
     report_policy,
 )
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import OutputFormat, plural, render
-from opregistry.formats.check import COLUMNS, finding_rows, serving_version_line, summary_line
+from opregistry.formats import OutputFormat, format_choice, render
+from opregistry.formats.check import CheckRenderer, serving_version_line, summary_line
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
                          "MetaGraph).")
 
 
-class CheckFormat(str, Enum):
-    """The shared formats, plus ``dot`` (only a check result is a graph to draw) and
-    ``sarif`` (for code scanning)."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    dot = "dot"
-    sarif = "sarif"
+if TYPE_CHECKING:
+    CheckFormat = OutputFormat
+else:  # the formats a check result has (its renderer's): table ... dot, sarif
+    CheckFormat = format_choice("CheckFormat", CheckRenderer)
 
 
 @app.command("check")
@@ -77,7 +71,11 @@ def check_command(
     except OpregistryError as exc:
         raise fail(exc) from None
     result = apply_to_check(result, policy)
-    _render(fmt, result, output_file, db)
+    from opregistry.remedies import definitions
+
+    # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
+    emit(output_file, render(result, fmt.value,
+                             definitions=definitions(result.release, result.stopping_ops, db)))
     note(summary_line(result))
     report_policy(policy, len(result.ignored))
     if result.findings or (strict and (result.partial_paths or policy.stale)):
@@ -93,41 +91,6 @@ def _say_serving_version(model: str) -> None:
         note(serving_version_line(model, newest))
 
 
-def _render(fmt: CheckFormat, result: Any, output_file: str | None, db: str | None) -> None:
-    if fmt == CheckFormat.dot:
-        emit(output_file, result.to_dot())
-    elif fmt == CheckFormat.sarif:
-        from opregistry.formats.sarif import check_sarif
-
-        emit(output_file, check_sarif(result))
-    else:
-        rows = finding_rows(result)
-        # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
-        columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
-        if any(row["library"] for row in rows):  # which op library a blocking op is from
-            columns = [*columns, "library"]
-        # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
-        if rows or fmt != CheckFormat.table or output_file is not None:
-            emit(output_file, _with_remedies(fmt, result, rows, columns, db))
-
-
-def _with_remedies(fmt: CheckFormat, result: Any, rows: list[dict[str, Any]],
-                   columns: list[str], db: str | None) -> str:
-    """The rendered result with a remedy per blocking op: ``fix:`` lines under a table
-    (or markdown), ``remedies`` in JSON."""
-    from opregistry.formats.remedies import remedies_data, with_fix_lines
-    from opregistry.remedies import definitions
-
-    ops = [b for f in result.findings for b in f.blocking_ops] + [
-        b for p in result.partial_paths for b in p.ops]
-    if fmt == CheckFormat.json:
-        found = remedies_data(ops, definitions(result.release, ops, db))
-        return render(fmt.value, dict(result.to_dict(), remedies=found), rows)
-    text = render(fmt.value, result.to_dict(), rows, columns)
-    return with_fix_lines(text, ops) if fmt in (CheckFormat.table, CheckFormat.markdown) \
-        else text
-
-
 @app.command("upgrade-check")
 def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
@@ -137,13 +100,13 @@ def upgrade_check_command(
     source: bool = SourceOption,
     ignore: OptionalList = IgnoreOption,
     policy_file: OptionalStr = PolicyOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
-    from opregistry.cli.diff import flat_changes, render_changes
+    from opregistry.formats.diff import upgrade_rows, upgrade_summary
     from opregistry.model.check import upgrade_check
     from opregistry.policy import apply_to_changes
 
@@ -153,11 +116,7 @@ def upgrade_check_command(
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except OpregistryError as exc:
         raise fail(exc) from None
-    rows, ignored = apply_to_changes(
-        [r for r in flat_changes(result) if r["change"] != "added"], policy)
-    emit(output_file, render_changes(result, fmt, source, rows))
-    missing = [r.op for r in result.removed]
-    note(f"{result.before} -> {result.after}: {plural(len(rows), 'change')} for this "
-         f"model's ops" + (f"; missing in {result.after}: {', '.join(missing)}"
-                           if missing else ""))
+    rows, ignored = apply_to_changes(upgrade_rows(result), policy)
+    emit(output_file, render(result, fmt, source=source, rows=rows))
+    note(upgrade_summary(result, rows))
     report_policy(policy, len(ignored), "change")

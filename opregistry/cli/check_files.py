@@ -17,14 +17,15 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    TableFormat,
     canonical_release,
     load_cli_policy,
     report_policy,
 )
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from opregistry.formats import OutputFormat, render
-from opregistry.formats.check import COLUMNS, finding_rows, summary_line
+from opregistry.formats import render
+from opregistry.formats.check import CheckedModels, summary_line
 
 
 def models_of(files: List[str]) -> list[str]:
@@ -50,7 +51,7 @@ def check_files_command(
     strict: bool = typer.Option(False, "--strict", help="As for check."),
     ignore: OptionalList = IgnoreOption,
     policy_file: OptionalStr = PolicyOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
@@ -61,8 +62,7 @@ def check_files_command(
     policy = load_cli_policy(ignore, policy_file)
     release = canonical_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
-    data: list[dict[str, object]] = []
-    rows: list[dict[str, object]] = []
+    checked = []
     for model in models_of(files):
         try:
             result = apply_to_check(check(model, release=release, db=db), policy)
@@ -74,11 +74,10 @@ def check_files_command(
         ignored += len(result.ignored)
         if result.findings or (strict and result.partial_paths):
             failed += 1
-        data.append({"model": model, **result.to_dict()})
-        rows += [{"model": model, **row} for row in finding_rows(result)]
+        checked.append((model, result))
         note(f"{model}: {summary_line(result)}")
-    if not errors and (rows or fmt != OutputFormat.table or output_file is not None):
-        emit(output_file, render(fmt, data, rows, ["model", *COLUMNS]))
+    if not errors:
+        emit(output_file, render(CheckedModels(tuple(checked)), fmt))
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING, List
 import typer
 
 from opregistry.cli.app import app, fail, note
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    OptionalStr,
+    OutputFileOption,
+    TableFormat,
+)
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
 
@@ -14,7 +20,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from opregistry.db.location import DatabaseLocation
-from opregistry.formats import OutputFormat, render
+from opregistry.formats import OutputFormat, tabular
 
 db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -115,7 +121,7 @@ def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
 
 
 @db_app.command("current")
-def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
             db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
     from opregistry.db import migrate
@@ -131,13 +137,13 @@ def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputF
     if fmt == OutputFormat.table:
         emit(output_file, revision or "base")  # the bare revision, for scripts
     else:
-        emit(output_file, render(fmt, dict(row, head=list(head)), [row], list(row)))
+        emit(output_file, tabular(fmt, dict(row, head=list(head)), [row], list(row)))
     note("at head" if revision in head else f"head is {', '.join(head)}")
 
 
 @db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
-         fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
+         fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
     from opregistry.db.loader import load as load_document
@@ -160,4 +166,4 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:
-        emit(output_file, render(fmt, loaded, loaded))  # on stdout, the table is stderr's lines
+        emit(output_file, tabular(fmt, loaded, loaded))  # on stdout, the table is stderr's lines

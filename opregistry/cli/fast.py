@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-_FORMATS = ("table", "json", "csv", "markdown")
-
 
 def try_fast(argv: Sequence[str]) -> int | None:
     if not argv or argv[0] != "lookup":
@@ -38,8 +36,10 @@ def try_fast(argv: Sequence[str]) -> int | None:
                 return None
             value = args.pop(0)
         options[key] = value
+    from opregistry.formats.lookup import LookupsRenderer
+
     fmt = (options["--format"] or "").lower()
-    if not names or fmt not in _FORMATS:
+    if not names or fmt not in [f.value for f in LookupsRenderer.formats]:
         return None
     from opregistry.cli.lookup_run import run_lookup
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -20,8 +20,8 @@ from opregistry.cli.options import (
 )
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import render
-from opregistry.formats.gradcheck import COLUMNS, rows, summary
+from opregistry.formats import OutputFormat, format_choice, summary
+from opregistry.formats.gradcheck import GradcheckRenderer
 from opregistry.numerical.results import GradcheckError
 
 
@@ -31,12 +31,10 @@ class Mode(str, Enum):
     directional = "directional"
 
 
-class GradcheckFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    sarif = "sarif"
+if TYPE_CHECKING:
+    GradcheckFormat = OutputFormat
+else:  # the formats a gradcheck result has (its renderer's): table ... sarif
+    GradcheckFormat = format_choice("GradcheckFormat", GradcheckRenderer)
 
 
 class Precision(str, Enum):
@@ -110,31 +108,16 @@ def gradcheck_command(
     except OpregistryError as exc:
         raise fail(exc) from None
     result = apply_to_gradcheck(result, policy)
-    if fmt == GradcheckFormat.sarif:
-        from opregistry.formats.sarif import gradcheck_sarif
+    # SARIF's artifact is the target as given, not the result's display name
+    from opregistry.remedies import definitions
 
-        emit(output_file, gradcheck_sarif(result, target))
-    else:
-        emit(output_file, _with_remedies(fmt, result, db))
+    emit(output_file, GradcheckRenderer(
+        target=target, definitions=definitions(result.release, result.stopping_ops, db),
+    ).render(result, fmt.value))
     note(summary(result))
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)
-
-
-def _with_remedies(fmt: GradcheckFormat, result: Any, db: str | None) -> str:
-    """The checks with a remedy per op behind a problem: ``fix:`` lines under a table
-    (or markdown), ``remedies`` in JSON."""
-    from opregistry.formats.remedies import remedies_data, with_fix_lines
-    from opregistry.remedies import definitions
-
-    ops = [b for c in result.problems for b in c.blocking_ops]
-    if fmt == GradcheckFormat.json:
-        found = remedies_data(ops, definitions(result.release, ops, db))
-        return render(fmt.value, dict(result.to_dict(), remedies=found), rows(result))
-    text = render(fmt.value, result.to_dict(), rows(result), COLUMNS)
-    return with_fix_lines(text, ops) if fmt in (GradcheckFormat.table,
-                                                GradcheckFormat.markdown) else text
 
 
 def check_target(target: str) -> None:

@@ -7,10 +7,16 @@ from typing import Any, List, Optional
 import typer
 
 from opregistry.cli.app import app, fail, note
-from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
+from opregistry.cli.options import (
+    DbOption,
+    FormatOption,
+    OptionalStr,
+    OutputFileOption,
+    TableFormat,
+)
 from opregistry.cli.output import emit
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from opregistry.formats import OutputFormat, plural, render
+from opregistry.formats import plural, tabular
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
 from opregistry.text import printable
 
@@ -67,7 +73,7 @@ def harvest_command(
         True, "--numeric/--no-numeric", help="Check probed gradients against finite differences."),
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
-    fmt: OutputFormat = FormatOption,
+    fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
@@ -114,7 +120,7 @@ def harvest_command(
         raise typer.Exit(code=EXIT_USAGE)
     data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
     if len(failed) < len(outcomes) or output_file is None:  # -o FILE is never written on exit 2
-        emit(output_file, render(fmt, data, data, COLUMNS))
+        emit(output_file, tabular(fmt, data, data, COLUMNS))
     note(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
          f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""))
     if failed:

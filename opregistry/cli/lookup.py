@@ -13,8 +13,8 @@ from opregistry.cli.options import (
     OptionalStr,
     OutputFileOption,
     ReleaseOption,
+    TableFormat,
 )
-from opregistry.formats import OutputFormat
 
 
 @app.command()
@@ -23,7 +23,7 @@ def lookup(
         ..., metavar="OP...", help="Op names (any case) or Python names (tf.math.floor)."),
     release: OptionalStr = ReleaseOption,
     library: OptionalStr = LibraryOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from opregistry.cli.output import write_report
 from opregistry.db.store import open_store
 from opregistry.errors import OpregistryError
-from opregistry.formats import OutputFormat, plural, render
-from opregistry.formats.lookup import COLUMNS, lookup_row
+from opregistry.formats import OutputFormat, render
+from opregistry.formats.lookup import Lookups, lookup_summary
 from opregistry.registry import lookup as query
 from opregistry.text import printable
 
@@ -33,16 +33,8 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
                 errors.append(exc)
     finally:
         reader.close()
-    rows = [row for result in results for row in result.rows]
     if results:
-        data = [r.to_dict() for r in rows]
-        probed = any(r.effective for r in rows)
-        columns = [c for c in COLUMNS if probed or c not in (
-            "effective", "inputs", "second_order", "verified")]
-        columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
-        if any(r.library for r in rows):  # which TensorFlow an op library ran with
-            columns.insert(columns.index("package"), "with_tf")
-        text = render(fmt, data, [lookup_row(r) for r in rows], columns)
+        text = render(Lookups(tuple(results)), fmt)
         if output_file is None:
             print(text)
             sys.stdout.flush()
@@ -52,14 +44,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
             except OpregistryError as exc:
                 errors.append(exc)
         for result in results:
-            states = sorted({r.gradient for r in result.rows})
-            effective = sorted({r.effective for r in result.rows if r.effective})
-            releases = {(r.release_label, r.release, r.package) for r in result.rows}
-            shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
-            libraries = sorted({r.library for r in result.rows if r.library})
-            origin = f" (op library: {', '.join(libraries)})" if libraries else ""
-            print(printable(f"{result.query} -> {', '.join(result.ops)}: {shown} "
-                            f"in {plural(len(releases), 'release')}{origin}"), file=sys.stderr)
+            print(printable(lookup_summary(result)), file=sys.stderr)
     for error in errors:
         print(printable(f"Error: {error}"), file=sys.stderr)
     return errors[0].exit_code if errors else 0

@@ -10,16 +10,14 @@ from opregistry.cli.options import (
     OptionalStr,
     OutputFileOption,
     ReleaseOption,
+    TableFormat,
     canonical_release,
 )
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
-from opregistry.formats import OutputFormat, plural, render
-from opregistry.formats.lookup import lookup_row
+from opregistry.formats import plural, render
+from opregistry.formats.lookup import OpList
 from opregistry.registry import lookup as query
-
-COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", "public",
-           "function", "location"]
 
 
 @app.command("ops")
@@ -34,7 +32,7 @@ def list_ops(
              "according to the probes."),
     public_only: bool = typer.Option(
         False, "--public/--all", help="Only ops in tf.raw_ops, or every registered op."),
-    fmt: OutputFormat = FormatOption,
+    fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
@@ -45,8 +43,7 @@ def list_ops(
                           library=library, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
-    emit(output_file, render(fmt, [r.to_dict() for r in found],
-                             [lookup_row(r) for r in found], COLUMNS))
+    emit(output_file, render(OpList(tuple(found)), fmt))
     if found:
         rel = found[0].release_label
     elif library:

@@ -1,16 +1,21 @@
 """Options shared by every command, defined once."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from opregistry.formats import OutputFormat
+from opregistry.formats import OutputFormat, Renderer, format_choice
+
+if TYPE_CHECKING:
+    TableFormat = OutputFormat
+else:  # the formats every result has: table, json, csv, markdown
+    TableFormat = format_choice("TableFormat", Renderer)
 
 DbOption = typer.Option(
     None, "--db", metavar="PATH|URL", envvar="OPREGISTRY_DB", show_envvar=True,
     help="Database file or SQLAlchemy URL (default: the shipped database, read-only).")
-FormatOption = typer.Option(OutputFormat.table, "--format", "-f", case_sensitive=False,
+FormatOption = typer.Option(TableFormat.table, "--format", "-f", case_sensitive=False,
                             help="Output format.")
 ReleaseOption = typer.Option(
     None, "--tf", metavar="RELEASE",
@@ -33,6 +38,10 @@ PolicyOption = typer.Option(
     None, "--policy", metavar="FILE",
     help="Policy file of ignore rules (default: the nearest .opregistry.toml, or "
          "pyproject.toml with [tool.opregistry]).")
+
+SourceOption = typer.Option(
+    False, "--source", help="Show a unified diff of each changed gradient function "
+                            "(docstrings, annotations and decorators normalised away).")
 
 OptionalStr = Optional[str]
 OptionalList = Optional[List[str]]

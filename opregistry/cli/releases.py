@@ -7,18 +7,17 @@ from opregistry.cli.options import (
     LibraryOption,
     OptionalStr,
     OutputFileOption,
+    TableFormat,
 )
 from opregistry.cli.output import emit
 from opregistry.errors import OpregistryError
-from opregistry.formats import OutputFormat, plural, render
+from opregistry.formats import render, summary
+from opregistry.formats.lookup import ReleaseList
 from opregistry.registry import lookup as query
-
-COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered", "no_gradient",
-           "missing", "public", "orphan_gradients"]
 
 
 @app.command()
-def releases(library: OptionalStr = LibraryOption, fmt: OutputFormat = FormatOption,
+def releases(library: OptionalStr = LibraryOption, fmt: TableFormat = FormatOption,
              output_file: OptionalStr = OutputFileOption, db: OptionalStr = DbOption) -> None:
     """Releases in the database, TensorFlow's and op libraries', with op counts per
     gradient status."""
@@ -26,19 +25,7 @@ def releases(library: OptionalStr = LibraryOption, fmt: OutputFormat = FormatOpt
         found = query.releases(db=db, library=library)
     except OpregistryError as exc:
         raise fail(exc) from None
-    data = [r.to_dict() for r in found]
-    columns = COLUMNS if any(r.library for r in found) else [c for c in COLUMNS if c != "with_tf"]
-    emit(output_file, render(fmt, data, [_row(r) for r in found], columns))
-    from_libraries = [r for r in found if r.library]
-    names = ", ".join(sorted({r.library or "" for r in from_libraries}))
-    note(f"{plural(len(found), 'release')}" +
-         (f" ({len(from_libraries)} of op libraries: {names})" if from_libraries else ""))
+    listed = ReleaseList(tuple(found))
+    emit(output_file, render(listed, fmt))
+    note(summary(listed))
 
-
-def _row(summary: query.ReleaseSummary) -> dict[str, object]:
-    """A table row: an op library's release is named by the library, with the TensorFlow
-    it was harvested with beside it; a pre-release is marked."""
-    row: dict[str, object] = summary.to_dict()
-    row["release"] = summary.label + (" (pre-release)" if summary.prerelease else "")
-    row["with_tf"] = summary.release if summary.library else None
-    return row

@@ -1,34 +1,41 @@
-"""Rows and the summary line of a check result."""
+"""A check result: rows, the summary line, DOT and SARIF (``dot.py``, ``sarif.py``);
+and several models' results (``check-files``)."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from opregistry.formats import plural
+from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
 from opregistry.text import printable
+
+if TYPE_CHECKING:
+    from opregistry.model.readers.versions import ServingVersion
+    from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
            "reason"]  # + "library" when an op of an op library blocks
 
 
-def finding_rows(result: Any) -> list[dict[str, Any]]:
+def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per (finding or partial path, op): blocked pairs first, each pair's ops
     in order; a blocked pair with no op to name gets one row saying so."""
+    pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
+        *(("blocked", f, f.blocking_ops) for f in result.findings),
+        *(("partial_path", p, p.ops) for p in result.partial_paths)]
     rows = []
-    for status, items in (("blocked", result.findings), ("partial_path", result.partial_paths)):
-        for item in items:
-            ops = item.blocking_ops if status == "blocked" else item.ops
-            base = {"meta_graph": item.meta_graph, "signature": item.signature,
-                    "output": item.output, "target_kind": item.target_kind,
-                    "target": item.target, "status": status}
-            for b in ops or [None]:
-                rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
-                                 function=b.function if b else None,
-                                 reason=b.reason if b else "no path",
-                                 library=b.library if b else None))
+    for status, item, ops in pairs:
+        base = {"meta_graph": item.meta_graph, "signature": item.signature,
+                "output": item.output, "target_kind": item.target_kind,
+                "target": item.target, "status": status}
+        for b in ops or [None]:
+            rows.append(dict(base, node=b.node if b else None, op=b.op if b else None,
+                             function=b.function if b else None,
+                             reason=b.reason if b else "no path",
+                             library=b.library if b else None))
     return rows
 
 
-def summary_line(result: Any) -> str:
+def summary_line(result: CheckResult) -> str:
     """What ``check`` prints on stderr after the rows."""
     targets = {(f.meta_graph, f.signature, f.output, f.target) for f in result.findings}
     summary = (f"{plural(len(targets), 'blocked target')}"
@@ -50,7 +57,7 @@ def summary_line(result: Any) -> str:
     return summary
 
 
-def serving_version_line(base: str, newest: Any) -> str:
+def serving_version_line(base: str, newest: ServingVersion) -> str:
     """What ``check`` says on stderr when it reads the newest version of a TF Serving
     model base path (folder names are the file system's: shown quoted)."""
     from opregistry.model.readers.model import shown
@@ -63,3 +70,79 @@ def serving_version_line(base: str, newest: Any) -> str:
         line += f"; ignored {plural(len(newest.ignored), 'folder')} not named by a " \
                 f"number: {names}{more}"
     return line
+
+
+class CheckRenderer(Renderer["CheckResult"]):
+    """``check``: a row per (finding or partial path, op), the graph of each finding
+    (dot), a SARIF log."""
+
+    formats = (*TABULAR, OutputFormat.dot, OutputFormat.sarif)
+
+    def __init__(self, definitions: dict[str, dict[str, Any]] | None = None):
+        # op -> OpDef for the remedies' registration templates (remedies.definitions)
+        self.definitions = definitions
+
+    def data(self, result: CheckResult) -> Any:
+        from opregistry.formats.remedies import remedies_data
+
+        return dict(result.to_dict(),
+                    remedies=remedies_data(result.stopping_ops, self.definitions))
+
+    def rows(self, result: CheckResult) -> list[dict[str, Any]]:
+        return finding_rows(result)
+
+    def columns(self, result: CheckResult) -> list[str]:
+        # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
+        columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
+        if any(f.library for f in _ops(result)):  # which op library a blocking op is from
+            columns = [*columns, "library"]
+        return columns
+
+    def summary(self, result: CheckResult) -> str:
+        return summary_line(result)
+
+    def table(self, result: CheckResult) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().table(result), result.stopping_ops)
+
+    def markdown(self, result: CheckResult) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().markdown(result), result.stopping_ops)
+
+    def dot(self, result: CheckResult) -> str:
+        from opregistry.formats.dot import check_result_dot
+
+        return check_result_dot(result)
+
+    def sarif(self, result: CheckResult) -> str:
+        from opregistry.formats.sarif import check_sarif
+
+        return check_sarif(result)
+
+
+def _ops(result: CheckResult) -> list[BlockingOp]:
+    return result.stopping_ops
+
+
+@dataclass(frozen=True)
+class CheckedModels:
+    """What ``check-files`` shows: each model (by path) with its check result."""
+
+    results: tuple[tuple[str, CheckResult], ...]
+
+
+class CheckedModelsRenderer(Renderer[CheckedModels]):
+    def data(self, result: CheckedModels) -> Any:
+        return [{"model": model, **checked.to_dict()} for model, checked in result.results]
+
+    def rows(self, result: CheckedModels) -> list[dict[str, Any]]:
+        return [{"model": model, **row} for model, checked in result.results
+                for row in finding_rows(checked)]
+
+    def columns(self, result: CheckedModels) -> list[str]:
+        return ["model", *COLUMNS]
+
+    def summary(self, result: CheckedModels) -> str:
+        return "\n".join(f"{model}: {summary_line(checked)}" for model, checked in result.results)

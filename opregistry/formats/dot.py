@@ -2,12 +2,15 @@
 target and the output, blocking ops in red, the target in green, the output in blue."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opregistry.text import printable
 
+if TYPE_CHECKING:
+    from opregistry.model.results import CheckResult
 
-def check_result_dot(result: Any) -> str:
+
+def check_result_dot(result: CheckResult) -> str:
     """Graphviz: per finding, the subgraph between the blocked target and the output,
     blocking ops in red, the target in green, the output in blue."""
     lines = ["digraph gradient_findings {", "  rankdir=LR;",

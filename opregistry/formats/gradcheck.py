@@ -2,15 +2,18 @@
 responsible; what ``assert_differentiable`` raises."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opregistry.formats import plural
+from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
+
+if TYPE_CHECKING:
+    from opregistry.numerical.results import GradcheckResult
 
 COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
            "max_rel_error", "tolerance", "ops", "note"]
 
 
-def rows(result: Any) -> list[dict[str, Any]]:
+def rows(result: GradcheckResult) -> list[dict[str, Any]]:
     """One row per check, for the table, CSV and markdown formats."""
     return [{"order": c.order, "output": c.output, "target_kind": c.target_kind,
              "target": c.target, "verdict": c.verdict, "method": c.method,
@@ -20,7 +23,7 @@ def rows(result: Any) -> list[dict[str, Any]]:
              "note": c.note} for c in result.checks]
 
 
-def summary(result: Any) -> str:
+def summary(result: GradcheckResult) -> str:
     """The line the command prints on stderr after the checks."""
     text = (f"{plural(len(result.problems), 'problem')} in "
             f"{plural(len(result.checks), 'check')}, {result.dtype}, "
@@ -43,7 +46,7 @@ def _g(value: float | None) -> str | None:
     return None if value is None else f"{value:.3g}"
 
 
-def message(result: Any) -> str:
+def message(result: GradcheckResult) -> str:
     """A few readable lines, one per problem: what an AssertionError shows."""
     about = [result.dtype] + ([result.cast_note] if result.cast_note else []) + (
         [f"nondeterministic: {result.nondeterminism:.3g}"] if result.nondeterminism else [])
@@ -73,3 +76,47 @@ def message(result: Any) -> str:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
+
+
+class GradcheckRenderer(Renderer["GradcheckResult"]):
+    """``gradcheck``: a row per check, a SARIF log. ``target`` is what was checked as
+    given (a SavedModel directory, ``file.py:function``): SARIF's artifact (default:
+    the result's source)."""
+
+    formats = (*TABULAR, OutputFormat.sarif)
+
+    def __init__(self, target: str | None = None,
+                 definitions: dict[str, dict[str, Any]] | None = None):
+        self.target = target
+        # op -> OpDef for the remedies' registration templates (remedies.definitions)
+        self.definitions = definitions
+
+    def data(self, result: GradcheckResult) -> Any:
+        from opregistry.formats.remedies import remedies_data
+
+        return dict(result.to_dict(),
+                    remedies=remedies_data(result.stopping_ops, self.definitions))
+
+    def rows(self, result: GradcheckResult) -> list[dict[str, Any]]:
+        return rows(result)
+
+    def columns(self, result: GradcheckResult) -> list[str]:
+        return COLUMNS
+
+    def summary(self, result: GradcheckResult) -> str:
+        return summary(result)
+
+    def table(self, result: GradcheckResult) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().table(result), result.stopping_ops)
+
+    def markdown(self, result: GradcheckResult) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().markdown(result), result.stopping_ops)
+
+    def sarif(self, result: GradcheckResult) -> str:
+        from opregistry.formats.sarif import gradcheck_sarif
+
+        return gradcheck_sarif(result, self.target)

@@ -1,8 +1,14 @@
-"""Rows of a lookup: one per (op, release), with the per-input and verification
-summaries the table shows."""
+"""Lookups, op lists and release lists: one row per (op, release), with the per-input
+and verification summaries the table shows; one per release."""
 from __future__ import annotations
 
-from opregistry.registry import lookup as query
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opregistry.formats import Renderer, plural
+
+if TYPE_CHECKING:
+    from opregistry.registry import lookup as query
 
 COLUMNS = ["op", "release", "package", "gradient", "effective", "inputs", "second_order",
            "verified", "function", "location"]
@@ -37,3 +43,108 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
         "inputs": inputs_summary(row) or None, "second_order": row.second_order,
         "verified": verified_summary(row),
     }
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What ``lookup`` shows: the results of the names asked for, in order."""
+
+    results: tuple[query.LookupResult, ...]
+
+
+class LookupsRenderer(Renderer[Lookups]):
+    def data(self, result: Lookups) -> Any:
+        return [r.to_dict() for r in _rows(result)]
+
+    def rows(self, result: Lookups) -> list[dict[str, Any]]:
+        return [lookup_row(r) for r in _rows(result)]
+
+    def columns(self, result: Lookups) -> list[str]:
+        rows = _rows(result)
+        probed = any(r.effective for r in rows)
+        columns = [c for c in COLUMNS if probed or c not in (
+            "effective", "inputs", "second_order", "verified")]
+        columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
+        if any(r.library for r in rows):  # which TensorFlow an op library ran with
+            columns.insert(columns.index("package"), "with_tf")
+        return columns
+
+    def summary(self, result: Lookups) -> str:
+        return "\n".join(lookup_summary(r) for r in result.results)
+
+
+def _rows(result: Lookups) -> list[query.OpRelease]:
+    return [row for found in result.results for row in found.rows]
+
+
+def lookup_summary(result: query.LookupResult) -> str:
+    """The stderr line of one name looked up: its ops and their states."""
+    states = sorted({r.gradient for r in result.rows})
+    effective = sorted({r.effective for r in result.rows if r.effective})
+    releases = {(r.release_label, r.release, r.package) for r in result.rows}
+    shown = "/".join(states) + (f" (effective: {'/'.join(effective)})" if effective else "")
+    libraries = sorted({r.library for r in result.rows if r.library})
+    origin = f" (op library: {', '.join(libraries)})" if libraries else ""
+    return (f"{result.query} -> {', '.join(result.ops)}: {shown} "
+            f"in {plural(len(releases), 'release')}{origin}")
+
+
+OPS_COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", "public",
+               "function", "location"]
+
+
+@dataclass(frozen=True)
+class OpList:
+    """What ``ops`` shows: the ops of one release."""
+
+    ops: tuple[query.OpRelease, ...]
+
+
+class OpListRenderer(Renderer[OpList]):
+    def data(self, result: OpList) -> Any:
+        return [r.to_dict() for r in result.ops]
+
+    def rows(self, result: OpList) -> list[dict[str, Any]]:
+        return [lookup_row(r) for r in result.ops]
+
+    def columns(self, result: OpList) -> list[str]:
+        return OPS_COLUMNS
+
+
+RELEASE_COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered",
+                   "no_gradient", "missing", "public", "orphan_gradients"]
+
+
+@dataclass(frozen=True)
+class ReleaseList:
+    """What ``releases`` shows: TensorFlow's and op libraries' releases."""
+
+    releases: tuple[query.ReleaseSummary, ...]
+
+
+class ReleaseListRenderer(Renderer[ReleaseList]):
+    def data(self, result: ReleaseList) -> Any:
+        return [r.to_dict() for r in result.releases]
+
+    def rows(self, result: ReleaseList) -> list[dict[str, Any]]:
+        return [release_row(r) for r in result.releases]
+
+    def columns(self, result: ReleaseList) -> list[str]:
+        if any(r.library for r in result.releases):
+            return RELEASE_COLUMNS
+        return [c for c in RELEASE_COLUMNS if c != "with_tf"]
+
+    def summary(self, result: ReleaseList) -> str:
+        from_libraries = [r for r in result.releases if r.library]
+        names = ", ".join(sorted({r.library or "" for r in from_libraries}))
+        return f"{plural(len(result.releases), 'release')}" + (
+            f" ({len(from_libraries)} of op libraries: {names})" if from_libraries else "")
+
+
+def release_row(summary: query.ReleaseSummary) -> dict[str, object]:
+    """A table row: an op library's release is named by the library, with the TensorFlow
+    it was harvested with beside it; a pre-release is marked."""
+    row: dict[str, object] = summary.to_dict()
+    row["release"] = summary.label + (" (pre-release)" if summary.prerelease else "")
+    row["with_tf"] = summary.release if summary.library else None
+    return row

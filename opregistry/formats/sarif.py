@@ -10,7 +10,13 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.numerical.results import GradcheckResult
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes
 from opregistry.model.results import REASONS
@@ -153,7 +159,7 @@ def _function_line(source: str) -> int | None:
         node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
 
 
-def _region(source: str, uri: str, ops: Any) -> dict[str, int]:
+def _region(source: str, uri: str, ops: Iterable[BlockingOp]) -> dict[str, int]:
     """Where in the artifact: the line of the first op the artifact itself locates (a
     node's line in a .pbtxt, the line of a traced target's file that created the op),
     else a ``file.py:function`` target's def line, else line 1 (a binary model file:
@@ -165,7 +171,7 @@ def _region(source: str, uri: str, ops: Any) -> dict[str, int]:
     return {"startLine": _function_line(source) or 1}
 
 
-def _related(ops: Any) -> list[dict[str, Any]]:
+def _related(ops: Iterable[BlockingOp]) -> list[dict[str, Any]]:
     """Where each op was created, where known (code traced by opregistry: a gradcheck
     target, a live object; a node's line in a .pbtxt): SARIF's related locations."""
     related: list[dict[str, Any]] = []
@@ -215,46 +221,47 @@ def _qualified(*parts: str | None) -> str:
     return "/".join(p for p in parts if p)
 
 
-def check_sarif(result: Any) -> str:
+def check_sarif(result: CheckResult) -> str:
     """A CheckResult as a SARIF log: its findings and partial paths."""
     uri = artifact_uri(result.source)
     results = []
-    for kind, items in (("finding", result.findings), ("partial_path", result.partial_paths)):
-        for item in items:
-            ops = item.blocking_ops if kind == "finding" else item.ops
-            rule = "partial_path" if kind == "partial_path" else \
-                (ops[0].reason if ops else "no_path")
-            where = f"{item.signature}/{item.output}" if item.signature else item.output
-            named = ", ".join(f"{b.node} ({b.op}" + (f" of {b.library}" if b.library else "") +
-                              f": {b.reason})" for b in ops) or "no op named"
-            verb = "gets no gradient from" if kind == "finding" else \
-                "gets a gradient, but one path stops, from"
-            results.append({
-                "ruleId": rule if rule in RULES else "no_path",
-                "level": "warning" if kind == "partial_path" else "error",
-                "message": {"text": f"{item.target_kind} {item.target} {verb} {where}: "
-                                    f"{named}"},
-                # signature/output, then signature/[function/]node per op
-                "logical": [{"name": item.output, "kind": "member",
-                             "fullyQualifiedName": _qualified(item.signature, item.output)}] +
-                [{"name": b.node, "kind": "function",
-                  "fullyQualifiedName": _qualified(item.signature, b.function, b.node)}
-                 for b in ops],
-                "ops": ops,
-                # the artifact's path is part of it: one model at two paths, two findings
-                "partialFingerprints": {"opregistryFinding/v2": _fingerprint(
-                    uri, kind, item.meta_graph, item.signature, item.output, item.target_kind,
-                    item.target, sorted((b.node, b.op, b.reason) for b in ops))},
-                "properties": {"signature": item.signature, "output": item.output,
-                               "target_kind": item.target_kind, "target": item.target,
-                               "meta_graph": item.meta_graph,
-                               "ops": [b.op for b in ops]},
-            })
+    pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
+        *(("finding", f, f.blocking_ops) for f in result.findings),
+        *(("partial_path", p, p.ops) for p in result.partial_paths)]
+    for kind, item, ops in pairs:
+        rule = "partial_path" if kind == "partial_path" else \
+            (ops[0].reason if ops else "no_path")
+        where = f"{item.signature}/{item.output}" if item.signature else item.output
+        named = ", ".join(f"{b.node} ({b.op}" + (f" of {b.library}" if b.library else "") +
+                          f": {b.reason})" for b in ops) or "no op named"
+        verb = "gets no gradient from" if kind == "finding" else \
+            "gets a gradient, but one path stops, from"
+        results.append({
+            "ruleId": rule if rule in RULES else "no_path",
+            "level": "warning" if kind == "partial_path" else "error",
+            "message": {"text": f"{item.target_kind} {item.target} {verb} {where}: "
+                                f"{named}"},
+            # signature/output, then signature/[function/]node per op
+            "logical": [{"name": item.output, "kind": "member",
+                         "fullyQualifiedName": _qualified(item.signature, item.output)}] +
+            [{"name": b.node, "kind": "function",
+              "fullyQualifiedName": _qualified(item.signature, b.function, b.node)}
+             for b in ops],
+            "ops": ops,
+            # the artifact's path is part of it: one model at two paths, two findings
+            "partialFingerprints": {"opregistryFinding/v2": _fingerprint(
+                uri, kind, item.meta_graph, item.signature, item.output, item.target_kind,
+                item.target, sorted((b.node, b.op, b.reason) for b in ops))},
+            "properties": {"signature": item.signature, "output": item.output,
+                           "target_kind": item.target_kind, "target": item.target,
+                           "meta_graph": item.meta_graph,
+                           "ops": [b.op for b in ops]},
+        })
     return _log(results, result.source, uri,
                 {"release": result.release, "ignored": len(result.ignored)})
 
 
-def gradcheck_sarif(result: Any, target: str | None = None) -> str:
+def gradcheck_sarif(result: GradcheckResult, target: str | None = None) -> str:
     """A GradcheckResult as a SARIF log: one result per problem. ``target`` is what was
     checked as given (a SavedModel directory, a Keras file, ``file.py:function``): the
     artifact; ``result.source`` is only a display name (``model[serving_default]``)."""

@@ -1,7 +1,8 @@
-"""What ``check`` returns: findings, partial paths, per-output reports, and DOT."""
+"""What ``check`` returns: findings, partial paths and per-output reports, frozen
+(rendered by ``opregistry.formats.check``)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 # reasons a gradient path stops at an op (BlockingOp.reason)
@@ -71,7 +72,7 @@ class PartialPath:
     meta_graph: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class OutputReport:
     signature: str
     output: str
@@ -83,7 +84,7 @@ class OutputReport:
     partial_path: dict[str, list[str]] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
     release: str
     source: str
@@ -105,27 +106,26 @@ class CheckResult:
     library_ops: dict[str, str] = field(default_factory=dict)
 
     def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
-        """This result naming, for each op of an op library, the library (in place)."""
-        from dataclasses import replace
+        """A new result naming, for each op of an op library, the library."""
 
         def named(ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
             return tuple(replace(b, library=library_ops[b.op]) if b.op in library_ops else b
                          for b in ops)
 
-        self.library_ops = dict(sorted(library_ops.items()))
-        self.findings = [replace(f, blocking_ops=named(f.blocking_ops)) for f in self.findings]
-        self.partial_paths = [replace(p, ops=named(p.ops)) for p in self.partial_paths]
-        return self
-
-    def to_dot(self) -> str:
-        """Graphviz of the findings (``opregistry.formats.dot``)."""
-        from opregistry.formats.dot import check_result_dot
-
-        return check_result_dot(self)
+        return replace(self, library_ops=dict(sorted(library_ops.items())),
+                       findings=[replace(f, blocking_ops=named(f.blocking_ops))
+                                 for f in self.findings],
+                       partial_paths=[replace(p, ops=named(p.ops)) for p in self.partial_paths])
 
     @property
     def ok(self) -> bool:
         return not self.findings
+
+    @property
+    def stopping_ops(self) -> list[BlockingOp]:
+        """Every op where a gradient stops, findings first, then partial paths."""
+        return [b for f in self.findings for b in f.blocking_ops] + \
+            [b for p in self.partial_paths for b in p.ops]
 
     @property
     def meta_graphs(self) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from opregistry.numerical.checker import Checker
 from opregistry.numerical.differences import tolerance as _tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
-from opregistry.numerical.second_order import SecondOrderChecker
+from opregistry.numerical.second_order import FirstGradient, second_order_checker
 from opregistry.numerical.subject import _state_kept, _Subject
 
 
@@ -73,18 +73,22 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         tol = _tolerance(subject.precision, atol, rtol, step)
         checker = Checker(tf, subject, tol, mode, directions, group_size, full_limit, seed)
         checks = checker.run()
+        jitter = checker.max_jitter
+        gradient: FirstGradient | None = None
         if order == 2:  # order 2 reports order 1 too, with the same projections
-            checker = SecondOrderChecker.following(checker)
-            checks += checker.run()
+            second, gradient = second_order_checker(checker)
+            checks += second.run()
+            jitter = max(jitter, second.max_jitter)
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
-                             seed=seed, checks=checks, forward_passes=checker.passes,
-                             nondeterminism=checker.max_jitter,
+                             seed=seed, checks=checks,
+                             # the gradient's forward passes are counted on the first
+                             forward_passes=checker.passes, nondeterminism=jitter,
                              not_checked=dict(getattr(fn, "not_checked", None) or {}))
     if analyse:
         from opregistry.numerical.explain import explain
 
-        explain(result, checker, release, db)
+        result = explain(result, subject, release, db, gradient)
     return result
 
 
@@ -93,5 +97,7 @@ def assert_differentiable(fn: Any, *inputs: Any, **options: Any) -> GradcheckRes
     line each, with the ops responsible) unless every target is ok or unrelated."""
     result = gradcheck(fn, *inputs, **options)
     if not result.ok:
-        raise AssertionError(result.message())
+        from opregistry.formats.gradcheck import message
+
+        raise AssertionError(message(result))
     return result

@@ -16,22 +16,23 @@ _FINER = 16  # step divisor for the second look at a failing check
 
 
 class Checker:
-    """First order: TF's gradient of each output (projected on a fixed random vector)
-    against finite differences of the output. ``SecondOrderChecker`` checks the
-    gradient of that gradient; it shares this checker's projections and directions."""
-
-    order = 1
+    """TF's gradient of each output (projected on a fixed random vector) against finite
+    differences of the output. Order 2 is this checker run on the projected gradient
+    (``second_order.py``), given ``order``, the first checker's ``rng`` and
+    ``projections`` (its outputs are one number each)."""
 
     def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, mode: str,
-                 directions: int, group_size: int | None, full_limit: int, seed: int):
+                 directions: int, group_size: int | None, full_limit: int, seed: int,
+                 *, order: int = 1, rng: Any = None, projections: list[Any] | None = None):
         import numpy as np
 
         self.tf, self.np = tf, np
+        self.order = order
         self.subject, self.tol, self.mode = subject, tol, mode
         self.directions = max(1, directions)
         self.group_size = group_size
         self.full_limit = full_limit
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed) if rng is None else rng
         self.passes = 0
         self.max_jitter = 0.0
         # (order, output, target number) -> why TensorFlow raised computing the gradient
@@ -39,6 +40,9 @@ class Checker:
         # inner targets of the second-order value: the float inputs, else the variables
         inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
         self.inner = inner
+        if projections is not None:  # drawn by the checker this one continues
+            self.projections, self.inner_directions = projections, []
+            return
         # fixed random projections of the outputs, and second-order inner directions
         self.projections = [self.rng.standard_normal(int(np.size(t)))
                             for t in self._outputs(self.subject.inputs)]

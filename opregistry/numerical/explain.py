@@ -11,13 +11,16 @@ from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 
 # long: one pass over the checks of both orders, each rule a few lines
-def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any) -> None:
+def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
+            gradient: Any = None) -> GradcheckResult:
     """Static analysis of the traced call (and, for order 2, of the traced first
     gradient): a missing gradient is ``none`` only when the output depends on the target
     (else ``unrelated``); at order 1 a target the analysis finds blocked is ``none``
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
-    finite differences agree it is zero (ReLU); problems get the ops responsible."""
+    finite differences agree it is zero (ReLU); problems get the ops responsible.
+    ``gradient``: the function order 2 checked (``second_order.FirstGradient``).
+    Returns a new result (``result`` is frozen)."""
     from opregistry.model.analysis import analyse
     from opregistry.model.check import default_release
     from opregistry.model.flatten import flatten
@@ -25,16 +28,16 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     from opregistry.model.readers.traced import from_concrete
     from opregistry.registry.facts import op_facts
 
-    subject = checker.subject
+    notes = []  # why part of the analysis is missing
     original = subject.original or subject
     models = {1: from_concrete(original.concrete, subject.source,
                                names=_names(subject, original))}
-    if result.order == 2 and hasattr(checker, "second_order_concrete"):
+    if result.order == 2 and gradient is not None:
         try:
-            models[2] = from_concrete(checker.second_order_concrete(), subject.source,
+            models[2] = from_concrete(gradient.concrete(), subject.source,
                                       names=_names(subject, subject))
         except Exception as exc:  # noqa: BLE001 - tracing the gradient can fail
-            result.analysis_note = f"order 2 not analysed: {first_line(exc)}"
+            notes.append(f"order 2 not analysed: {first_line(exc)}")
     for model in models.values():
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
@@ -43,9 +46,8 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     except OpregistryError as exc:
         # the graph alone still tells what each output depends on: blocked from
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing
-        result.analysis_note = f"ops not named: {exc}"
+        notes.append(f"ops not named: {exc}")
         version, facts = None, None
-    result.release = version
     checks = []
     for order, model in models.items():
         back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
@@ -63,7 +65,8 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
-    result.checks = checks
+    return replace(result, checks=checks, release=version,
+                   analysis_note=notes[-1] if notes else result.analysis_note)
 
 
 def _revised(c: Any, blocking: Any, info: Any, named: bool, order: int) -> Any:

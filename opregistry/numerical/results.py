@@ -1,5 +1,5 @@
 """What ``gradcheck`` returns: a verdict per (output, target), with the tolerance and
-the ops responsible, and the one-line-per-problem message of ``assert_differentiable``."""
+the ops responsible; frozen (rendered by ``opregistry.formats.gradcheck``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -46,7 +46,7 @@ class TargetCheck:
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
-@dataclass
+@dataclass(frozen=True)
 class GradcheckResult:
     source: str
     dtype: str
@@ -74,6 +74,11 @@ class GradcheckResult:
         return [c for c in self.checks if c.verdict in PROBLEMS and not c.ignored_by]
 
     @property
+    def stopping_ops(self) -> list[Any]:
+        """The ops the static analysis names behind every problem (BlockingOp)."""
+        return [b for c in self.problems for b in c.blocking_ops]
+
+    @property
     def ignored(self) -> list[TargetCheck]:
         return [c for c in self.checks if c.ignored_by]
 
@@ -81,10 +86,3 @@ class GradcheckResult:
         data = asdict(self)
         data["ok"] = self.ok
         return data
-
-    def message(self) -> str:
-        """A few readable lines, one per problem: what an AssertionError shows
-        (``opregistry.formats.gradcheck``)."""
-        from opregistry.formats.gradcheck import message
-
-        return message(self)

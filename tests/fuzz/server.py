@@ -64,12 +64,13 @@ class Limits:
 def _api_child(target: Path, result: Path) -> None:
     """In the forked process: check, classify, write the outcome to ``result``."""
     import opregistry
+    from opregistry.formats import render
     from opregistry.model.readers.model import ModelError
 
     try:
         checked = opregistry.check(target, release=RELEASE)
         json.dumps(checked.to_dict())  # what --format json renders
-        checked.to_dot()
+        render(checked, "dot")
         out = ("findings" if checked.findings else "clean", "")
     except ModelError as exc:
         message = str(exc)

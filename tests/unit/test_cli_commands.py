@@ -170,10 +170,10 @@ def test_lookup_never_imports_tensorflow_or_sqlalchemy(small_db):
 
 
 def test_every_format_is_handled(small_db):
-    from opregistry.formats import OutputFormat
+    from opregistry.formats.lookup import LookupsRenderer
 
     db = small_db()
-    for fmt in OutputFormat:
+    for fmt in LookupsRenderer.formats:
         result = invoke("lookup", "MatMul", "--format", fmt.value, "--db", str(db))
         assert result.exit_code == 0 and "MatMul" in result.stdout, fmt
 

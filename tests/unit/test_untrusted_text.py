@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from documents import document, op  # tests/unit is on sys.path
 
-from opregistry.formats import render
+from opregistry.formats import tabular
 from opregistry.model.readers import _schema
 from opregistry.text import printable
 
@@ -45,7 +45,7 @@ def test_printable_escapes_controls_and_invisible_format_characters():
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
 def test_table_markdown_and_csv_cells_are_escaped(fmt):
-    text = render(fmt, None, [{"node": HOSTILE, "n": 1}])
+    text = tabular(fmt, None, [{"node": HOSTILE, "n": 1}])
     _clean(text)
     assert ESCAPED in text and len(text.splitlines()) == (2 if fmt == "csv" else 3)
     if fmt == "csv":
@@ -54,7 +54,7 @@ def test_table_markdown_and_csv_cells_are_escaped(fmt):
 
 def test_json_stays_exact():
     data = [{"node": HOSTILE}]
-    text = render("json", data, data)
+    text = tabular("json", data, data)
     assert "\x1b" not in text and json.loads(text) == data
 
 

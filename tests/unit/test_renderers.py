@@ -1,0 +1,226 @@
+"""Every (result type, format) pair renders: the pairs come from the registry
+(``opregistry.formats.registry.RENDERERS`` and each renderer's ``formats``), so a result
+type or a format added tomorrow is tested here, or fails here for want of a sample.
+
+No TensorFlow: check results of hand-written GraphDefs read statically, registry
+results from the shipped database, and hand-built results where the real thing needs
+TensorFlow (gradcheck)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_output_file import BLOCKED, CLEAN  # tests/unit is on sys.path
+
+from opregistry.formats import OutputFormat, Renderer, render, renderer_for, summary
+from opregistry.formats.registry import RENDERERS, load, renderer_class
+
+HERE = Path(__file__).resolve().parent
+
+
+def _check_results(tmp: Path) -> list[Any]:
+    from dataclasses import replace
+
+    from opregistry import check
+    from opregistry.model.results import (
+        BlockingOp,
+        CheckResult,
+        Finding,
+        OutputReport,
+        PartialPath,
+        Target,
+    )
+
+    (tmp / "blocked.pbtxt").write_text(BLOCKED)
+    (tmp / "clean.pbtxt").write_text(CLEAN)
+    blocked = check(str(tmp / "blocked.pbtxt"), release="2.21.0")
+    clean = check(str(tmp / "clean.pbtxt"), release="2.21.0")
+    assert blocked.findings and not clean.findings
+    # what a static read of a pbtxt cannot give: two MetaGraphs, an op library's op,
+    # a partial path, a site, a finding with no op to name, a name with a control
+    # character and a quote
+    op = BlockingOp("am\x1b", "ArgMax", None, "none", site=f"{tmp / 'model.py'}:3")
+    library = BlockingOp("cf", "CaseFoldUTF8", "f", "missing", library="tensorflow-text 2.21.1")
+    rich = CheckResult(
+        release="2.21.0", source=str(tmp), unknown_ops=["Mystery\x07Op"],
+        findings=[Finding("serving_default", 'y"', "variable", "w", (op, library), "serve"),
+                  Finding("train", "loss", "input", "x", (), "train")],
+        partial_paths=[PartialPath("serving_default", "z", "variable", "w", (op,), "serve")],
+        outputs=[OutputReport("serving_default", 'y"', blocked=["w"], meta_graph="serve"),
+                 OutputReport("train", "loss", blocked=["x"], meta_graph="train")],
+        targets=[Target("variable", "w")],
+        subgraphs=[([("k/am\x1b", "ArgMax", None), ("k/w", "VarHandleOp", "target"),
+                     ('k/y"', "Identity", "output")], [("k/w", "k/am\x1b"),
+                                                       ("k/am\x1b", 'k/y"')]),
+                   ([], [])],
+        library_ops={"CaseFoldUTF8": "tensorflow-text 2.21.1"})
+    return [blocked, clean, rich, replace(rich, findings=[], partial_paths=[])]
+
+
+def _gradcheck_results() -> list[Any]:
+    from dataclasses import replace
+
+    from opregistry.model.results import BlockingOp
+    from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
+
+    ok = TargetCheck(1, "y", "input", "x", "ok", "jacobian", 1e-9, 1e-8, 1e-6, 2.0, 2.0)
+    none = TargetCheck(1, "z", "variable", "w\x1b", "none", "directional", None, None, 1e-6,
+                       None, 0.5, gradient="none", note="no gradient path",
+                       blocking_ops=(BlockingOp("am", "ArgMax", "f", "none",
+                                                site="model.py:7"),))
+    mismatch = TargetCheck(2, "y", "input", "x", "mismatch", "jacobian", 0.5, 0.25, 1e-6,
+                           1.0, 1.5)
+    result = GradcheckResult(source="model.py:make", dtype="float64", cast_note="",
+                             tolerance=Tolerance("float64", 1e-3, 1e-6, 1e-5, "measured"),
+                             order=2, seed=0, checks=[ok, none, mismatch], release="2.21.0",
+                             forward_passes=12, nondeterminism=1e-12,
+                             not_checked={"ref": "a TF1 reference variable"})
+    ignored = replace(result, checks=[ok, replace(none, ignored_by="op:ArgMax: metrics")])
+    return [result, ignored, replace(result, checks=[])]
+
+
+def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
+    """Result type -> (result, renderer options) samples, keyed as RENDERERS is."""
+    from opregistry.formats.check import CheckedModels
+    from opregistry.formats.lookup import Lookups, OpList, ReleaseList
+    from opregistry.registry import lookup as query
+    from opregistry.registry.diff import diff
+    from opregistry.registry.probe_report import probe_report
+
+    checks = _check_results(tmp)
+    changes = diff("2.17.1", "2.18.1", sources=True)
+    assert changes.changed_functions  # the source diff is shown
+    report = probe_report("2.21")
+    found = [query.lookup(name) for name in ("ArgMax", "tf.math.floor", "CaseFoldUTF8")]
+    return {
+        "opregistry.model.results.CheckResult": [(c, {}) for c in checks],
+        "opregistry.formats.check.CheckedModels": [
+            (CheckedModels((("a.pbtxt", checks[0]), ("b", checks[2]))), {}),
+            (CheckedModels(()), {})],
+        "opregistry.numerical.results.GradcheckResult": [
+            (g, options) for g in _gradcheck_results()
+            for options in ({}, {"target": str(HERE / "test_renderers.py")})],
+        "opregistry.registry.diff.DiffResult": [
+            (changes, {}), (changes, {"source": True}),
+            (diff("2.12.1", "2.21.0"), {"source": True, "rows": []}),
+            (diff("2.12.1", "2.21.0"), {})],
+        "opregistry.registry.probe_report.ProbeReport": [
+            (report, {}), (report, {"details": True}),
+            (probe_report(library="tensorflow-text"), {})],
+        "opregistry.formats.lookup.Lookups": [(Lookups(tuple(found)), {}),
+                                              (Lookups(tuple(found[2:])), {})],
+        "opregistry.formats.lookup.OpList": [
+            (OpList(query.ops("2.21", status="no_gradient")), {}), (OpList(()), {})],
+        "opregistry.formats.lookup.ReleaseList": [
+            (ReleaseList(query.releases()), {}),
+            (ReleaseList(query.releases(library="tensorflow-text")), {})],
+    }
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+    return _samples(tmp_path_factory.mktemp("models"))
+
+
+def test_every_registered_type_has_a_sample_and_every_sample_a_renderer(samples):
+    assert set(samples) == set(RENDERERS)
+
+
+def _pairs() -> list[tuple[str, OutputFormat]]:
+    return [(name, fmt) for name, path in RENDERERS.items() for fmt in load(path).formats]
+
+
+def _sarif(text: str, result: Any) -> None:
+    log = json.loads(text)
+    assert log["version"] == "2.1.0" and "\x1b" not in text  # JSON escapes it
+    run = log["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    expected = (len(result.findings) + len(result.partial_paths)
+                if hasattr(result, "findings") else len(result.problems))
+    assert len(run["results"]) == expected
+    for found in run["results"]:
+        assert rule_ids[found["ruleIndex"]] == found["ruleId"]
+        assert found["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
+
+
+def _dot(text: str, result: Any) -> None:
+    assert text.startswith("digraph gradient_findings {") and text.endswith("}")
+    assert text.count("subgraph cluster_") == len(result.findings)
+    assert "\x1b" not in text and "\x07" not in text  # escaped, as every untrusted name
+
+
+def _rows_format(fmt: OutputFormat) -> Callable[[str, Renderer[Any], Any], None]:
+    def checked(text: str, renderer: Renderer[Any], result: Any) -> None:
+        rows = renderer.rows(result)
+        columns = renderer.columns(result) or (list(rows[0]) if rows else [])
+        assert "\x1b" not in text and "\x07" not in text  # control characters escaped
+        if fmt is OutputFormat.csv:
+            blocks = text.split("\n\n")
+            header = next(csv.reader(io.StringIO(blocks[0])), [])
+            if len(blocks) == 1 and columns:  # one table: its header is the columns
+                assert header[:len(columns)] == columns  # (+ a diff's source_diff)
+                assert len(list(csv.DictReader(io.StringIO(text)))) == len(rows)
+        elif rows:
+            assert all(column in text for column in columns)
+            if fmt is OutputFormat.markdown:
+                assert "|--" in text
+    return checked
+
+
+@pytest.mark.parametrize("name, fmt", _pairs(), ids=[f"{n.rsplit('.', 1)[1]}-{f.value}"
+                                                     for n, f in _pairs()])
+def test_every_result_type_renders_in_every_format_of_its_renderer(name, fmt, samples):
+    cls = renderer_class(load(name))
+    for result, options in samples[name]:
+        renderer = cls(**options)
+        text = renderer.render(result, fmt)
+        assert isinstance(text, str)
+        assert text == render(result, fmt, **options)  # the registry finds the same
+        if fmt is OutputFormat.json:
+            assert json.loads(text) == json.loads(json.dumps(renderer.data(result)))
+        elif fmt is OutputFormat.sarif:
+            _sarif(text, result)
+        elif fmt is OutputFormat.dot:
+            _dot(text, result)
+        else:
+            _rows_format(fmt)(text, renderer, result)
+        assert isinstance(summary(result), str)
+
+
+@pytest.mark.parametrize("name", sorted(RENDERERS))
+def test_a_format_a_renderer_lacks_is_refused(name, samples):
+    cls = renderer_class(load(name))
+    result, options = samples[name][0]
+    for fmt in set(OutputFormat) - set(cls.formats):
+        with pytest.raises(ValueError, match=f"no {fmt.value} format"):
+            cls(**options).render(result, fmt)
+
+
+def test_an_unregistered_type_is_a_type_error():
+    with pytest.raises(TypeError, match="no renderer for builtins.dict"):
+        renderer_for({})
+
+
+def test_each_command_offers_the_formats_of_its_result():
+    """--format's choices come from the renderer: a format added to a renderer is a
+    choice of its command, and one that no renderer of the command has is not."""
+    from opregistry.cli.app import cli_command
+    from opregistry.formats.check import CheckRenderer
+    from opregistry.formats.gradcheck import GradcheckRenderer
+
+    commands = cli_command().commands
+
+    def choices(command: str) -> list[str]:
+        param = next(p for p in commands[command].params if p.name == "fmt")
+        return param.metavar.strip("[]").split("|")
+
+    assert choices("check") == [f.value for f in CheckRenderer.formats]
+    assert choices("gradcheck") == [f.value for f in GradcheckRenderer.formats]
+    for command in ("lookup", "ops", "releases", "diff", "upgrade-check", "probe-report",
+                    "check-files"):
+        assert choices(command) == [f.value for f in Renderer.formats], command
