@@ -5,8 +5,6 @@ from typing import Any, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail, note
-from opregistry.cli.diff import SourceOption
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -16,10 +14,11 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
+    SourceOption,
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.formats.check import COLUMNS, finding_rows, serving_version_line, summary_line
@@ -41,7 +40,6 @@ class CheckFormat(str, Enum):
     sarif = "sarif"
 
 
-@app.command("check")
 def check_command(
     model: str = typer.Argument(
         ..., help="SavedModel directory, GraphDef .pb / .pbtxt (read statically), or a "
@@ -111,7 +109,6 @@ def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
             emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
 
 
-@app.command("upgrade-check")
 def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),

@@ -5,9 +5,8 @@ from typing import TYPE_CHECKING, List
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, FormatOption, OptionalStr, OutputFileOption
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 
 if TYPE_CHECKING:
@@ -16,8 +15,8 @@ if TYPE_CHECKING:
     from opregistry.db.location import DatabaseLocation
 from opregistry.formats import OutputFormat, render
 
-db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
+# the ``db`` group's help (app.py registers the group and its commands)
+GROUP_HELP = "Create, migrate and fill databases."
 
 
 def _engine(db: str | None, create: bool, write: bool | None = None
@@ -29,7 +28,6 @@ def _engine(db: str | None, create: bool, write: bool | None = None
     return location, make_engine(location, create=create, write=write)
 
 
-@db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) -> None:
     """Create the schema or migrate it to REVISION (default: head)."""
     from opregistry.db import migrate
@@ -48,7 +46,6 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
         raise fail(exc) from None
 
 
-@db_app.command("downgrade")
 def downgrade(revision: str = typer.Argument(..., help="Target revision, or base."),
               yes: bool = typer.Option(False, "--yes", help="Delete the data that the older "
                                        "schema cannot hold (listed without --yes)."),
@@ -114,7 +111,6 @@ def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
     return lost
 
 
-@db_app.command("current")
 def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
             db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
@@ -135,7 +131,6 @@ def current(fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputF
     note("at head" if revision in head else f"head is {', '.join(head)}")
 
 
-@db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          fmt: OutputFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
     LibraryOption,
     OptionalStr,
     OutputFileOption,
+    SourceOption,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import diff as changes
@@ -46,11 +46,6 @@ def flat_changes(result: changes.DiffResult) -> list[dict[str, object]]:
     return rows
 
 
-SourceOption = typer.Option(
-    False, "--source", help="Show a unified diff of each changed gradient function "
-                            "(docstrings, annotations and decorators normalised away).")
-
-
 def _escaped(diff: str) -> str:
     """A source diff with each line escaped (it is text from a harvest document)."""
     return "\n".join(map(printable, diff.rstrip("\n").split("\n")))
@@ -77,7 +72,6 @@ def render_changes(result: changes.DiffResult, fmt: OutputFormat, source: bool,
     return text
 
 
-@app.command("diff")
 def diff_releases(
     before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
     after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),

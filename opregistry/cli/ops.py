@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -12,7 +11,7 @@ from opregistry.cli.options import (
     ReleaseOption,
     canonical_release,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.formats.lookup import lookup_row
@@ -22,7 +21,6 @@ COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verified", 
            "function", "location"]
 
 
-@app.command("ops")
 def list_ops(
     release: OptionalStr = ReleaseOption,
     library: OptionalStr = LibraryOption,

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -8,7 +7,7 @@ from opregistry.cli.options import (
     OptionalStr,
     OutputFileOption,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, plural, render
 from opregistry.registry import lookup as query
@@ -17,7 +16,6 @@ COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered", "no_g
            "missing", "public", "orphan_gradients"]
 
 
-@app.command()
 def releases(library: OptionalStr = LibraryOption, fmt: OutputFormat = FormatOption,
              output_file: OptionalStr = OutputFileOption, db: OptionalStr = DbOption) -> None:
     """Releases in the database, TensorFlow's and op libraries', with op counts per
