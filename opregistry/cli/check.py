@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import typer
 
+from opregistry.cli.check_run import CheckFormat, run_check, say_serving_version
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -19,25 +19,12 @@ from opregistry.cli.options import (
     report_policy,
 )
 from opregistry.cli.output import emit, fail, note
-from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import OutputFormat, plural, render
-from opregistry.formats.check import COLUMNS, finding_rows, serving_version_line, summary_line
+from opregistry.errors import OpregistryError
+from opregistry.formats import OutputFormat, plural
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
                          "MetaGraph).")
-
-
-class CheckFormat(str, Enum):
-    """The shared formats, plus ``dot`` (only a check result is a graph to draw) and
-    ``sarif`` (for code scanning)."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    dot = "dot"
-    sarif = "sarif"
 
 
 def check_command(
@@ -61,52 +48,10 @@ def check_command(
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
-    from opregistry.model.check import check
-    from opregistry.policy import apply_to_check
-
-    policy = load_cli_policy(ignore, policy_file)
-    wanted: list[tuple[str | None, str]] | None = None
-    if output:
-        wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
-                  for o in output]
-    _say_serving_version(model)
-    try:
-        result = check(model, release=release, db=db, outputs=wanted, tags=tags)
-    except OpregistryError as exc:
-        raise fail(exc) from None
-    result = apply_to_check(result, policy)
-    _render(fmt, result, output_file)
-    note(summary_line(result))
-    report_policy(policy, len(result.ignored))
-    if result.findings or (strict and (result.partial_paths or policy.stale)):
-        raise typer.Exit(code=EXIT_FINDINGS)
-
-
-def _say_serving_version(model: str) -> None:
-    """A TF Serving model base path is read at its newest version: say which."""
-    from opregistry.model.readers.versions import serving_version
-
-    newest = serving_version(model)
-    if newest is not None:
-        note(serving_version_line(model, newest))
-
-
-def _render(fmt: CheckFormat, result: Any, output_file: str | None) -> None:
-    if fmt == CheckFormat.dot:
-        emit(output_file, result.to_dot())
-    elif fmt == CheckFormat.sarif:
-        from opregistry.formats.sarif import check_sarif
-
-        emit(output_file, check_sarif(result))
-    else:
-        rows = finding_rows(result)
-        # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
-        columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
-        if any(row["library"] for row in rows):  # which op library a blocking op is from
-            columns = [*columns, "library"]
-        # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
-        if rows or fmt != CheckFormat.table or output_file is not None:
-            emit(output_file, render(fmt.value, result.to_dict(), rows, columns))
+    code = run_check(model, release, output, tags, strict, ignore, policy_file, fmt,
+                     output_file, db)
+    if code:
+        raise typer.Exit(code=code)
 
 
 def upgrade_check_command(
@@ -128,7 +73,7 @@ def upgrade_check_command(
     from opregistry.policy import apply_to_changes
 
     policy = load_cli_policy(ignore, policy_file)
-    _say_serving_version(model)
+    say_serving_version(model)
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except OpregistryError as exc:
