@@ -21,6 +21,9 @@ from typing import Any
 RUNNERS = {"lookup": ("opregistry.cli.lookup_run", "run_lookup"),
            "check": ("opregistry.cli.check_run", "run_check")}
 HELP_OPTIONS = ("--help", "-h")
+# click wraps help at min(terminal columns, 80) - 2: the stored help is for 80 columns or
+# more; a narrower terminal goes to Typer
+HELP_COLUMNS = 80
 
 
 def try_fast(argv: Sequence[str]) -> int | None:
@@ -42,18 +45,32 @@ def try_fast(argv: Sequence[str]) -> int | None:
 
 
 def _help(helps: dict[str, str], path: list[str]) -> int | None:
-    import shutil
     import sys
-
-    from opregistry.cli.spec import HELP_COLUMNS
 
     text = helps.get(" ".join(path))
     if text is None or any(word.startswith("-") for word in path) or \
-            shutil.get_terminal_size().columns < HELP_COLUMNS:
+            terminal_columns() < HELP_COLUMNS:
         return None
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns`` (what click wraps help by) without importing
+    shutil, which imports bz2 and lzma: $COLUMNS, else stdout's terminal, else 80."""
+    import sys
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def parse(params: list[dict[str, Any]], args: Sequence[str]) -> dict[str, Any] | None:

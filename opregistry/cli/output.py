@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import OpregistryError
-from opregistry.files import write_atomically
 from opregistry.text import printable
 
 
@@ -55,6 +54,8 @@ def emit(output_file: str | None, text: str) -> None:
 def write_report(path: Path, text: str) -> None:
     """``text`` as the whole content of ``path`` (a final newline added when missing),
     or :class:`OpregistryError` with the one line to show."""
+    from opregistry.files import write_atomically  # (tempfile: only for -o)
+
     try:
         write_atomically(path, text if not text or text.endswith("\n") else text + "\n")
     except OSError as exc:

@@ -15,10 +15,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from opregistry.cli.fast import HELP_COLUMNS
+
 DATA_FILE = Path(__file__).with_name("spec_data.py")
-# click wraps help at min(terminal columns, 80) - 2: the stored help is for 80 columns or
-# more; a narrower terminal goes to Typer
-HELP_COLUMNS = 80
 
 
 def describe() -> dict[str, Any]:

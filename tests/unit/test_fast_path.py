@@ -217,3 +217,14 @@ def test_the_check_path_imports_no_typer_tensorflow_or_sqlalchemy(files):
         done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
                               text=True, env=env, cwd=files["plain"], timeout=120)
         assert f"EXIT {expected} HEAVY []" in done.stderr, (args, done.stderr)
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "-5", "0", "60", "79", "80", "200"])
+def test_terminal_columns_are_shutils(columns, monkeypatch):
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert fast.terminal_columns() == shutil.get_terminal_size().columns
