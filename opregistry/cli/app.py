@@ -1,6 +1,8 @@
-"""The Typer application; each command module registers itself on ``app``."""
+"""The Typer application: this module imports the command modules and registers their
+functions on ``app`` (they import nothing of it)."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import typer
@@ -32,16 +34,12 @@ def _root(
     """Which TensorFlow ops have gradients, in which release, and what changed."""
 
 
+@functools.cache
 def load_commands() -> typer.Typer:
     """``app`` with every command registered (once): the command modules define plain
     functions and import nothing of this module, so the only edges run from here."""
-    if not _registered:
-        _register()
-        _registered.append(True)
+    _register()
     return app
-
-
-_registered: list[bool] = []
 
 
 def _register() -> None:
