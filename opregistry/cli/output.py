@@ -21,7 +21,14 @@ from opregistry.text import printable
 def note(text: str) -> None:
     """A line on stderr, with the control characters of the untrusted text in it (names
     from a model, a policy file or a harvest document) escaped."""
-    print(printable(text), file=sys.stderr, flush=True)
+    _write(sys.stderr, printable(text))
+
+
+def _write(stream: Any, text: str) -> None:
+    """``text`` and a newline in one write, then a flush, as ``click.echo`` does (with
+    ``python -u`` a second write is what meets a closed pipe)."""
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def fail(error: OpregistryError) -> Any:
@@ -37,7 +44,7 @@ def write_output(output_file: str | None, text: str) -> None:
     one line to show) when the path cannot be written."""
     if output_file is None:
         if text:  # an empty result is no output, not a blank line
-            print(text, flush=True)
+            _write(sys.stdout, text)
         return
     write_report(Path(output_file), text)
 
