@@ -1,8 +1,11 @@
 """opregistry: which TensorFlow ops have gradients, in which release.
 
 The read API (``lookup``, ``ops``, ``diff``, ``releases``) uses only the standard
-library for SQLite databases, so importing it is fast and needs no TensorFlow.
+library for SQLite databases, so importing it is fast and needs no TensorFlow; every
+name is imported on first use.
 """
+from typing import TYPE_CHECKING
+
 from opregistry.errors import (
     DatabaseError,
     DocumentError,
@@ -13,18 +16,20 @@ from opregistry.errors import (
     UnknownOpError,
     UnknownReleaseError,
 )
-from opregistry.registry.lookup import (
-    Blocker,
-    GradientFunctionInfo,
-    InputGradient,
-    LookupResult,
-    OpRelease,
-    ReleaseSummary,
-    Verification,
-    lookup,
-    ops,
-    releases,
-)
+
+if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
+    from opregistry.registry.lookup import (
+        Blocker,
+        GradientFunctionInfo,
+        InputGradient,
+        LookupResult,
+        OpRelease,
+        ReleaseSummary,
+        Verification,
+        lookup,
+        ops,
+        releases,
+    )
 
 __version__ = "0.1.0"
 
@@ -41,8 +46,14 @@ __all__ = [
     "Explanation", "Remedy", "explain", "remedies_for",
 ]
 
-# Imported on first use, so that `import opregistry` (and a lookup) stays cheap.
+# Imported on first use, so that `import opregistry` (and `opregistry --help`) stays
+# cheap: the read API below loads the read store and sqlite3.
 _LAZY = {
+    "lookup": "registry.lookup", "ops": "registry.lookup", "releases": "registry.lookup",
+    "Blocker": "registry.lookup", "GradientFunctionInfo": "registry.lookup",
+    "InputGradient": "registry.lookup", "LookupResult": "registry.lookup",
+    "OpRelease": "registry.lookup", "ReleaseSummary": "registry.lookup",
+    "Verification": "registry.lookup",
     "diff": "registry.diff", "DiffResult": "registry.diff", "Transition": "registry.diff",
     "FunctionChange": "registry.diff", "InputChange": "registry.diff",
     "probe_report": "registry.probe_report", "ProbeReport": "registry.probe_report",

@@ -1,9 +1,9 @@
 """The ``opregistry`` command line: a thin edge over the library.
 
-Each command group lives in its own module and registers itself on the Typer app.
+Each command group lives in its own module; ``app.py`` registers them on the Typer app.
 Library errors become one ``Error: ...`` line on stderr and their exit code.
-``lookup`` is the hot path: a plain invocation of it is parsed here without
-importing Typer (see ``fast.py``), then runs the very same code.
+``lookup``, ``check`` and ``--help`` are the hot paths: a plain invocation is parsed
+without importing Typer (see ``fast.py``), then runs the very same code.
 """
 from __future__ import annotations
 
@@ -31,24 +31,29 @@ def _main() -> None:
     if sys.argv[1:2] != ["run"]:  # TF's C++ log lines (cuInit...) are not our output;
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # under ``run`` they are the script's
 
-    code = try_fast(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
+    try:
+        code = try_fast(sys.argv[1:])
+        sys.exit(_typer_main() if code is None else code)
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+def _typer_main() -> int:
     from opregistry.cli.app import cli_command, click_exceptions, usage_error
 
     try:
         code = cli_command().main(prog_name="opregistry", standalone_mode=False)
     except KeyboardInterrupt:
-        print("Error: interrupted", file=sys.stderr)
-        sys.exit(130)
+        raise
     except Exception as exc:  # noqa: BLE001 - only the parser's own errors are caught
         # ``opregistry``, ``opregistry db``: the help, as click would show it (click 8.2+)
         if isinstance(exc, getattr(click_exceptions(), "NoArgsIsHelpError", ())):
             exc.show()  # type: ignore[attr-defined]
-            sys.exit(2)
+            return 2
         line = usage_error(exc)
         if line is None:
             raise
         print(line, file=sys.stderr)
-        sys.exit(2)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 2
+    return code if isinstance(code, int) else 0

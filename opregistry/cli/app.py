@@ -1,13 +1,13 @@
-"""The Typer application; each command module registers itself on ``app``."""
+"""The Typer application: this module imports the command modules and registers their
+functions on ``app`` (they import nothing of it)."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import typer
 
 from opregistry import __version__
-from opregistry.errors import OpregistryError
-from opregistry.text import printable
 
 app = typer.Typer(
     name="opregistry",
@@ -34,21 +34,16 @@ def _root(
     """Which TensorFlow ops have gradients, in which release, and what changed."""
 
 
-def fail(error: OpregistryError) -> typer.Exit:
-    """Print one line for a library error; return the Exit to raise."""
-    note(f"Error: {error}")
-    return typer.Exit(code=error.exit_code)
-
-
-def note(text: str) -> None:
-    """A line on stderr, with the control characters of the untrusted text in it (names
-    from a model, a policy file or a harvest document) escaped."""
-    typer.echo(printable(text), err=True)
-
-
+@functools.cache
 def load_commands() -> typer.Typer:
-    # each command module registers itself on ``app`` when imported
-    from opregistry.cli import (  # noqa: F401
+    """``app`` with every command registered (once): the command modules define plain
+    functions and import nothing of this module, so the only edges run from here."""
+    _register()
+    return app
+
+
+def _register() -> None:
+    from opregistry.cli import (
         check,
         check_files,
         db,
@@ -64,7 +59,31 @@ def load_commands() -> typer.Typer:
         site,
     )
 
-    return app
+    commands: list[tuple[str, Any, dict[str, Any]]] = [
+        ("lookup", lookup.lookup, {}),
+        ("ops", ops.list_ops, {}),
+        ("releases", releases.releases, {}),
+        ("diff", diff.diff_releases, {}),
+        ("check", check.check_command, {}),
+        ("upgrade-check", check.upgrade_check_command, {}),
+        ("check-files", check_files.check_files_command, {}),
+        ("gradcheck", gradcheck.gradcheck_command, {}),
+        ("explain", explain.explain_command, {}),
+        # ``run`` hands everything after SCRIPT to the script
+        ("run", run.run_command, {"context_settings": {
+            "allow_extra_args": True, "ignore_unknown_options": True,
+            "allow_interspersed_args": False}}),
+        ("probe-report", report.probe_report, {}),
+        ("harvest", harvest.harvest_command, {}),
+        ("site", site.site, {}),
+    ]
+    for name, function, settings in commands:
+        app.command(name, **settings)(function)
+    db_app = typer.Typer(help=db.GROUP_HELP, no_args_is_help=True)
+    for name, function in (("upgrade", db.upgrade), ("downgrade", db.downgrade),
+                           ("current", db.current), ("load", db.load)):
+        db_app.command(name)(function)
+    app.add_typer(db_app, name="db")
 
 
 # the order of ``opregistry --help``: asking, then checking models, then building

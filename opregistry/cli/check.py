@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional
+from typing import List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail, note
+from opregistry.cli.check_run import CheckFormat, run_check, say_serving_version
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -19,23 +19,15 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit
-from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import OutputFormat, format_choice, render
-from opregistry.formats.check import CheckRenderer, serving_version_line, summary_line
+from opregistry.cli.output import emit, fail, note
+from opregistry.errors import OpregistryError
+from opregistry.formats import render
 
 TagsOption = typer.Option(
     None, "--tags", help="Only the MetaGraph with these tags, e.g. serve (default: every "
                          "MetaGraph).")
 
 
-if TYPE_CHECKING:
-    CheckFormat = OutputFormat
-else:  # the formats a check result has (its renderer's): table ... dot, sarif
-    CheckFormat = format_choice("CheckFormat", CheckRenderer)
-
-
-@app.command("check")
 def check_command(
     model: str = typer.Argument(
         ..., help="SavedModel directory, GraphDef .pb / .pbtxt (read statically), or a "
@@ -57,41 +49,12 @@ def check_command(
 ) -> None:
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
-    from opregistry.model.check import check
-    from opregistry.policy import apply_to_check
-
-    policy = load_cli_policy(ignore, policy_file)
-    wanted: list[tuple[str | None, str]] | None = None
-    if output:
-        wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
-                  for o in output]
-    _say_serving_version(model)
-    try:
-        result = check(model, release=release, db=db, outputs=wanted, tags=tags)
-    except OpregistryError as exc:
-        raise fail(exc) from None
-    result = apply_to_check(result, policy)
-    from opregistry.remedies import definitions
-
-    # no findings: nothing on stdout, but -o FILE is still replaced (an empty file)
-    emit(output_file, render(result, fmt.value,
-                             definitions=definitions(result.release, result.stopping_ops, db)))
-    note(summary_line(result))
-    report_policy(policy, len(result.ignored))
-    if result.findings or (strict and (result.partial_paths or policy.stale)):
-        raise typer.Exit(code=EXIT_FINDINGS)
+    code = run_check(model, release, output, tags, strict, ignore, policy_file, fmt,
+                     output_file, db)
+    if code:
+        raise typer.Exit(code=code)
 
 
-def _say_serving_version(model: str) -> None:
-    """A TF Serving model base path is read at its newest version: say which."""
-    from opregistry.model.readers.versions import serving_version
-
-    newest = serving_version(model)
-    if newest is not None:
-        note(serving_version_line(model, newest))
-
-
-@app.command("upgrade-check")
 def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
     before: str = typer.Option(..., "--from", help="Release the model runs on now."),
@@ -111,7 +74,7 @@ def upgrade_check_command(
     from opregistry.policy import apply_to_changes
 
     policy = load_cli_policy(ignore, policy_file)
-    _say_serving_version(model)
+    say_serving_version(model)
     try:
         result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
     except OpregistryError as exc:

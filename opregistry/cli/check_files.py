@@ -7,7 +7,6 @@ from typing import List
 
 import typer
 
-from opregistry.cli.app import app, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -22,7 +21,7 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
 from opregistry.formats.check import CheckedModels, summary_line
@@ -41,7 +40,6 @@ def models_of(files: List[str]) -> list[str]:
     return list(seen)
 
 
-@app.command("check-files")
 def check_files_command(
     files: List[str] = typer.Argument(..., help="Files; those whose content is a model "
                                                 "are checked (saved_model.pb stands for "

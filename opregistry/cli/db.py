@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING, List
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -13,7 +12,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 
 if TYPE_CHECKING:
@@ -22,8 +21,8 @@ if TYPE_CHECKING:
     from opregistry.db.location import DatabaseLocation
 from opregistry.formats import OutputFormat, tabular
 
-db_app = typer.Typer(help="Create, migrate and fill databases.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
+# the ``db`` group's help (app.py registers the group and its commands)
+GROUP_HELP = "Create, migrate and fill databases."
 
 
 def _engine(db: str | None, create: bool, write: bool | None = None
@@ -35,7 +34,6 @@ def _engine(db: str | None, create: bool, write: bool | None = None
     return location, make_engine(location, create=create, write=write)
 
 
-@db_app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) -> None:
     """Create the schema or migrate it to REVISION (default: head)."""
     from opregistry.db import migrate
@@ -54,7 +52,6 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
         raise fail(exc) from None
 
 
-@db_app.command("downgrade")
 def downgrade(revision: str = typer.Argument(..., help="Target revision, or base."),
               yes: bool = typer.Option(False, "--yes", help="Delete the data that the older "
                                        "schema cannot hold (listed without --yes)."),
@@ -120,7 +117,6 @@ def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
     return lost
 
 
-@db_app.command("current")
 def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
             db: OptionalStr = DbOption) -> None:
     """Print the schema revision of the database."""
@@ -141,7 +137,6 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
     note("at head" if revision in head else f"head is {', '.join(head)}")
 
 
-@db_app.command("load")
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:

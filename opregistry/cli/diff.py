@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -12,13 +11,12 @@ from opregistry.cli.options import (
     SourceOption,
     TableFormat,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.registry import diff as changes
 
 
-@app.command("diff")
 def diff_releases(
     before: str = typer.Argument(..., help="Older release, e.g. 2.12.1."),
     after: str = typer.Argument(..., help="Newer release, e.g. 2.21.0."),

@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     IgnoreOption,
@@ -18,7 +17,7 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, format_choice, summary
 from opregistry.formats.gradcheck import GradcheckRenderer
@@ -43,7 +42,6 @@ class Precision(str, Enum):
 
 
 # long: most of its lines declare the command's options
-@app.command("gradcheck")
 def gradcheck_command(
     target: str = typer.Argument(
         ..., help="SavedModel directory, .keras / .h5 file, or file.py:function / "

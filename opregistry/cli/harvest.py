@@ -6,7 +6,6 @@ from typing import Any, List, Optional
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -14,7 +13,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import plural, tabular
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
@@ -24,7 +23,6 @@ COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced", "
 
 
 # long: most of its lines declare the command's options
-@app.command("harvest")
 def harvest_command(
     python: OptionalStr = typer.Option(
         None, "--python",

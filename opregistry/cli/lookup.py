@@ -4,7 +4,6 @@ from typing import List
 
 import typer
 
-from opregistry.cli.app import app
 from opregistry.cli.lookup_run import run_lookup
 from opregistry.cli.options import (
     DbOption,
@@ -17,7 +16,6 @@ from opregistry.cli.options import (
 )
 
 
-@app.command()
 def lookup(
     names: List[str] = typer.Argument(
         ..., metavar="OP...", help="Op names (any case) or Python names (tf.math.floor)."),

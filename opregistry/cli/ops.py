@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -13,14 +12,13 @@ from opregistry.cli.options import (
     TableFormat,
     canonical_release,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import plural, render
 from opregistry.formats.lookup import OpList
 from opregistry.registry import lookup as query
 
 
-@app.command("ops")
 def list_ops(
     release: OptionalStr = ReleaseOption,
     library: OptionalStr = LibraryOption,

@@ -49,7 +49,7 @@ OptionalList = Optional[List[str]]
 
 def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
     """The policy of ``--ignore`` and ``--policy`` (or the file found), or one error line."""
-    from opregistry.cli.app import fail
+    from opregistry.cli.output import fail
     from opregistry.errors import OpregistryError
     from opregistry.policy import load_policy
 
@@ -61,7 +61,7 @@ def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
 
 def report_policy(policy: Any, ignored: int, what: str = "finding") -> None:
     """The policy's lines on stderr: what it ignored, rules expired or unused."""
-    from opregistry.cli.app import note
+    from opregistry.cli.output import note
     from opregistry.policy import summary
 
     for line in summary(ignored, policy, what):
@@ -74,7 +74,7 @@ def canonical_release(release: str | None, db: str | None) -> str | None:
     None stays None (each command's own default)."""
     if release is None:
         return None
-    from opregistry.cli.app import fail
+    from opregistry.cli.output import fail
     from opregistry.db.store import using
     from opregistry.errors import OpregistryError
 

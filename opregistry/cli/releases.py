@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -9,14 +8,13 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.formats.lookup import ReleaseList
 from opregistry.registry import lookup as query
 
 
-@app.command()
 def releases(library: OptionalStr = LibraryOption, fmt: TableFormat = FormatOption,
              output_file: OptionalStr = OutputFileOption, db: OptionalStr = DbOption) -> None:
     """Releases in the database, TensorFlow's and op libraries', with op counts per

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -12,13 +11,12 @@ from opregistry.cli.options import (
     ReleaseOption,
     TableFormat,
 )
-from opregistry.cli.output import emit
+from opregistry.cli.output import emit, fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.registry import probe_report as coverage
 
 
-@app.command("probe-report")
 def probe_report(
     release: OptionalStr = ReleaseOption,
     library: OptionalStr = LibraryOption,

@@ -5,7 +5,6 @@ from enum import Enum
 
 import typer
 
-from opregistry.cli.app import app, fail
 from opregistry.cli.options import (
     IgnoreOption,
     OptionalList,
@@ -15,6 +14,7 @@ from opregistry.cli.options import (
     canonical_release,
     load_cli_policy,
 )
+from opregistry.cli.output import fail
 from opregistry.errors import OpregistryError
 
 
@@ -24,9 +24,6 @@ class Action(str, Enum):
     log = "log"
 
 
-@app.command("run", context_settings={"allow_extra_args": True,
-                                      "ignore_unknown_options": True,
-                                      "allow_interspersed_args": False})
 def run_command(
     ctx: typer.Context,
     script: str = typer.Argument(..., help="The Python script to run (then its arguments)."),

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import typer
 
-from opregistry.cli.app import app, fail, note
 from opregistry.cli.options import DbOption, OptionalStr
+from opregistry.cli.output import fail, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import plural
 
 
-@app.command()
 def site(
     out_dir: str = typer.Argument(..., metavar="OUT_DIR",
                                   help="Folder to write the site to (created or replaced)."),

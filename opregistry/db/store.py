@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,22 @@ OP_COLUMNS: dict[str, str] = {
     "verification_reason": "ro.verification_reason",
     "verification_detail": "ro.verification_detail",
 }
+# ``name IN (...)`` up to this many names (SQLite's default limit of bound parameters is
+# 999 before 3.32); a longer list reads every row and the caller keeps what it wants
+MAX_NAMES = 500
+
+
+def _names_in(column: str, names: Collection[str] | None, where: list[str],
+              params: dict[str, Any]) -> None:
+    """Add ``column IN (names)`` to ``where``: a model's op types, not a release's
+    thousands of ops (the check's start-up)."""
+    if names is None or len(names) > MAX_NAMES:
+        return
+    keys = [f"n{i}" for i in range(len(names))]
+    where.append(f"{column} IN ({', '.join(':' + k for k in keys)})" if keys else "0 = 1")
+    params.update(zip(keys, sorted(names)))
+
+
 _OP_SELECT = ("SELECT " + ", ".join(f"{col} AS {name}" for name, col in OP_COLUMNS.items()) +
               " FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
               "JOIN op_defs od ON od.id = ro.op_def_id "
@@ -234,8 +251,9 @@ class Store:
 
     def op_rows(self, *, release_id: int | None = None, op: str | None = None,
                 status: str | None = None, public: bool | None = None,
-                effective: str | None = None) -> list[dict[str, Any]]:
-        """Ops in releases (``OP_COLUMNS``), filtered."""
+                effective: str | None = None, ops: Collection[str] | None = None
+                ) -> list[dict[str, Any]]:
+        """Ops in releases (``OP_COLUMNS``), filtered (``ops``: only these op names)."""
         where, params = [], {}
         for column, key, value in (("ro.release_id", "rid", release_id),
                                    ("ro.op_name", "op", op), ("ro.gradient", "status", status),
@@ -244,18 +262,23 @@ class Store:
             if value is not None:
                 where.append(f"{column} = :{key}")
                 params[key] = value
+        _names_in("ro.op_name", ops, where, params)
         return self.rows(_OP_SELECT + (" WHERE " + " AND ".join(where) if where else ""),
                          **params)
 
-    def inputs(self, release_id: int, op: str | None = None) -> list[dict[str, Any]]:
-        """Per-input probe rows of a release (of one op), ordered by op and position."""
-        sql = ("SELECT op_name, position, name, dtype, carries_gradient, result, numeric_error "
-               "FROM op_inputs WHERE release_id = :rid")
+    def inputs(self, release_id: int, op: str | None = None,
+               ops: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """Per-input probe rows of a release (of one op, or of ``ops``), ordered by op
+        and position."""
+        where = ["release_id = :rid"]
         params: dict[str, Any] = {"rid": release_id}
         if op is not None:
-            sql += " AND op_name = :op"
+            where.append("op_name = :op")
             params["op"] = op
-        return self.rows(sql + " ORDER BY op_name, position", **params)
+        _names_in("op_name", ops, where, params)
+        return self.rows("SELECT op_name, position, name, dtype, carries_gradient, result, "
+                         "numeric_error FROM op_inputs WHERE " + " AND ".join(where) +
+                         " ORDER BY op_name, position", **params)
 
     def all_inputs(self) -> list[dict[str, Any]]:
         """Every per-input probe row of every release in one query (the site's bulk read),

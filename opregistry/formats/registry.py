@@ -19,6 +19,7 @@ RENDERERS: dict[str, str] = {
     "opregistry.formats.lookup.Lookups": "opregistry.formats.lookup:LookupsRenderer",
     "opregistry.formats.lookup.OpList": "opregistry.formats.lookup:OpListRenderer",
     "opregistry.formats.lookup.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
+    "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from opregistry.formats import plural
+from opregistry.formats import OutputFormat, Renderer, plural
 from opregistry.text import printable
 
 
@@ -191,3 +191,25 @@ def remedies_html(op: str, state: str | None) -> str:
         if r.reference:
             parts.append(f'<p class="dim remedy">Reference: {escape(r.reference)}</p>')
     return "".join(parts)
+
+
+class ExplainRenderer(Renderer[Any]):
+    """``explain``: text (the remedies are prose and code, not a table), markdown
+    (fenced snippets) and JSON."""
+
+    formats = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
+
+    def data(self, result: Any) -> Any:
+        return result.to_dict()
+
+    def table(self, result: Any) -> str:
+        return explain_text(result)
+
+    def markdown(self, result: Any) -> str:
+        return explain_text(result, markdown=True)
+
+    def summary(self, result: Any) -> str:
+        where = f" in {result.release}" if result.release else ""
+        count = (plural(len(result.suggestions), "remedy", "remedies") if result.suggestions
+                 else "no remedy" if result.no_remedy else "nothing to remedy")
+        return printable(f"{result.name}{where}: {count}")

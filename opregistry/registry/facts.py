@@ -41,10 +41,11 @@ def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
 def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFacts]:
     import json
 
-    rows = [row for row in store.op_rows(release_id=rel.id) if row["op"] in wanted]
+    # only the model's op types are read (not the release's thousands)
+    rows = [row for row in store.op_rows(release_id=rel.id, ops=wanted) if row["op"] in wanted]
     if not rows:
         return {}
-    inputs = input_gradients(store, rel.id)
+    inputs = input_gradients(store, rel.id, ops=wanted)
     library = rel.label if rel.library else None
     return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
                                tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),

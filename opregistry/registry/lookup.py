@@ -2,6 +2,7 @@
 returning frozen dataclasses, reading through the read store (``opregistry.db.store``)."""
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
@@ -236,10 +237,10 @@ def _blockers(text: str | None) -> tuple[Blocker, ...]:
     return tuple(Blocker(b["op"], b["reason"]) for b in json.loads(text))
 
 
-def input_gradients(store: Store, release_id: int, op: str | None = None
-                    ) -> dict[str, list[InputGradient]]:
+def input_gradients(store: Store, release_id: int, op: str | None = None,
+                    ops: Collection[str] | None = None) -> dict[str, list[InputGradient]]:
     out: dict[str, list[InputGradient]] = {}
-    for row in store.inputs(release_id, op):
+    for row in store.inputs(release_id, op, ops):
         out.setdefault(row["op_name"], []).append(InputGradient(
             row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
             row["result"], row["numeric_error"]))

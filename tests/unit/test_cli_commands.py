@@ -150,7 +150,7 @@ def test_fast_path_gives_the_same_output_as_typer(small_db, capsys, which):
 
 
 def test_fast_path_leaves_everything_else_to_typer():
-    assert try_fast(["lookup", "--help"]) is None
+    assert try_fast(["lookup", "ArgMax", "--help"]) is None  # help: tests/unit/test_fast_path.py
     assert try_fast(["lookup", "ArgMax", "--unknown"]) is None
     assert try_fast(["lookup", "ArgMax", "--format", "xml"]) is None
     assert try_fast(["lookup"]) is None

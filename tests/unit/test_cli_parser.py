@@ -1,5 +1,5 @@
-"""The fast lookup parser: plain invocations are answered without Typer; anything else
-falls through to the Typer app (None). Against the shipped database, no TensorFlow."""
+"""The fast parser: plain invocations of lookup (and of check: test_fast_path.py) are
+answered without Typer; anything else falls through to the Typer app (None). Against the shipped database, no TensorFlow."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from opregistry.cli.fast import try_fast
 
 
-@pytest.mark.parametrize("argv", [["ops"], ["lookup"], ["lookup", "--help"],
+@pytest.mark.parametrize("argv", [["ops"], ["lookup"], ["lookup", "ArgMax", "--help"],
                                   ["lookup", "ArgMax", "--tf"], ["lookup", "ArgMax", "-x"],
                                   ["lookup", "ArgMax", "--format", "dot"]])
 def test_anything_but_a_plain_lookup_falls_through(argv, monkeypatch):

@@ -96,6 +96,7 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     changes = diff("2.17.1", "2.18.1", sources=True)
     assert changes.changed_functions  # the source diff is shown
     report = probe_report("2.21")
+    from opregistry.remedies.explain import explain
     found = [query.lookup(name) for name in ("ArgMax", "tf.math.floor", "CaseFoldUTF8")]
     return {
         "opregistry.model.results.CheckResult": [(c, {}) for c in checks],
@@ -119,6 +120,9 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
         "opregistry.formats.lookup.ReleaseList": [
             (ReleaseList(query.releases()), {}),
             (ReleaseList(query.releases(library="tensorflow-text")), {})],
+        "opregistry.remedies.explain.Explanation": [
+            (explain(name), {}) for name in ("Round", "AdjustContrastv2", "integer_edge",
+                                            "MatMul", "Shape")],
     }
 
 
@@ -187,9 +191,22 @@ def test_every_result_type_renders_in_every_format_of_its_renderer(name, fmt, sa
             _sarif(text, result)
         elif fmt is OutputFormat.dot:
             _dot(text, result)
+        elif type(renderer).rows is Renderer.rows:  # prose, not rows (explain)
+            _prose(text, result, fmt)
         else:
             _rows_format(fmt)(text, renderer, result)
         assert isinstance(summary(result), str)
+
+
+def _prose(text: str, result: Any, fmt: OutputFormat) -> None:
+    """A renderer that writes text, not rows: the result's name and every remedy id,
+    with each snippet fenced in markdown."""
+    assert text.startswith(result.name) or text.startswith(f"reason {result.name}")
+    for suggestion in result.suggestions:
+        assert f"remedy {suggestion.remedy.id}:" in text
+        if suggestion.snippet and fmt is OutputFormat.markdown:
+            assert f"```python\n{suggestion.snippet.splitlines()[0]}" in text or \
+                f"```toml\n{suggestion.snippet.splitlines()[0]}" in text
 
 
 @pytest.mark.parametrize("name", sorted(RENDERERS))
@@ -212,6 +229,7 @@ def test_each_command_offers_the_formats_of_its_result():
     from opregistry.cli.app import cli_command
     from opregistry.formats.check import CheckRenderer
     from opregistry.formats.gradcheck import GradcheckRenderer
+    from opregistry.formats.remedies import ExplainRenderer
 
     commands = cli_command().commands
 
@@ -221,6 +239,7 @@ def test_each_command_offers_the_formats_of_its_result():
 
     assert choices("check") == [f.value for f in CheckRenderer.formats]
     assert choices("gradcheck") == [f.value for f in GradcheckRenderer.formats]
+    assert choices("explain") == [f.value for f in ExplainRenderer.formats]
     for command in ("lookup", "ops", "releases", "diff", "upgrade-check", "probe-report",
                     "check-files"):
         assert choices(command) == [f.value for f in Renderer.formats], command

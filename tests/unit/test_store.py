@@ -68,3 +68,22 @@ def test_the_column_list_names_columns_of_the_orm_tables():
     read = {c.split(".")[1] for c in OP_COLUMNS.values() if c.startswith("ro.")}
     keys = {"id", "release_id", "op_def_id", "gradient_function_id"}
     assert set(tables["ro"].c.keys()) - keys == read
+
+
+@pytest.mark.parametrize("names", [set(), {"MatMul"}, {"MatMul", "NewOp", "NoSuch"},
+                                   {f"Op{i}" for i in range(600)} | {"Floor"}])
+def test_rows_of_some_ops_are_those_rows_of_every_op(small_db, names):
+    """``ops=`` (a model's op types, for check's start-up) reads only those rows; past
+    MAX_NAMES it reads all, and the caller keeps its own."""
+    from opregistry.db.store import using
+
+    with using(small_db) as store:
+        rid = store.release("2.2.0").id
+        every = [r for r in store.op_rows(release_id=rid) if r["op"] in names]
+        assert store.op_rows(release_id=rid, ops=names) == every or len(names) > 500
+        assert [r for r in store.op_rows(release_id=rid, ops=names) if r["op"] in names] == every
+        inputs = [r for r in store.inputs(rid) if r["op_name"] in names]
+        assert [r for r in store.inputs(rid, ops=names) if r["op_name"] in names] == inputs
+        assert store.inputs(rid, ops=names) == inputs or len(names) > 500
+        assert [r for r in store.inputs(rid, "MatMul", ops=names) if r["op_name"] in names] \
+            == [r for r in inputs if r["op_name"] == "MatMul"]

@@ -1,0 +1,70 @@
+"""The ``check`` command's body without Typer: the Typer command (``check.py``) and the
+fast path (``fast.py``) both run it, so their output is the same by construction.
+It imports only what a static check uses: no Typer, no SQLAlchemy, no TensorFlow
+(a ``.keras`` file is traced with TensorFlow by the library, on demand)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from opregistry.cli.output import note, write_output
+from opregistry.errors import EXIT_FINDINGS, OpregistryError
+from opregistry.formats import OutputFormat, format_choice
+from opregistry.formats.check import CheckRenderer
+
+if TYPE_CHECKING:
+    CheckFormat = OutputFormat
+else:  # the formats a check result has (its renderer's): table ... dot, sarif
+    CheckFormat = format_choice("CheckFormat", CheckRenderer)
+
+
+def run_check(model: str, release: str | None, output: Sequence[str] | None,
+              tags: str | None, strict: bool, ignore: Sequence[str] | None,
+              policy_file: str | None, fmt: CheckFormat | str, output_file: str | None,
+              db: str | None) -> int:
+    """The whole ``check`` command: report on stdout (or ``-o``), notes on stderr; the
+    exit code."""
+    from opregistry.formats.check import summary_line
+    from opregistry.model.check import check
+    from opregistry.policy import apply_to_check, load_policy, summary
+
+    fmt = CheckFormat(fmt)
+    wanted: list[tuple[str | None, str]] | None = None
+    if output:
+        wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
+                  for o in output]
+    try:  # (a working directory that is gone is load_policy's one line too)
+        policy = load_policy(ignore or (), path=policy_file)
+        say_serving_version(model)
+        result = apply_to_check(check(model, release=release, db=db, outputs=wanted,
+                                      tags=tags), policy)
+        write_output(output_file, _render(fmt, result, db))
+    except OpregistryError as exc:
+        note(f"Error: {exc}")
+        return exc.exit_code
+    note(summary_line(result))
+    for line in summary(len(result.ignored), policy):
+        note(line)
+    if result.findings or (strict and (result.partial_paths or policy.stale)):
+        return EXIT_FINDINGS
+    return 0
+
+
+def say_serving_version(model: str) -> None:
+    """A TF Serving model base path is read at its newest version: say which."""
+    from opregistry.formats.check import serving_version_line
+    from opregistry.model.readers.versions import serving_version
+
+    newest = serving_version(model)
+    if newest is not None:
+        note(serving_version_line(model, newest))
+
+
+def _render(fmt: OutputFormat, result: Any, db: str | None) -> str:
+    """The report in ``fmt`` with the remedies of its stopping ops ("" for no findings
+    in a table: nothing on stdout, but ``-o FILE`` is still replaced, an empty file)."""
+    from opregistry.formats import render
+    from opregistry.remedies import definitions
+
+    return render(result, fmt.value,
+                  definitions=definitions(result.release, result.stopping_ops, db))
