@@ -92,13 +92,19 @@ CONCERNS = [
                  "+ 0.5, dtype=tf.float32) * {b}", ("StatelessRandomPoisson",)),
     T("normal_sampler", "{a} + tf.random.stateless_normal([2, 3], seed=[1, 2]) * {b}",
       ("StatelessRandomNormalV2",)),
+    # TF's gradient for alpha is the implicit reparameterisation one (-dF/dalpha / p(z)),
+    # not the derivative of the sampler's own transform at the fixed seed that finite
+    # differences measure (seed 105: -0.085 against -0.066)
     T("gamma_sampler", "tf.random.stateless_gamma([2, 3], seed=[5, 6], "
-                       "alpha=tf.nn.softplus({a}) + 0.5) * {b}", ("StatelessRandomGammaV3",)),
+                       "alpha=tf.nn.softplus({a}) + 0.5) * {b}", ("StatelessRandomGammaV3",),
+      wrong_gradient=True),
     T("truncated_normal_sampler", "tf.random.stateless_parameterized_truncated_normal("
       "[2, 3], seed=[1, 3], means={a}, stddevs=tf.nn.softplus({b}) + 0.1)",
       ("StatelessParameterizedTruncatedNormal",)),
+    # the value follows {a} to six digits, TF's gradient stops at AsString (as at
+    # stop_gradient): finite differences see the path TF does not
     T("string", "tf.strings.to_number(tf.strings.as_string({a})) + {b}",
-      ("AsString", "StringToNumber")),
+      ("AsString", "StringToNumber"), wrong_gradient=True),
     T("py_function", "tf.reshape(tf.py_function(py_double, [{a}], tf.float32), [2, 3]) + {b}",
       ("EagerPyFunc",), ("py_double",)),
     T("numpy_function", "tf.reshape(tf.numpy_function(np_double, [{a}], tf.float32), [2, 3])"

@@ -18,7 +18,7 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible."""
-    from opregistry.model.analysis import analyse
+    from opregistry.model.analysis import analyse, raising_ops
     from opregistry.model.check import default_release
     from opregistry.model.flatten import flatten
     from opregistry.model.paths import path_ops
@@ -46,6 +46,8 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
         result.analysis_note = f"ops not named: {exc}"
         version, facts = None, None
     result.release = version
+    raised = {(order, subject.outputs[j], subject.targets[n].name)
+              for order, j, n in getattr(checker, "raised", {})}
     checks = []
     for order, model in models.items():
         back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
@@ -58,8 +60,22 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
         blocked = _blocked_pairs(analyse(model, facts or {}, version or "", flat=flat)) \
             if analysed else {}
         explained = path_ops(model, facts or {}, wanted, flat=flat) if wanted else {}
+        # where TF raised differentiating the call, the ops whose gradient raises, as
+        # check names them for a loaded signature (reason gradient_raises)
+        raising = raising_ops(model, facts, flat=flat) \
+            if facts is not None and flat is not None and any(
+                (order, c.output, c.target) in raised for c in mine) else ()
         for c in mine:
             key = (back.get(c.output, c.output), c.target)
+            if (order, c.output, c.target) in raised:
+                info = explained.get(key)
+                if info is not None and not info[0]:  # as check: no data path
+                    checks.append(replace(c, verdict="unrelated", blocking_ops=(), note=_join(
+                        c.note, "the output does not depend on it")))
+                else:
+                    checks.append(replace(c, verdict="none", gradient="none",
+                                          blocking_ops=raising or c.blocking_ops))
+                continue
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
