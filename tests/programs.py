@@ -32,6 +32,9 @@ class Template:
     helpers: tuple[str, ...] = ()  # module-level definitions it needs (HELPERS)
     concern: bool = True  # False: differentiable filler
     shape_only: tuple[str, ...] = ()  # operands whose values the result does not use
+    # operands that only choose a branch (a cond's predicate): no data path, as check
+    # has it (a predicate is not followed; the output is locally constant in it)
+    predicate: tuple[str, ...] = ()
     # TF's gradient through it is not the derivative (a stopped path the value does
     # depend on smoothly, a custom gradient that scales): finite differences disagree
     wrong_gradient: bool = False
@@ -114,9 +117,10 @@ CONCERNS = [
     T("custom_gradient_zero", "zero_grad({a}) + {b}", ("IdentityN",), ("zero_grad",),
       wrong_gradient=True),
     T("cond", "tf.cond(tf.reduce_sum({x}) > 0.0, lambda: {a} * {b}, "
-              "lambda: tf.round({a}) + {c})", ("Round",)),
+              "lambda: tf.round({a}) + {c})", ("Round",), predicate=("x",)),
     T("case", "tf.switch_case(tf.cast(tf.reduce_sum({x}) > 0.0, tf.int32), "
-              "[lambda: tf.tanh({a}), lambda: tf.floor({b}) * {c}])", ("Floor",)),
+              "[lambda: tf.tanh({a}), lambda: tf.floor({b}) * {c}])", ("Floor",),
+      predicate=("x",)),
     T("while", "tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h * {b})), "
                "[tf.constant(0), {a}])[1]", ()),
     T("while_blocked", "tf.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, "
@@ -244,7 +248,7 @@ def generate(seed: int) -> Program:
         name = f"t{k}"
         depends[name] = set().union(*(depends[v] for k_, v in operands.items()
                                       if f"{{{k_}}}" in template.code and
-                                      k_ not in template.shape_only))
+                                      k_ not in template.shape_only + template.predicate))
         statements.append((name, replace(template, code=code)))
         pool.append(name)
     temps = [n for n, _ in statements]

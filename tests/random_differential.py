@@ -268,12 +268,14 @@ def gradcheck_answers(tf: Any, module: Any, program: programs.Program,
                       at: list[list[Any]]) -> dict[tuple[str, str], str]:
     """TF's tape on the function gradcheck checks, ``module.__call__`` (the signature
     that is saved): (output, target) -> ``gradient`` (non-zero at either point),
-    ``none`` (None or zeros at both: through a function call TF gives zeros) or
-    ``raises`` (TF raises differentiating it). One target at a time where the call
+    ``gradient elsewhere`` (zeros at the point gradcheck checks, the first, not at the
+    second: a branch or a mask), ``none`` (None or zeros at both: through a function
+    call TF gives zeros) or ``raises`` (TF raises differentiating it). One target at a time where the call
     raises for all together: TF builds one backward function for the whole call, so
     a raising op fails targets of other outputs too, not unrelated ones."""
     names = sorted(module_vars(module)) + list(program.inputs)
     truth: dict[tuple[str, str], str] = {}
+    per_point: dict[tuple[str, str], list[str]] = {}
     for n, xs in enumerate(at):
         for output in program.outputs:
             def grads(wanted: list[Any], xs: list[Any] = xs, output: str = output) -> Any:
@@ -295,9 +297,10 @@ def gradcheck_answers(tf: Any, module: Any, program: programs.Program,
                     except Exception:  # noqa: BLE001 - TF raises for this target
                         given.append("raises")
             for name, answer in zip(names, given):
-                before = truth.get((output, name))
-                truth[(output, name)] = "raises" if "raises" in (before, answer) else \
-                    "gradient" if "gradient" in (before, answer) else "none"
+                per_point.setdefault((output, name), []).append(answer)
+    for key, (here, there) in per_point.items():
+        truth[key] = "raises" if "raises" in (here, there) else "gradient" \
+            if here == "gradient" else "gradient elsewhere" if there == "gradient" else "none"
     return truth
 
 
@@ -349,9 +352,11 @@ def judge_gradcheck(program: programs.Program, checks: list[Any],
             reasons = {b.reason for b in c.blocking_ops}
             if verdict == "none" and "gradient_raises" in reasons:
                 verdict = "none (gradient_raises)"
-        elif truth[key] == "gradient":
+        elif truth[key].startswith("gradient"):
             allowed = GIVEN if mismatch_ok else GIVEN - {"mismatch"}
             answer = "a gradient"
+            if truth[key] == "gradient elsewhere":  # zeros where gradcheck looks
+                allowed, answer = allowed | {"zero"}, "a gradient (zeros at the point)"
         elif related:
             allowed, answer = {"none", "zero"}, "none (the output depends on it)"
         else:
