@@ -69,7 +69,8 @@ def explain(result: GradcheckResult, checker: Any, release: str | None, db: Any)
             key = (back.get(c.output, c.output), c.target)
             if (order, c.output, c.target) in raised:
                 info = explained.get(key)
-                if info is not None and not info[0]:  # as check: no data path
+                # as check: no data path (or a variable the call does not capture)
+                if (not info[0]) if info is not None else _flat(c):
                     checks.append(replace(c, verdict="unrelated", blocking_ops=(), note=_join(
                         c.note, "the output does not depend on it")))
                 else:
