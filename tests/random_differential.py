@@ -12,9 +12,10 @@ verdict compared with TensorFlow's own gradients, pair by pair.
   identically zero (zeros at that point and at a second point where every input is
   negated, which flips every input-driven branch): nothing else.
 - **gradcheck**: on the live module; a verdict that says a gradient exists (``ok``,
-  ``mismatch``, ``non-smooth``) exactly where TF's tape (inside a ``tf.function``, where
-  a target the output does not reach gets ``None``) gives one at either point;
-  ``unrelated`` exactly where the program has no data path from the target to the output.
+  ``mismatch``, ``non-smooth``) exactly where TF's tape on the same call
+  (``module.__call__``) gives one at either point; ``none`` with the reason
+  ``gradient_raises`` (as ``check`` says it) exactly where TF raises; ``unrelated``
+  exactly where the program has no data path from the target to the output.
 
 Run:  python bench/differential.py [--count N] [--seed S]
 """
@@ -263,11 +264,50 @@ def judge_guard(program: programs.Program, part: str, output: str, names: list[s
 GIVEN = {"ok", "mismatch", "non-smooth"}
 
 
-def compare_gradcheck(report: Report, program: programs.Program, module: Any,
-                      at: list[list[Any]], answers: dict[str, list[list[str]]],
-                      db: Any) -> None:
-    """``answers``: TF's tape inside a ``tf.function`` (``compare_guard``'s traced
-    answers), where a target the output does not reach gets ``None``."""
+def gradcheck_answers(tf: Any, module: Any, program: programs.Program,
+                      at: list[list[Any]]) -> dict[tuple[str, str], str]:
+    """TF's tape on the function gradcheck checks, ``module.__call__`` (the signature
+    that is saved): (output, target) -> ``gradient`` (non-zero at either point),
+    ``gradient elsewhere`` (zeros at the point gradcheck checks, the first, not at the
+    second: a branch or a mask), ``none`` (None or zeros at both: through a function
+    call TF gives zeros) or ``raises`` (TF raises differentiating it). One target at a time where the call
+    raises for all together: TF builds one backward function for the whole call, so
+    a raising op fails targets of other outputs too, not unrelated ones."""
+    names = sorted(module_vars(module)) + list(program.inputs)
+    truth: dict[tuple[str, str], str] = {}
+    per_point: dict[tuple[str, str], list[str]] = {}
+    for n, xs in enumerate(at):
+        for output in program.outputs:
+            def grads(wanted: list[Any], xs: list[Any] = xs, output: str = output) -> Any:
+                with tf.GradientTape() as tape:
+                    for x in xs:
+                        tape.watch(x)
+                    value = module(*xs)[output]
+                return tape.gradient(value, wanted,
+                                     output_gradients=_upstream(tf, value, n + 1))
+
+            sources = _sources(module, xs)
+            try:
+                given = [_is_given(tf, g) for g in grads(sources)]
+            except Exception:  # noqa: BLE001 - TF raises: which targets?
+                given = []
+                for source in sources:
+                    try:
+                        given.append(_is_given(tf, grads([source])[0]))
+                    except Exception:  # noqa: BLE001 - TF raises for this target
+                        given.append("raises")
+            for name, answer in zip(names, given):
+                per_point.setdefault((output, name), []).append(answer)
+    for key, (here, there) in per_point.items():
+        truth[key] = "raises" if "raises" in (here, there) else "gradient" \
+            if here == "gradient" else "gradient elsewhere" if there == "gradient" else "none"
+    return truth
+
+
+def compare_gradcheck(tf: Any, report: Report, program: programs.Program, module: Any,
+                      at: list[list[Any]], db: Any) -> None:
+    """gradcheck on the live module against TF's tape on the same call
+    (``gradcheck_answers``)."""
     import opregistry
 
     part = "gradcheck"
@@ -279,13 +319,7 @@ def compare_gradcheck(report: Report, program: programs.Program, module: Any,
             f"{type(error).__name__}: {error}"[:300]))
         return
     report.gradchecked += 1
-    names = sorted(module_vars(module)) + list(program.inputs)
-    truth: dict[tuple[str, str], str] = {}
-    for output in program.outputs:
-        if output not in answers:  # TF cannot differentiate it
-            continue
-        for name, here, there in zip(names, *answers[output]):
-            truth[(output, name)] = "gradient" if "gradient" in (here, there) else "none"
+    truth = gradcheck_answers(tf, module, program, at)
     checks = [c for c in result.checks if c.order == 1]
     report.gradcheck_runs.append((program, checks, truth))
     pairs, found = judge_gradcheck(program, checks, truth)
@@ -295,8 +329,9 @@ def compare_gradcheck(report: Report, program: programs.Program, module: Any,
 
 def judge_gradcheck(program: programs.Program, checks: list[Any],
                     truth: dict[tuple[str, str], str]) -> tuple[int, list[Disagreement]]:
-    """gradcheck's verdicts against TF's tape (``truth``: (output, target) -> gradient
-    or none) and the program's data paths."""
+    """gradcheck's verdicts against TF's tape (``truth``: (output, target) -> gradient,
+    none or raises) and the program's data paths. Where TF raises, gradcheck says
+    ``none`` and names the ops with check's reason ``gradient_raises``."""
     depends = program.dependencies()
     mismatch_ok = any(t.wrong_gradient for _, t in program.statements)
     pairs, found = 0, []
@@ -309,17 +344,27 @@ def judge_gradcheck(program: programs.Program, checks: list[Any],
             continue
         pairs += 1
         related = c.target in depends[c.output]
-        if truth[key] == "gradient":
+        verdict = c.verdict
+        if truth[key] == "raises" and not related:  # as check: no data path
+            allowed, answer = {"unrelated"}, "raises (unrelated)"
+        elif truth[key] == "raises":
+            allowed, answer = {"none (gradient_raises)"}, "raises"
+            reasons = {b.reason for b in c.blocking_ops}
+            if verdict == "none" and "gradient_raises" in reasons:
+                verdict = "none (gradient_raises)"
+        elif truth[key].startswith("gradient"):
             allowed = GIVEN if mismatch_ok else GIVEN - {"mismatch"}
             answer = "a gradient"
+            if truth[key] == "gradient elsewhere":  # zeros where gradcheck looks
+                allowed, answer = allowed | {"zero"}, "a gradient (zeros at the point)"
         elif related:
             allowed, answer = {"none", "zero"}, "none (the output depends on it)"
         else:
             allowed, answer = {"unrelated"}, "none (unrelated)"
-        if c.verdict not in allowed:
+        if verdict not in allowed:
             found.append(Disagreement(
-                program.seed, "gradcheck", program.family, f"TF {answer}, gradcheck {c.verdict}",
-                f"{c.output} {c.target}: TF gives {answer}, gradcheck says {c.verdict}"))
+                program.seed, "gradcheck", program.family, f"TF {answer}, gradcheck {verdict}",
+                f"{c.output} {c.target}: TF gives {answer}, gradcheck says {verdict}"))
     return pairs, found
 
 
@@ -370,11 +415,11 @@ def run(count: int, seed: int, root: Path, gradcheck_every: int = 1, db: Any = N
     for number, (program, module, _, _) in enumerate(built):
         at = points(tf, program)
         t0 = time.perf_counter()
-        traced = compare_guard(tf, report, program, module, at)
+        compare_guard(tf, report, program, module, at)
         _lap(report, "guard", t0)
         if number % gradcheck_every == 0:
             t0 = time.perf_counter()
-            compare_gradcheck(report, program, module, at, traced, db)
+            compare_gradcheck(tf, report, program, module, at, db)
             _lap(report, "gradcheck", t0)
         if progress and number % 50 == 49:
             print(f"  guard and gradcheck: {number + 1} programs, "

@@ -30,26 +30,9 @@ GUARD = ("guard: eagerly, a custom gradient returning zeros is not reported as "
 # zeros come from the values (t0 - t0 cancels in seed 62; a mask fixed by a variable in
 # 217), the guard is right to say nothing; a structural zero test would settle it
 ORACLE = "harness: zeros by value at both points, not by fact (seeds 62, 101, 190, 217)"
-GRADCHECK = ("gradcheck: where TF's gradient of the loaded signature raises (Unique, "
-             "PreventGradient), gradcheck reports pairs ('unknown pair') instead of "
-             "refusing the signature as check does; 'none' where TF gives the live "
-             "function a gradient (Round, TopK indices, Zeta); mismatch on TF's own "
-             "gradients across kinks or samplers; 'unrelated' on a cond predicate; 'zero' "
-             "for Betainc (open, issue 22)")
 # (part, family) -> (kinds of disagreement, why): to be removed when the fix is merged
 KNOWN: dict[tuple[str, str], tuple[frozenset[str], str]] = {
     ('check-saved', 'custom_gradient_zero'): (frozenset({'TF gradient, check blocked'}), CHECK_29),
-    ('gradcheck', 'betainc'): (frozenset({'TF a gradient, gradcheck zero'}), GRADCHECK),
-    ('gradcheck', 'cond'): (frozenset({'TF none (the output depends on it), gradcheck unrelated'}), GRADCHECK),
-    ('gradcheck', 'gamma_sampler'): (frozenset({'TF a gradient, gradcheck mismatch'}), GRADCHECK),
-    ('gradcheck', 'histogram'): (frozenset({'TF a gradient, gradcheck mismatch'}), GRADCHECK),
-    ('gradcheck', 'prevent_gradient'): (frozenset({'unknown pair'}), GRADCHECK),
-    ('gradcheck', 'round'): (frozenset({'TF a gradient, gradcheck none', 'unknown pair'}), GRADCHECK),
-    ('gradcheck', 'string'): (frozenset({'TF a gradient, gradcheck mismatch'}), GRADCHECK),
-    ('gradcheck', 'top_k_indices'): (frozenset({'TF a gradient, gradcheck none', 'unknown pair'}), GRADCHECK),
-    ('gradcheck', 'unique'): (frozenset({'unknown pair'}), GRADCHECK),
-    ('gradcheck', 'where_mask'): (frozenset({'unknown pair'}), GRADCHECK),
-    ('gradcheck', 'zeta'): (frozenset({'TF a gradient, gradcheck none', 'unknown pair'}), GRADCHECK),
     ('guard-eager', 'bucketize'): (frozenset({'TF identically zero, guard silent'}), ORACLE),
     ('guard-eager', 'custom_gradient_zero'): (frozenset({'TF identically zero, guard silent'}), GUARD),
     ('guard-eager', 'poisson'): (frozenset({'TF identically zero, guard silent'}), ORACLE),

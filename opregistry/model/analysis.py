@@ -224,6 +224,27 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
 
+def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
+                ) -> tuple[BlockingOp, ...]:
+    """The ops a gradient of some output reaches whose gradient raises (``missing``, or
+    raising for every input), reason ``gradient_raises``: what makes TensorFlow raise
+    differentiating a function call (it builds one backward function for all outputs),
+    as ``check`` names it for a loaded signature. gradcheck names them where TF raised."""
+    flat = flat if flat is not None else flatten(model, facts)
+    state = _State(flat)
+    outputs = [(output, tensor) for _sig, output, tensor in _outputs(model, flat, None)]
+    found: dict[int, BlockingOp] = {}
+    for _output, tensor in outputs:
+        for inst, _position, _ref, reason in state.stops(tensor):
+            if reason in ("missing", "none") and inst not in found \
+                    and _gradient_raises(flat, inst) \
+                    and _gradient_arrives(flat, state, inst, outputs):
+                node = flat.nodes[inst]
+                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                                         "gradient_raises")
+    return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
+
+
 def _gradient_arrives(flat: Flat, state: _State, inst: int,
                       outputs: list[tuple[str, int]]) -> bool:
     """Whether a gradient of some output reaches an output of ``inst`` (TF asks an op

@@ -75,10 +75,12 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         checks = checker.run()
         jitter = checker.max_jitter
         gradient: FirstGradient | None = None
+        raised = dict(checker.raised)  # where TF raised computing a gradient
         if order == 2:  # order 2 reports order 1 too, with the same projections
             second, gradient = second_order_checker(checker)
             checks += second.run()
             jitter = max(jitter, second.max_jitter)
+            raised.update(second.raised)
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
                              seed=seed, checks=checks,
@@ -88,7 +90,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     if analyse:
         from opregistry.numerical.explain import explain
 
-        result = explain(result, subject, release, db, gradient)
+        result = explain(result, subject, release, db, gradient, raised)
     return result
 
 

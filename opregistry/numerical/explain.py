@@ -3,6 +3,7 @@ clone) tells blocked from unrelated, overrides what finite differences cannot se
 target with no gradient path is never ``ok``), and names the ops behind a problem."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -12,16 +13,19 @@ from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 # long: one pass over the checks of both orders, each rule a few lines
 def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
-            gradient: Any = None) -> GradcheckResult:
+            gradient: Any = None, raised: Iterable[tuple[int, int, int]] = ()
+            ) -> GradcheckResult:
     """Static analysis of the traced call (and, for order 2, of the traced first
     gradient): a missing gradient is ``none`` only when the output depends on the target
     (else ``unrelated``); at order 1 a target the analysis finds blocked is ``none``
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible.
-    ``gradient``: the function order 2 checked (``second_order.FirstGradient``).
+    ``gradient``: the function order 2 checked (``second_order.FirstGradient``);
+    ``raised``: the (order, output number, target number) where TF raised computing
+    the gradient (``Checker.raised``).
     Returns a new result (``result`` is frozen)."""
-    from opregistry.model.analysis import analyse
+    from opregistry.model.analysis import analyse, raising_ops
     from opregistry.model.check import default_release
     from opregistry.model.flatten import flatten
     from opregistry.model.paths import path_ops
@@ -48,6 +52,8 @@ def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing
         notes.append(f"ops not named: {exc}")
         version, facts = None, None
+    raised_at = {(order, subject.outputs[j], subject.targets[n].name)
+                 for order, j, n in raised}
     checks = []
     for order, model in models.items():
         back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
@@ -60,8 +66,23 @@ def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
         blocked = _blocked_pairs(analyse(model, facts or {}, version or "", flat=flat)) \
             if analysed else {}
         explained = path_ops(model, facts or {}, wanted, flat=flat) if wanted else {}
+        # where TF raised differentiating the call, the ops whose gradient raises, as
+        # check names them for a loaded signature (reason gradient_raises)
+        raising = raising_ops(model, facts, flat=flat) \
+            if facts is not None and flat is not None and any(
+                (order, c.output, c.target) in raised_at for c in mine) else ()
         for c in mine:
             key = (back.get(c.output, c.output), c.target)
+            if (order, c.output, c.target) in raised_at:
+                info = explained.get(key)
+                # as check: no data path (or a variable the call does not capture)
+                if (not info[0]) if info is not None else _flat(c):
+                    checks.append(replace(c, verdict="unrelated", blocking_ops=(), note=_join(
+                        c.note, "the output does not depend on it")))
+                else:
+                    checks.append(replace(c, verdict="none", gradient="none",
+                                          blocking_ops=raising or c.blocking_ops))
+                continue
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
