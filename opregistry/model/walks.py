@@ -7,7 +7,6 @@ from collections import deque
 from typing import Any
 
 from opregistry.model.flatten import _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
-from opregistry.model.library import VALUE_FREE_OPS as _VALUE_FREE_OPS
 from opregistry.model.readers._schema import GRADIENT_CARRIERS
 from opregistry.model.readers.model import Node
 from opregistry.model.results import BlockingOp
