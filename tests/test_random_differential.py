@@ -179,3 +179,77 @@ def test_a_program_is_reproduced_from_its_seed(tmp_path: Path) -> None:
     exec(compile(source, "program_41.py", "exec"), namespace)  # noqa: S102 - our own code
     assert set(namespace["build_module"]().__call__(  # type: ignore[operator]
         *[[[0.1, 0.2, 0.3]] * 2] * len(programs.generate(41).inputs)))
+
+
+# ------------------------------------------- the oracle: identically zero by fact
+
+ZERO_CASES = {  # body of (v, w) -> whether TF's gradient for v is zero by fact
+    "custom_zeros": ("zero_grad(v) * w", True),
+    "sign": ("tf.sign(v) * w", True),
+    "cancels": ("v * w - v * w", False),  # zeros by value: t0 - t0
+    "mask_fixed_by_w": ("tf.where(w > 5.0, v, w)", False),  # zeros by value
+    "maximum": ("tf.maximum(v, w) + tf.round(v)", False),  # zeros in places
+}
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_by_fact_zero_reads_the_gradient_graph(traced: bool) -> None:
+    """The harness's 'identically zero' is by fact: TF's gradient graph for the call
+    does not read the upstream gradient; zeros that come from values are not."""
+    import tensorflow as tf
+
+    namespace: dict[str, object] = {"tf": tf}
+    exec(programs.HELPERS["zero_grad"], namespace)  # noqa: S102 - our own code
+    v = tf.Variable([[0.3, -0.2, 0.9]])
+    w = tf.Variable([[0.5, 0.1, -0.4]])
+    for name, (body, expected) in ZERO_CASES.items():
+        compute = eval(f"lambda v, w: {body}", namespace)  # noqa: S307 - our own code
+
+        def grads(upstream: object, compute: object = compute) -> list[object]:
+            with tf.GradientTape() as tape:
+                value = compute(v, w)  # type: ignore[operator]
+            return tape.gradient(value, [v], output_gradients=tf.identity(
+                upstream, name="upstream"))
+
+        if traced:
+            concrete = tf.function(grads).get_concrete_function(
+                tf.TensorSpec([1, 3], tf.float32))
+        else:
+            with tf.GradientTape(persistent=True) as tape:
+                value = compute(v, w)  # type: ignore[operator]
+            concrete = tf.function(lambda upstream: tape.gradient(
+                value, [v], output_gradients=upstream)).get_concrete_function(
+                tf.TensorSpec([1, 3], tf.float32, name="upstream"))
+        given = tf.convert_to_tensor(concrete(tf.ones([1, 3]))[0]).numpy()
+        assert rd.by_fact_zero(tf, concrete) == [expected], name
+        assert (given == 0).all() == (name != "maximum"), (name, given)
+
+
+def test_the_guard_missing_a_zero_by_fact_is_caught(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mutation: the guard never says 'identically zero'. On a program whose custom
+    gradient returns zeros_like(dy) the differential then finds the miss, eagerly and
+    traced; with the guard as it is, nothing."""
+    import tensorflow as tf
+
+    from opregistry.guard import session
+
+    program = programs.generate(29)  # out0 = reduce_sum(zero_grad(x0) + v2)
+    assert program.family == "custom_gradient_zero"
+    module = rd.load(program, tmp_path).build_module()
+    at = rd.points(tf, program)
+    report = rd.Report()
+    rd.compare_guard(tf, report, program, module, at)
+    assert not report.disagreements, [d.text() for d in report.disagreements]
+    kept = session.Session._lost
+
+    def never_zero(self: object, *args: object, **kwargs: object) -> object:
+        lost = kept(self, *args, **kwargs)  # type: ignore[arg-type]
+        return None if lost is not None and lost.kind == "zero" else lost
+
+    monkeypatch.setattr(session.Session, "_lost", never_zero)
+    broken = rd.Report()
+    rd.compare_guard(tf, broken, program, module, at)
+    assert {(d.part, d.kind, d.detail.split(":")[0]) for d in broken.disagreements} == {
+        (part, "TF identically zero, guard silent", "out0 x0")
+        for part in ("guard-eager", "guard-traced")}
