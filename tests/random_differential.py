@@ -442,6 +442,11 @@ def _lap(report: Report, what: str, since: float) -> None:
     report.seconds[what] = report.seconds.get(what, 0.0) + time.perf_counter() - since
 
 
+def coverage(report: Report) -> int:
+    """How many of the grammar's families of concern some program of the batch has."""
+    return sum(report.family_programs[f] > 0 for f in programs.FAMILIES)
+
+
 def render(report: Report) -> str:
     from tabulate import tabulate
 
@@ -455,6 +460,9 @@ def render(report: Report) -> str:
     for d in report.disagreements:
         by_family[d.family][d.part] += 1
     first = Counter(p.family for p in report.programs)
+    lines += ["", f"families of concern covered: {coverage(report)} of {len(programs.FAMILIES)}"
+              f" (each the first statement of {min(first[f] for f in programs.FAMILIES)} "
+              "programs at least)"]
     rows = [(f, first[f], report.family_programs[f], report.family_pairs[f],
              sum(by_family[f].values())) for f in sorted(report.family_programs)]
     lines += ["", tabulate(rows, headers=["family", "programs built on it", "programs with it",

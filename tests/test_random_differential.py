@@ -110,6 +110,8 @@ def test_every_family_and_op_is_covered(report: rd.Report) -> None:
     such a status and in the saved graphs of some program."""
     built_on = {f: sum(p.family == f for p in report.programs) for f in programs.FAMILIES}
     assert min(built_on.values()) >= COUNT // len(programs.FAMILIES), built_on
+    assert rd.coverage(report) == len(programs.FAMILIES) == len(set(programs.FAMILIES))
+    assert f"families of concern covered: {len(programs.FAMILIES)} of " in rd.render(report)
     named = {op for t in programs.CONCERNS + programs.SMOOTH for op in t.ops}
     of_concern = named & set(report.concern_ops)
     assert len(of_concern) >= 25, sorted(named - set(report.concern_ops))
