@@ -152,7 +152,7 @@ CONCERNS = [
                       "tf.float32) * {b}", ("LowerBound",)),
     T("bincount", "tf.reshape(tf.cast(tf.math.bincount(tf.cast(tf.abs({a}) * 2.0, tf.int32),"
                   " minlength=6, maxlength=6), tf.float32), [2, 3]) * {b}",
-      ("Bincount",)),
+      ("DenseBincount",)),
     T("in_top_k", "tf.cast(tf.math.in_top_k(tf.constant([0, 1]), {a}, k=2), tf.float32)"
                   "[:, None] * {b}", ("InTopKV2",)),
     T("uniform_sampler", "{a} + tf.random.stateless_uniform([2, 3], seed=[2, 3]) * {b}",
