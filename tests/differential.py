@@ -212,9 +212,9 @@ def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str],
             _, inlined = convert_variables_to_constants_v2_as_graph(concrete)
         except Exception:  # noqa: BLE001 - LookupError for an unknown custom gradient
             continue
-        carried = _downstream_nodes(inlined, "upstream")
-        results = [t.name.split(":")[0] for t in concrete.outputs]
-        out[key] = {i: exists and _producer(inlined, name) in carried
+        carried = _downstream_tensors(inlined, "upstream")
+        results = [t.name for t in concrete.outputs]
+        out[key] = {i: exists and _carries(carried, _producer(inlined, name))
                     for (i, _), exists, name in zip(numbered, found, results)}
     return out
 
@@ -234,28 +234,100 @@ def _gradient_function(tf: Any, graph_def: Any, inputs: list[str], output: str,
 
 
 def _producer(graph_def: Any, output: str) -> str:
-    """The node behind a function output (through the Identity that returns it)."""
+    """The tensor behind a function output (through the Identity that returns it)."""
     nodes = {n.name: n for n in graph_def.node}
-    node = nodes.get(output)
+    tensor = output.split(":")[0]
+    node = nodes.get(tensor)
     while node is not None and node.op == "Identity" and node.input:
-        node = nodes.get(node.input[0].split(":")[0].lstrip("^"))
-    return node.name if node is not None else output
+        tensor = node.input[0].lstrip("^")
+        node = nodes.get(tensor.split(":")[0])
+    return tensor if ":" in tensor else f"{tensor}:0"
 
 
-def _downstream_nodes(graph_def: Any, start: str) -> set[str]:
-    """Every node the node ``start`` reaches along data edges."""
-    consumers: dict[str, list[str]] = {}
+# ops whose output depends on the shapes of their inputs only: nothing of the upstream
+# gradient's values passes them (a custom gradient's zeros_like(dy), traced for an
+# upstream of unknown shape, is a ZerosLike that reads dy). The harness's own list, kept
+# apart from opregistry's so that the oracle does not share its mistakes.
+SHAPE_ONLY_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
+                            "BroadcastGradientArgs", "VariableShape", "TensorListLength",
+                            "TensorListElementShape"})
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
+def _downstream_tensors(graph_def: Any, start: str) -> set[str]:
+    """Every tensor (``node:k``) whose value the node ``start``'s value reaches along
+    data edges, not through an op that reads only shapes. A function call left in the
+    graph (a loaded model's custom gradient is called, not inlined) passes input j to
+    output k only where its body does; any other op passes every input to every output
+    (``node:*``)."""
+    nodes = {n.name: n for n in graph_def.node}
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    consumers: dict[str, list[tuple[str, int]]] = {}  # tensor -> (node, input position)
     for node in graph_def.node:
+        position = 0
         for text in node.input:
-            if not text.startswith("^"):
-                consumers.setdefault(text.split(":")[0], []).append(node.name)
-    seen, stack = {start}, [start]
+            if text.startswith("^"):
+                continue
+            name, _, index = text.partition(":")
+            consumers.setdefault(f"{name}:{index or 0}", []).append((node.name, position))
+            position += 1
+    produced: dict[str, list[str]] = {}  # node -> its consumed tensors
+    for tensor in consumers:
+        produced.setdefault(tensor.rsplit(":", 1)[0], []).append(tensor)
+    reached: set[str] = {f"{start}:*"}
+    stack = [start]  # nodes with newly reached outputs
+
+    def outputs_of(name: str) -> list[str]:
+        return produced.get(name, [])
+
     while stack:
-        for name in consumers.get(stack.pop(), []):
-            if name not in seen:
-                seen.add(name)
-                stack.append(name)
-    return seen
+        name = stack.pop()
+        tensors = outputs_of(name) if f"{name}:*" in reached else \
+            [t for t in outputs_of(name) if t in reached]
+        for tensor in tensors:
+            for consumer, position in consumers.get(tensor, []):
+                node = nodes[consumer]
+                if node.op in SHAPE_ONLY_OPS:
+                    continue
+                body = functions.get(node.attr["f"].func.name) if node.op in CALL_OPS \
+                    else None
+                passed = _body_outputs(body, position, functions) if body is not None \
+                    else None
+                new = {f"{consumer}:*"} if passed is None else \
+                    {f"{consumer}:{k}" for k in passed}
+                if not new <= reached and f"{consumer}:*" not in reached:
+                    reached |= new
+                    stack.append(consumer)
+    return reached
+
+
+def _carries(reached: set[str], tensor: str) -> bool:
+    return tensor in reached or f"{tensor.split(':')[0]}:*" in reached
+
+
+def _body_outputs(fdef: Any, position: int, functions: dict[str, Any]) -> set[int] | None:
+    """The outputs of function ``fdef`` whose value its input ``position`` reaches
+    (None: not known, all); nested calls pass every input to every output."""
+    signature = fdef.signature
+    if position >= len(signature.input_arg) or any(
+            a.number_attr or a.type_list_attr for a in signature.output_arg):
+        return None
+    arg = signature.input_arg[position].name
+    body = {n.name: n for n in fdef.node_def}
+    out = set()
+    for k, out_arg in enumerate(signature.output_arg):
+        seen: set[str] = set()
+        stack = [fdef.ret[out_arg.name].split(":")[0]]
+        while stack:
+            name = stack.pop()
+            if name == arg:
+                out.add(k)
+                break
+            if name in seen or name not in body or body[name].op in SHAPE_ONLY_OPS:
+                continue
+            seen.add(name)
+            stack.extend(t.split(":")[0] for t in body[name].input if not t.startswith("^"))
+    return out
 
 
 def _float_outputs(fn: Any) -> list[tuple[str, str, int]]:

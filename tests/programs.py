@@ -138,6 +138,39 @@ CONCERNS = [
                       "constant_values=tf.reduce_mean({b}))", ("PadV2",), wrong_gradient=True),
     T("prevent_gradient", "tf.raw_ops.PreventGradient(input={a}, message='no') + {b}",
       ("PreventGradient",)),
+    # batch normalisation, fused: training (the normalised value, and the batch mean:
+    # an output whose gradient TF drops) and inference (mean and variance inputs: None)
+    T("fused_batch_norm_training", "tf.reshape(tf.compat.v1.nn.fused_batch_norm("
+      "tf.reshape({a}, [1, 2, 3, 1]), [1.5], [0.1], is_training=True)[0], [2, 3]) * {b}",
+      ("FusedBatchNormV3",)),
+    T("fused_batch_norm_mean", "tf.ones([2, 3]) * tf.compat.v1.nn.fused_batch_norm("
+      "tf.reshape({a}, [1, 3, 2, 1]), [1.0], [0.0], is_training=True)[1] + {b}",
+      ("FusedBatchNormV3",)),
+    T("fused_batch_norm_inference", "tf.reshape(tf.compat.v1.nn.fused_batch_norm("
+      "tf.reshape({a}, [1, 2, 3, 1]), [1.5], [0.1], mean={b}[0, :1], "
+      "variance=tf.nn.softplus({c})[0, :1] + 0.1, is_training=False)[0], [2, 3])",
+      ("FusedBatchNormV3",)),
+    T("case_predicates", "tf.case([(tf.reduce_sum({x}) > 0.5, lambda: tf.tanh({a})), "
+                         "(tf.reduce_sum({x}) < -0.5, lambda: tf.sign({b}) * {c})], "
+                         "default=lambda: tf.floor({b}) + {a})", ("Floor", "Sign")),
+    T("one_hot", "tf.one_hot(tf.argmax({a}, axis=1), 3) * {b}", ("OneHot", "ArgMax")),
+    T("is_finite", "tf.cast(tf.math.is_finite(tf.math.log({a})), tf.float32) * {b}",
+      ("IsFinite",)),
+    T("logical_and", "tf.cast(tf.logical_and({a} > 0.0, {b} < 0.5), tf.float32) * {c}",
+      ("LogicalAnd", "Less")),
+    T("searchsorted", "tf.cast(tf.searchsorted(tf.constant([[-0.5, 0.0, 0.5]] * 2), {a}), "
+                      "tf.float32) * {b}", ("LowerBound",)),
+    T("bincount", "tf.reshape(tf.cast(tf.math.bincount(tf.cast(tf.abs({a}) * 2.0, tf.int32),"
+                  " minlength=6, maxlength=6), tf.float32), [2, 3]) * {b}",
+      ("DenseBincount",)),
+    T("in_top_k", "tf.cast(tf.math.in_top_k(tf.constant([0, 1]), {a}, k=2), tf.float32)"
+                  "[:, None] * {b}", ("InTopKV2",)),
+    T("uniform_sampler", "{a} + tf.random.stateless_uniform([2, 3], seed=[2, 3]) * {b}",
+      ("StatelessRandomUniformV2",)),
+    T("binomial_sampler", "tf.random.stateless_binomial([2, 3], seed=[1, 5], counts=5.0, "
+                          "probs=tf.sigmoid({a}), output_dtype=tf.float32) * {b}",
+      ("StatelessRandomBinomial",)),
+    T("truncate_mod", "tf.truncatemod({a}, 0.7) * {b}", ("TruncateMod",)),
 ]
 FAMILIES = [t.family for t in CONCERNS]
 

@@ -9,8 +9,9 @@ verdict compared with TensorFlow's own gradients, pair by pair.
 - **guard**: for every output, the body under ``opregistry.guard`` with a tape, eagerly
   and inside a ``tf.function``; the targets the guard names must be exactly those whose
   gradient TF returns as ``None`` in that very call, plus those whose gradient is
-  identically zero (zeros at that point and at a second point where every input is
-  negated, which flips every input-driven branch): nothing else.
+  identically zero by fact (TF's gradient graph for that call, functions inlined, does
+  not use the upstream gradient's values: ``by_fact_zero``): nothing else. Zeros by
+  value (a mask a variable fixes, ``t0 - t0``) are not a finding.
 - **gradcheck**: on the live module; a verdict that says a gradient exists (``ok``,
   ``mismatch``, ``non-smooth``) exactly where TF's tape on the same call
   (``module.__call__``) gives one at either point; ``none`` with the reason
@@ -40,7 +41,6 @@ import programs  # noqa: E402
 STRUCTURAL = frozenset({"Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
 PARTS = ("check-saved", "check-export", "guard-eager", "guard-traced", "gradcheck")
 CONCERN_STATES = ("none", "no_gradient", "missing", "partial")
-POINTS = (1, 2)  # point 2 is point 1 with every input negated
 
 
 @dataclass
@@ -176,32 +176,78 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
                 guarded: bool = True) -> tuple[list[list[str]], dict[str, str]]:
     """TF's gradients of ``output`` for every variable and input (the program's names),
     as none/zero/gradient, at each point of ``at``; the first call is made under the
-    guard, and what it reported is returned (name -> kind). Traced: one
-    ``tf.function`` (the guard sees it trace), called at every point."""
+    guard, and what it reported is returned (name -> kind). In the first call's
+    answers a zero is ``zero`` only when it is by fact (``by_fact_zero``: TF's gradient
+    graph for that call does not use the upstream gradient's values), else
+    ``zero by value``. Traced: one ``tf.function`` (the guard sees it trace), called at
+    every point."""
     import opregistry
 
     names: list[str] = []  # as the guard names them: symbolic tensors when traced
+    kept: dict[str, Any] = {}  # eagerly: the first call's tape, to trace its gradient
 
     def step(seed: Any, *args: Any) -> list[Any]:
-        with tf.GradientTape(watch_accessed_variables=True) as tape:
+        with tf.GradientTape(watch_accessed_variables=True, persistent=not traced) as tape:
             for x in args:
                 tape.watch(x)
             value = module.body(*args)[output]
         sources = _sources(module, list(args))
         names[:] = _names(sources)
-        upstream = tf.random.stateless_normal(tf.shape(value), seed=tf.stack([seed, 7]))
-        return tape.gradient(value, sources, output_gradients=upstream)
+        upstream = tf.identity(tf.random.stateless_normal(
+            tf.shape(value), seed=tf.stack([seed, 7])), name="upstream")
+        grads = tape.gradient(value, sources, output_gradients=upstream)
+        kept.setdefault("call", (tape, value, sources))
+        return [None if g is None else tf.convert_to_tensor(g) for g in grads]
 
     call = tf.function(step, autograph=False) if traced else step
     guard = opregistry.guard.Guard(action="log", summary=False)
     with guard if guarded else contextlib.nullcontext():
         first = call(tf.constant(1), *at[0])
+    if traced:
+        by_fact = by_fact_zero(tf, call.get_concrete_function(tf.constant(1), *at[0]))
+    else:
+        tape, value, sources = kept["call"]
+        by_fact = by_fact_zero(tf, tf.function(
+            lambda upstream: tape.gradient(value, sources, output_gradients=upstream)
+        ).get_concrete_function(tf.TensorSpec(value.shape, value.dtype, name="upstream")))
     given = [[_is_given(tf, g) for g in first]]
+    given[0] = [("zero" if by_fact[k] else "zero by value") if kind == "zero" else kind
+                for k, kind in enumerate(given[0])]
     given += [[_is_given(tf, g) for g in call(tf.constant(n + 2), *xs)]
               for n, xs in enumerate(at[1:])]
     found = {lost.target: lost.kind for lost in guard.lost}
     own = sorted(module_vars(module)) + [f"x{i}" for i in range(len(at[0]))]
     return given, {o: found[n] for o, n in zip(own, names) if n in found}
+
+
+def by_fact_zero(tf: Any, concrete: Any) -> list[bool]:
+    """Per gradient a function returns (None: False): whether it is zero by fact, that
+    is, TF's gradient graph does not use the values of the upstream gradient (the node
+    ``upstream``): a gradient is linear in its upstream, so one that does not read it is
+    zero whatever the inputs. Read with every function call inlined (custom gradients,
+    cond and while bodies, a tf.function called eagerly); where TF cannot inline (a
+    py_function), on the graph as it is, a call counting as using all its inputs."""
+    import differential
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2_as_graph,
+    )
+
+    flat = tf.nest.flatten(concrete.structured_outputs)
+    try:
+        frozen, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
+        results = [t.name for t in frozen.outputs]
+    except Exception:  # noqa: BLE001 - a py_function: the graph as traced
+        graph_def = concrete.graph.as_graph_def()
+        results = [t.name for t in concrete.outputs]
+    carried = differential._downstream_tensors(graph_def, "upstream")
+    found, produced = [], iter(results)
+    for g in flat:
+        if g is None:
+            found.append(False)
+            continue
+        found.append(not differential._carries(
+            carried, differential._producer(graph_def, next(produced))))
+    return found
 
 
 def compare_guard(tf: Any, report: Report, program: programs.Program, module: Any,
@@ -240,16 +286,17 @@ def judge_guard(program: programs.Program, part: str, output: str, names: list[s
                 given: list[str], other: list[str], reported: dict[str, str]
                 ) -> list[Disagreement]:
     """What the guard reported for one gradient call against TF's answers in that call
-    (``given``) and at the other point (``other``)."""
+    (``given``: ``zero`` is by fact, see ``guard_calls``); ``other``, TF's answers at
+    the other point, are gradcheck's business."""
     found = []
-    for name, here, there in zip(names, given, other):
+    for name, here in zip(names, given):
         if here == "none":
             expected, answer = {"none", "unrelated", "unexplained", "unrecorded"}, "None"
-        elif here == "zero" and there == "zero":
+        elif here == "zero":
             expected, answer = {"zero"}, "identically zero"
-        else:
+        else:  # zeros by value (a mask fixed by a variable, t0 - t0) are not a finding
             expected, answer = set(), "a gradient" if here == "gradient" else \
-                "zeros here, not at the other point"
+                "zeros by value, not by fact"
         got = reported.get(name)
         if (got in expected) if expected else got is None:
             continue
@@ -440,6 +487,11 @@ def _lap(report: Report, what: str, since: float) -> None:
     report.seconds[what] = report.seconds.get(what, 0.0) + time.perf_counter() - since
 
 
+def coverage(report: Report) -> int:
+    """How many of the grammar's families of concern some program of the batch has."""
+    return sum(report.family_programs[f] > 0 for f in programs.FAMILIES)
+
+
 def render(report: Report) -> str:
     from tabulate import tabulate
 
@@ -453,6 +505,9 @@ def render(report: Report) -> str:
     for d in report.disagreements:
         by_family[d.family][d.part] += 1
     first = Counter(p.family for p in report.programs)
+    lines += ["", f"families of concern covered: {coverage(report)} of {len(programs.FAMILIES)}"
+              f" (each the first statement of {min(first[f] for f in programs.FAMILIES)} "
+              "programs at least)"]
     rows = [(f, first[f], report.family_programs[f], report.family_pairs[f],
              sum(by_family[f].values())) for f in sorted(report.family_programs)]
     lines += ["", tabulate(rows, headers=["family", "programs built on it", "programs with it",

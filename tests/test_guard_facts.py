@@ -121,3 +121,41 @@ def test_a_variable_passed_straight_to_an_op_is_on_the_eager_record(compiled):
 
     facts, lost = _check_against_tf(step, ["under", "over"], compiled)
     assert facts == {"under": "zero", "over": "nonzero"} and lost == {}
+
+
+@tf.custom_gradient
+def _zeros_of_upstream(t):
+    # zeros_like(dy): traced for an upstream of unknown shape this is a ZerosLike that
+    # reads dy, though nothing of dy's values reaches the input
+    return tf.identity(t), lambda dy: tf.zeros_like(dy)
+
+
+@tf.custom_gradient
+def _half_of_upstream(t):
+    return tf.identity(t), lambda dy: dy * 0.5
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
+def test_a_custom_gradient_of_zeros_like_the_upstream_is_identically_zero(compiled):
+    """Zeros by fact (the custom gradient ignores dy's values), reported in that very
+    call eagerly as traced; a custom gradient that scales dy, and a gradient with exact
+    zeros in places beside it (maximum), are not."""
+    direct = tf.Variable([[0.3, -0.2, 0.9]], name="direct")
+    read = tf.Variable([[1.2, 0.4, -0.7]], name="read")
+    halved = tf.Variable([[0.5, 0.1, -0.4]], name="halved")
+    w = tf.Variable([[0.6, -0.3, 0.2]], name="w")
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(_zeros_of_upstream(direct) * w) + \
+                tf.reduce_sum(_zeros_of_upstream(read * 1.0)) + \
+                tf.reduce_sum(_half_of_upstream(halved) + tf.maximum(direct, w))
+        return tape.gradient(loss, [direct, read, halved, w])
+
+    facts, lost = _check_against_tf(step, ["direct", "read", "halved", "w"], compiled,
+                                    zero_explained={"read"})
+    assert facts == {"direct": "nonzero", "read": "zero", "halved": "nonzero",
+                     "w": "nonzero"}
+    assert lost["read"].kind == "zero"
+    assert [(s.op, s.reason) for s in lost["read"].stops] == [
+        ("IdentityN", "custom_gradient_none")]

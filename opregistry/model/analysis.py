@@ -24,6 +24,7 @@ from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import _INST, _OUT, Flat, _tensor, flatten
+from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model, ModelError, shown
 from opregistry.model.results import (
@@ -37,7 +38,6 @@ from opregistry.model.results import (
     with_sites,
 )
 from opregistry.model.walks import (
-    _VALUE_FREE_OPS,
     PYTHON_OPS,
     STATIC_FORMATS,
     add_consumers,
@@ -177,7 +177,7 @@ def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str
     out: dict[int, BlockingOp] = {}
     for inst, _position, ref, reason in stops:
         op = flat.ops[inst]
-        if concern and (op in _VALUE_FREE_OPS or reason in FATAL_REASONS):
+        if concern and (op in VALUE_FREE_OPS or reason in FATAL_REASONS):
             continue
         if inst in out:
             continue

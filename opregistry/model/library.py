@@ -11,6 +11,12 @@ MAX_CALL_DEPTH = 200  # nested function calls (Keras nests a handful)
 # times took 6 s and 380 MB when only the instances counted
 CALL_COST = 5
 
+# ops whose output does not depend on the values of their inputs (only on shapes):
+# that no gradient passes them is no concern on a path that also carries one, and a
+# custom gradient that returns zeros_like(dy) gives its input nothing of dy
+VALUE_FREE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
+                            "BroadcastGradientArgs", "TensorListLength", "VariableShape"})
+
 # ops whose function attributes hold bodies the analysis inlines
 FUNCTIONAL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf",
                             "Case", "StatelessCase", "While", "StatelessWhile",
@@ -115,15 +121,17 @@ def custom_gradient_inputs(model: Model, function: str, n_inputs: int
 
 
 def reaches_args(body: Any, tensor: str, args: set[str]) -> bool:
-    """Whether ``tensor`` of a function body depends on one of its arguments ``args``
-    (any data edge; calls inside the body count as depending on all their inputs)."""
+    """Whether ``tensor`` of a function body depends on the value of one of its
+    arguments ``args`` (any data edge but through an op that reads only shapes, such as
+    the ZerosLike of ``tf.zeros_like(dy)`` where dy's shape is not known when traced;
+    calls inside the body count as depending on all their inputs)."""
     seen: set[str] = set()
     stack = [tensor.split(":")[0]]
     while stack:
         name = stack.pop()
         if name in args:
             return True
-        if name in seen or name not in body.nodes:
+        if name in seen or name not in body.nodes or body.nodes[name].op in VALUE_FREE_OPS:
             continue
         seen.add(name)
         stack.extend(text.split(":")[0] for text in body.nodes[name].input

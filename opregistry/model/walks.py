@@ -75,10 +75,6 @@ def op_passes(flat: Flat, node: Node, position: int) -> str | None:
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 # formats whose files hold no Python: a py_function's callback is not in them
 STATIC_FORMATS = frozenset({"savedmodel", "graphdef", "pbtxt"})
-# ops whose output does not depend on the values of their inputs (only on shapes):
-# that no gradient passes them is no concern on a path that also carries one
-_VALUE_FREE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
-                             "BroadcastGradientArgs", "TensorListLength", "VariableShape"})
 
 
 def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
