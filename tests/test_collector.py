@@ -155,7 +155,7 @@ def test_source_hash_ignores_annotations_docstrings_and_formatting(tmp_path):
 
 IN_ENVIRONMENT = [Path(collector.__file__)] + [
     Path(collector.__file__).with_name(name)
-    for name in ("probe.py", "probe_args.py", "plugins.py", "names.py")]
+    for name in ("probe.py", "probe_args.py", "plugins.py", "names.py", "xla.py")]
 
 
 @pytest.mark.parametrize("path", IN_ENVIRONMENT, ids=lambda p: p.name)

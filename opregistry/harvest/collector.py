@@ -464,7 +464,7 @@ def _load_libraries(plugins, op_libraries):
     return _load_sibling("plugins").load(plugins, op_libraries, _gradient_registry())
 
 
-def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
+def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), xla=False):
     """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
@@ -495,6 +495,14 @@ def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
                     except Exception as exc:  # noqa: BLE001
                         record["verification"] = {"status": "not_verified",
                                                   "reason": _one_line(exc)}
+                emit({"op": name, "record": record})
+            if xla:  # XLA (issue 25): the op and its gradient compiled on the CPU
+                with contextlib.redirect_stdout(sys.stderr):
+                    try:
+                        record["xla"] = probe.xla_check(api, op_defs[name], record)
+                    except Exception as exc:  # noqa: BLE001
+                        record["xla"] = {"device": "CPU", "forward": {
+                            "status": "unknown", "reason": _one_line(exc)}}
                 emit({"op": name, "record": record})
     return 0
 
@@ -589,7 +597,7 @@ def _tail(path):
 # -------------------------------------------------------------------------- main
 
 def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libraries=(),
-            library_name=None, library_version=None):
+            library_name=None, library_version=None, xla=False):
     """Build the harvest document for the TensorFlow importable here.
 
     With ``plugins`` (modules or ``.py`` paths) or ``op_libraries`` (``.so`` paths) it
@@ -649,7 +657,9 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
     probe_info = None
     if probes:
         probe_info = _probe_ops(ops, op_defs, registry, numeric,
-                                _library_arguments(plugins, op_libraries))
+                                _library_arguments(plugins, op_libraries) +
+                                (["--xla"] if xla else []))  # XLA (issue 25)
+        probe_info["xla"] = xla
     orphans = [dict(gradient(name), name=name)
                for name in sorted(entries) if name not in op_names]
     major = int(str(release["version"]).split(".")[0])
@@ -707,20 +717,20 @@ def _probe_ops(ops, op_defs, registry, numeric, libraries):
             "numeric": numeric}
 
 
-_USAGE = ("usage: collector.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric]] "
+_USAGE = ("usage: collector.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric] [--xla]] "
           "[--plugin MODULE|FILE.py]... [--op-library FILE.so]... [--library-name NAME] "
           "[--library-version VERSION]")
 
 
 def _parse(argv):
-    options = {"out": None, "import_modules": True, "probes": False, "numeric": True,
+    options = {"out": None, "import_modules": True, "probes": False, "numeric": True, "xla": False,
                "plugins": [], "op_libraries": [], "library_name": None,
                "library_version": None}
     valued = {"--out": "out", "--library-name": "library_name",
               "--library-version": "library_version"}
     listed = {"--plugin": "plugins", "--op-library": "op_libraries"}
     flags = {"--no-extra-imports": ("import_modules", False), "--probes": ("probes", True),
-             "--no-numeric": ("numeric", False)}
+             "--no-numeric": ("numeric", False), "--xla": ("xla", True)}
     while argv:
         arg = argv.pop(0)
         if arg in valued and argv:
@@ -738,7 +748,8 @@ def _parse(argv):
 def _worker_main(argv):
     options = _parse(argv[3:]) or {}
     return _probe_worker(argv[1], argv[2], options.get("numeric", True),
-                         options.get("plugins", ()), options.get("op_libraries", ()))
+                         options.get("plugins", ()), options.get("op_libraries", ()),
+                         options.get("xla", False))
 
 
 def main(argv=None):

@@ -1,0 +1,152 @@
+"""XLA (issue 25): what the in-environment XLA probe says about an op and its gradient,
+checked against TensorFlow compiling the public API's training step itself."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from opregistry.harvest import collector  # noqa: E402
+
+# (op type the probe reports on, shape of x, forward built by the public API from x,
+#  whether the op has a gradient to compile)
+R = tf.random.stateless_uniform
+SAMPLE = [
+    ("ResizeNearestNeighbor", [1, 4, 4, 1], lambda x: tf.image.resize(x, [8, 8], "nearest"), True),
+    ("ResizeBilinear", [1, 4, 4, 1], lambda x: tf.image.resize(x, [8, 8], "bilinear"), True),
+    ("ResizeBicubic", [1, 4, 4, 1], lambda x: tf.compat.v1.image.resize_bicubic(x, [8, 8]), True),
+    ("ResizeArea", [1, 4, 4, 1], lambda x: tf.compat.v1.image.resize_area(x, [2, 2]), False),
+    ("MaxPoolWithArgmax", [1, 4, 4, 1], lambda x: tf.nn.max_pool_with_argmax(x, 2, 2, "VALID")[0], True),
+    ("MaxPool", [1, 4, 4, 1], lambda x: tf.nn.max_pool2d(x, 2, 2, "VALID"), True),
+    ("AvgPool", [1, 4, 4, 1], lambda x: tf.nn.avg_pool2d(x, 2, 2, "VALID"), True),
+    ("EuclideanNorm", [2, 2], lambda x: tf.norm(x, axis=1, ord="euclidean")
+     if False else tf.raw_ops.EuclideanNorm(input=x, axis=[1]), True),
+    ("MatrixDeterminant", [2, 2], lambda x: tf.linalg.det(x), True),
+    ("MatrixInverse", [2, 2], lambda x: tf.linalg.inv(x + 2 * tf.eye(2)), True),
+    ("Cholesky", [2, 2], lambda x: tf.linalg.cholesky(tf.matmul(x, x, transpose_b=True) + tf.eye(2)), True),
+    ("MatMul", [2, 2], lambda x: tf.matmul(x, x), True),
+    ("BatchMatMulV2", [2, 2, 2], lambda x: tf.matmul(x, x), True),
+    ("Cumsum", [2, 2], lambda x: tf.cumsum(x, axis=1), True),
+    ("Cumprod", [2, 2], lambda x: tf.math.cumprod(x, axis=1), True),
+    ("TopKV2", [2, 4], lambda x: tf.math.top_k(x, 2).values, True),
+    ("GatherV2", [4, 2], lambda x: tf.gather(x, [0, 2]), True),
+    ("GatherNd", [4, 2], lambda x: tf.gather_nd(x, [[0, 1], [2, 0]]), True),
+    ("ScatterNd", [2], lambda x: tf.scatter_nd([[0], [3]], x, [4]), True),
+    ("TensorScatterUpdate", [4], lambda x: tf.tensor_scatter_nd_update(x, [[1]], [5.0]), True),
+    ("SegmentSum", [4, 2], lambda x: tf.math.segment_sum(x, [0, 0, 1, 1]), True),
+    ("SegmentMean", [4, 2], lambda x: tf.math.segment_mean(x, [0, 0, 1, 1]), True),
+    ("SegmentMax", [4, 2], lambda x: tf.math.segment_max(x, [0, 0, 1, 1]), True),
+    ("UnsortedSegmentSum", [4, 2], lambda x: tf.math.unsorted_segment_sum(x, [0, 1, 0, 1], 2), True),
+    ("UnsortedSegmentMax", [4, 2], lambda x: tf.math.unsorted_segment_max(x, [0, 1, 0, 1], 2), True),
+    ("SparseSegmentSum", [4, 2], lambda x: tf.sparse.segment_sum(x, [0, 1, 2], [0, 0, 1]), True),
+    ("SparseSegmentMean", [4, 2], lambda x: tf.sparse.segment_mean(x, [0, 1, 2], [0, 0, 1]), True),
+    ("UniqueV2", [4], lambda x: tf.raw_ops.UniqueV2(x=x, axis=[0])[0], False),
+    ("Where", [4], lambda x: tf.cast(tf.where(x > 0.5), tf.float32), False),
+    ("RandomStandardNormal", [2], lambda x: x + tf.random.normal([2]), False),
+    ("RandomUniform", [2], lambda x: x + tf.random.uniform([2]), False),
+    ("Relu", [2, 2], tf.nn.relu, True),
+    ("Elu", [2, 2], tf.nn.elu, True),
+    ("Selu", [2, 2], tf.nn.selu, True),
+    ("Softplus", [2, 2], tf.nn.softplus, True),
+    ("Softmax", [2, 2], tf.nn.softmax, True),
+    ("LogSoftmax", [2, 2], tf.nn.log_softmax, True),
+    ("Sigmoid", [2, 2], tf.sigmoid, True),
+    ("Tanh", [2, 2], tf.tanh, True),
+    ("Exp", [2, 2], tf.exp, True),
+    ("Log", [2, 2], tf.math.log, True),
+    ("Sqrt", [2, 2], tf.sqrt, True),
+    ("Rsqrt", [2, 2], tf.math.rsqrt, True),
+    ("Square", [2, 2], tf.square, True),
+    ("Abs", [2, 2], tf.abs, True),
+    ("Sin", [2, 2], tf.sin, True),
+    ("Atan", [2, 2], tf.atan, True),
+    ("Erf", [2, 2], tf.math.erf, True),
+    ("Lgamma", [2, 2], tf.math.lgamma, True),
+    ("Digamma", [2, 2], tf.math.digamma, True),
+    ("Sum", [2, 2], lambda x: tf.reduce_sum(x, axis=1), True),
+    ("Mean", [2, 2], lambda x: tf.reduce_mean(x, axis=1), True),
+    ("Max", [2, 2], lambda x: tf.reduce_max(x, axis=1), True),
+    ("Prod", [2, 2], lambda x: tf.reduce_prod(x, axis=1), True),
+    ("Transpose", [2, 2], tf.transpose, True),
+    ("Tile", [2, 2], lambda x: tf.tile(x, [2, 1]), True),
+    ("Pad", [2, 2], lambda x: tf.pad(x, [[1, 1], [0, 0]]), True),
+    ("MirrorPad", [2, 2], lambda x: tf.pad(x, [[1, 1], [0, 0]], "REFLECT"), True),
+    ("ReverseV2", [2, 2], lambda x: tf.reverse(x, [0]), True),
+    ("ConcatV2", [2, 2], lambda x: tf.concat([x, x], 0), True),
+    ("Slice", [2, 2], lambda x: tf.slice(x, [0, 0], [1, 2]), True),
+    ("Conv2D", [1, 4, 4, 1], lambda x: tf.nn.conv2d(x, tf.ones([2, 2, 1, 1]), 1, "VALID"), True),
+    ("DepthwiseConv2dNative", [1, 4, 4, 1], lambda x: tf.nn.depthwise_conv2d(
+        x, tf.ones([2, 2, 1, 1]), [1, 1, 1, 1], "VALID"), True),
+    ("Dilation2D", [1, 4, 4, 1], lambda x: tf.nn.dilation2d(
+        x, tf.zeros([2, 2, 1]), [1, 1, 1, 1], "VALID", "NHWC", [1, 1, 1, 1]), True),
+    ("CropAndResize", [1, 4, 4, 1], lambda x: tf.image.crop_and_resize(
+        x, [[0.0, 0.0, 1.0, 1.0]], [0], [2, 2]), True),
+    ("Einsum", [2, 2], lambda x: tf.einsum("ab,bc->ac", x, x), True),
+    ("Select", [2, 2], lambda x: tf.where(x > 0.5, x, 2 * x), True),
+    ("SquaredDifference", [2, 2], lambda x: tf.math.squared_difference(x, 1.0), True),
+]
+assert len(SAMPLE) >= 60 and len(set(s[0] for s in SAMPLE)) == len(SAMPLE)
+
+
+def _compiles(fn, *args):
+    try:
+        fn(*args)
+    except tf.errors.OpError:  # XLA refusing the graph: the verdict, not a test failure
+        return False
+    return True
+
+
+def oracle(build, shape, has_gradient):
+    """TF compiling the public API: (forward compiles, training step compiles). The
+    upstream gradient is data (a loss weighted by an argument), as in training."""
+    x = tf.constant(np.random.RandomState(0).uniform(0.3, 0.9, shape).astype(np.float32))
+    forward = _compiles(tf.function(build, jit_compile=True), x)
+    if not has_gradient:
+        return forward, None
+
+    @tf.function(jit_compile=True)
+    def step(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = build(x)
+            loss = tf.reduce_sum(y * w)
+        return tape.gradient(loss, x)
+    y = build(x)
+    return forward, _compiles(step, x, tf.ones_like(y) * 0.5)
+
+
+@pytest.fixture(scope="module")
+def probe():
+    module = collector._load_probe_module()
+    return module, module.TFApi()
+
+
+def _in_env(probe, op_type):
+    module, api = probe
+    from tensorflow.python.framework import op_def_registry
+    op_def = op_def_registry.get(op_type)
+    return module.xla_check(api, op_def, module.probe_one(api, op_def))
+
+
+def test_xla_verdicts_agree_with_tensorflow_compiling_the_public_api(probe):
+    disagreements, seen = [], set()
+    for op_type, shape, build, has_gradient in SAMPLE:
+        forward, step = oracle(build, shape, has_gradient)
+        seen.add((forward, step))
+        found = _in_env(probe, op_type)
+        ours_forward = found["forward"]["status"]
+        if ours_forward != ("compiles" if forward else "fails"):
+            disagreements.append((op_type, "forward", forward, found["forward"]))
+        if has_gradient:
+            gradient = found["gradient"]
+            ours_step = "compiles" if ours_forward == "compiles" and \
+                gradient["status"] == "compiles" else gradient["status"] if \
+                gradient["status"] == "unknown" else "fails"
+            if ours_step != ("compiles" if step else "fails"):
+                disagreements.append((op_type, "gradient", step, gradient))
+            if gradient["status"] == "compiles":
+                assert gradient["agrees"] is True, (op_type, gradient)
+    assert not disagreements, disagreements
+    # the sample spans the statuses: forward fails; only the gradient fails; both compile
+    assert {(False, False), (True, False), (True, True)} <= seen, seen
