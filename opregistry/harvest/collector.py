@@ -22,7 +22,8 @@ import textwrap
 import traceback
 
 FORMAT = "opregistry-harvest"
-FORMAT_VERSION = 1
+# 2: probe records may hold ``xla`` (issue 25); readers accept 1 and 2.
+FORMAT_VERSION = 2
 
 # Distribution names that can provide the ``tensorflow`` package.
 _TF_DISTRIBUTIONS = (
