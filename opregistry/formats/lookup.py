@@ -5,7 +5,7 @@ from __future__ import annotations
 from opregistry.registry import lookup as query
 
 COLUMNS = ["op", "release", "package", "gradient", "effective", "inputs", "second_order",
-           "verified", "function", "location"]
+           "verified", "xla", "xla_gradient", "function", "location"]
 _SHORT = {"gradient": "grad", "none": "none", "zero": "zero", "raises": "raises"}
 
 
@@ -25,6 +25,14 @@ def verified_summary(row: query.OpRelease) -> str | None:
     return f"{'ok' if v.status == 'verified' else 'FLAGGED'} {v.max_error:.1e} {dtype}"
 
 
+def xla_summary(status: str | None, blocker: str | None) -> str:
+    """``compiles``, ``fails: ResizeNearestNeighborGrad``, or ``unknown`` (also where
+    the release was harvested without XLA)."""
+    if status is None:
+        return "unknown"
+    return f"{status}: {blocker}" if status == "fails" and blocker else status
+
+
 def lookup_row(row: query.OpRelease) -> dict[str, object]:
     return {
         "op": row.op, "release": row.release_label, "package": row.package,
@@ -36,4 +44,8 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
         "needs_import": row.needs_import, "effective": row.effective,
         "inputs": inputs_summary(row) or None, "second_order": row.second_order,
         "verified": verified_summary(row),
+        "xla": xla_summary(row.xla.forward if row.xla else None,
+                           row.xla.forward_op if row.xla else None),
+        "xla_gradient": xla_summary(row.xla.gradient if row.xla else None,
+                                    row.xla.gradient_blocker if row.xla else None),
     }
