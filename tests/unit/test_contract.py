@@ -46,7 +46,7 @@ COMMANDS = _commands()
 KINDS: dict[str, dict[str, str]] = {
     "lookup": {"names": "text", "release": "release", "library": "text", "fmt": "fmt",
                "output_file": "out", "db": "db"},
-    "ops": {"release": "release", "library": "text", "status": "word", "effective": "word",
+    "ops": {"release": "release", "library": "text", "status": "word", "effective": "word", "xla_gradient": "word",
             "public_only": "flag", "fmt": "fmt", "output_file": "out", "db": "db"},
     "releases": {"library": "text", "fmt": "fmt", "output_file": "out", "db": "db"},
     "diff": {"before": "release", "after": "release", "library": "text", "source": "flag",

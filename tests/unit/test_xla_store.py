@@ -135,6 +135,9 @@ def test_migration_0006_down_and_up_with_xla_rows(tmp_path):
     engine = make_engine(resolve(path), create=True)
     for document in _documents():
         load(engine, document)
+    refused = CliRunner().invoke(app, ["db", "downgrade", "0005_library_releases", "--db",
+                                       str(path)])
+    assert refused.exit_code == 2 and "deletes 3 XLA verdicts" in refused.output
     migrate.downgrade(engine, "0005_library_releases")
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
