@@ -39,6 +39,8 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         probed = any(r.effective for r in rows)
         columns = [c for c in COLUMNS if probed or c not in (
             "effective", "inputs", "second_order", "verified")]
+        if not any(r.xla for r in rows):  # no release of these harvested with XLA
+            columns = [c for c in columns if c not in ("xla", "xla_gradient")]
         columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
         if any(r.library for r in rows):  # which TensorFlow an op library ran with
             columns.insert(columns.index("package"), "with_tf")

@@ -49,8 +49,12 @@ def list_ops(
                           library=library, xla_gradient=xla_gradient, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
+    # the XLA columns where the release was harvested with XLA (issue 25)
+    columns = COLUMNS if not any(r.xla for r in found) else (
+        COLUMNS[:COLUMNS.index("public")] + ["xla", "xla_gradient"] +
+        COLUMNS[COLUMNS.index("public"):])
     emit(output_file, render(fmt, [r.to_dict() for r in found],
-                             [lookup_row(r) for r in found], COLUMNS))
+                             [lookup_row(r) for r in found], columns))
     if found:
         rel = found[0].release_label
     elif library:

@@ -110,6 +110,12 @@ def test_lookup_shows_xla_and_unknown_where_not_harvested(xla_db):
         "unknown", "compiles"]
     table = CliRunner().invoke(app, ["lookup", "ResizeNearestNeighbor", "--db", str(xla_db)])
     assert "fails: ResizeNearestNeighborGrad" in table.stdout
+    # the table leaves the XLA columns out where no release shown was harvested with XLA
+    plain = CliRunner().invoke(app, ["lookup", "Shape", "--db", str(xla_db)])
+    assert plain.exit_code == 0 and "xla" not in plain.stdout
+    listed = CliRunner().invoke(app, ["ops", "--tf", "2.2", "--db", str(xla_db)])
+    assert "xla_gradient" in listed.stdout.splitlines()[0]
+    assert "fails: tensor_list_unknown_size" in listed.stdout
 
 
 def test_ops_filters_by_the_gradients_xla_status(xla_db):
