@@ -150,3 +150,67 @@ def test_xla_verdicts_agree_with_tensorflow_compiling_the_public_api(probe):
     assert not disagreements, disagreements
     # the sample spans the statuses: forward fails; only the gradient fails; both compile
     assert {(False, False), (True, False), (True, True)} <= seen, seen
+
+
+def _subject(build, shape, with_gradient=True):
+    """A ``build`` for xla.probe_xla from a public-API forward, as the probe hands it."""
+    v1 = tf.compat.v1
+
+    def make():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = v1.placeholder(tf.float32, shape, name="x")
+            y = build(x)
+        feeds = {x: np.random.RandomState(0).uniform(0.3, 0.9, shape).astype(np.float32)}
+
+        def gradient():
+            if not with_gradient:
+                return None
+            with graph.as_default():
+                dy = v1.placeholder(tf.float32, y.shape, name="dy")
+                grads = tf.gradients(y, [x], grad_ys=dy)
+            return grads, {dy: np.full(y.shape, 0.5, np.float32)}
+        return graph, y.op, [y], feeds, gradient
+    return make
+
+
+@pytest.fixture(scope="module")
+def xla():
+    return collector._load_probe_module().xla
+
+
+def test_a_while_loop_without_maximum_iterations_fails_as_a_structure(xla):
+    """tf.linalg.expm compiles forward; its gradient needs TensorList accumulators of
+    unknown size, which XLA refuses: recorded as the structure, not as an op."""
+    found = xla.probe_xla(tf, np, _subject(tf.linalg.expm, [2, 2]), {"float32": 2e-2})
+    assert found["forward"] == {"status": "compiles"}, found
+    assert found["gradient"]["status"] == "fails"
+    assert found["gradient"]["structure"] == "tensor_list_unknown_size", found["gradient"]
+    assert "fixed tensor list size" in found["gradient"]["message"]
+    # and TF agrees: the training step of expm does not compile
+    assert oracle(tf.linalg.expm, [2, 2], True) == (True, False)
+
+
+def test_every_compile_entry_point_of_this_release_gives_the_same_verdicts(xla):
+    """The 1.x entry point (xla.compile) where this TF still has it, beside jit_compile."""
+    modes = ["jit_compile"] + (["xla.compile"] if hasattr(
+        getattr(getattr(tf, "xla", None), "experimental", None), "compile") else [])
+    for mode in modes:
+        graph, _, outputs, feeds, gradient = _subject(
+            lambda x: tf.image.resize(x, [8, 8], "nearest"), [1, 4, 4, 1])()
+        assert xla.check(tf, mode, graph, outputs, feeds)[0] == {"status": "compiles"}, mode
+        grads, extra = gradient()
+        verdict, _ = xla.check(tf, mode, graph, grads, {**feeds, **extra})
+        assert verdict["status"] == "fails" and verdict["op"] == "ResizeNearestNeighborGrad", (
+            mode, verdict)
+
+
+def test_what_cannot_be_built_is_unknown_with_a_reason(xla):
+    def broken():
+        raise ValueError("no input of this kind")
+    found = xla.probe_xla(tf, np, broken, {})
+    assert found["forward"]["status"] == found["gradient"]["status"] == "unknown"
+    assert found["forward"]["reason"] == "cannot build the op: no input of this kind"
+    found = xla.probe_xla(tf, np, _subject(tf.nn.relu, [2], with_gradient=False), {})
+    assert found["gradient"] == {"status": "unknown", "reason": "no gradient to compile"}
+    assert found["kernels"]["Relu"] and "XLA_CPU_JIT" in found["kernels"]["Relu"]

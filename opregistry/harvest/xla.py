@@ -150,6 +150,11 @@ def _subgraph(tf, graph, fetches, fed):
     for node in keep:  # colocation with a fed placeholder that is no longer there
         if "_class" in node.attr:
             del node.attr["_class"]
+    # a While or If built outside a function is marked to be lowered to Switch/Merge
+    # (Enter, Exit: no XLA kernels); inside jit_compile TF leaves them functional
+    for node in list(keep) + [n for f in gd.library.function for n in f.node_def]:
+        if "_lower_using_switch_merge" in node.attr:
+            node.attr["_lower_using_switch_merge"].b = False
     del gd.node[:]
     gd.node.extend(keep)
     return gd
