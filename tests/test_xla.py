@@ -214,3 +214,31 @@ def test_what_cannot_be_built_is_unknown_with_a_reason(xla):
     found = xla.probe_xla(tf, np, _subject(tf.nn.relu, [2], with_gradient=False), {})
     assert found["gradient"] == {"status": "unknown", "reason": "no gradient to compile"}
     assert found["kernels"]["Relu"] and "XLA_CPU_JIT" in found["kernels"]["Relu"]
+
+
+def test_the_collector_worker_records_xla_and_the_database_answers(tmp_path):
+    """End to end: the collector's probe worker with --xla, a harvest document,
+    validation, the loader, and ``ops --xla-gradient`` / ``lookup``."""
+    import opregistry
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import resolve
+
+    wanted = ["ResizeNearestNeighbor", "Relu", "MaxPoolWithArgmax"]
+    records, _ = collector._run_probes(wanted, numeric=False, libraries=["--xla"])
+    assert {n: records[n]["xla"]["gradient"]["status"] for n in wanted} == {
+        "ResizeNearestNeighbor": "fails", "Relu": "compiles", "MaxPoolWithArgmax": "fails"}
+    document = collector.collect(probes=False)
+    document["probes"] = {"seconds": 1.0, "numeric": False, "xla": True}
+    for op in document["ops"]:
+        if op["name"] in records:
+            op["probe"] = records[op["name"]]
+    path = tmp_path / "xla.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, document)
+    engine.dispose()
+    assert [r.op for r in opregistry.ops(xla_gradient="fails", db=path)] == [
+        "MaxPoolWithArgmax", "ResizeNearestNeighbor"]
+    row = opregistry.lookup("ResizeNearestNeighbor", db=path).rows[0]
+    assert (row.xla.forward, row.xla.gradient, row.xla.gradient_op) == (
+        "compiles", "fails", "ResizeNearestNeighborGrad")

@@ -71,12 +71,13 @@ class Libraries:
 
 def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool = True,
             probes: bool = True, numeric: bool = True,
-            libraries: Libraries | None = None) -> dict[str, Any]:
+            libraries: Libraries | None = None, xla: bool = False) -> dict[str, Any]:
     """Run the collector under ``python`` (default: this interpreter); return its document.
 
     With ``probes`` every registered gradient function is also called on a symbolic
     op (and, with ``numeric``, checked against finite differences). With ``libraries``
-    the document holds what those op libraries add."""
+    the document holds what those op libraries add. With ``xla`` (and ``probes``) each
+    probed op and its gradient are also compiled with XLA on the CPU."""
     interpreter = str(python or sys.executable)
     if not Path(interpreter).exists() and not shutil.which(interpreter):
         raise HarvestError(f"no such interpreter: {interpreter}")
@@ -85,10 +86,8 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
         cmd = [interpreter, "-I", str(COLLECTOR), "--out", str(out)]
         if not extra_imports:
             cmd.append("--no-extra-imports")
-        if probes:
-            cmd.append("--probes")
-            if not numeric:
-                cmd.append("--no-numeric")
+        if probes:  # --xla: compile each probed op and its gradient with XLA (issue 25)
+            cmd += ["--probes"] + ["--no-numeric"] * (not numeric) + ["--xla"] * xla
         if libraries:
             for path in libraries.op_libraries:
                 if not Path(path).is_file():
