@@ -498,6 +498,7 @@ def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), 
                                                   "reason": _one_line(exc)}
                 emit({"op": name, "record": record})
             if xla:  # XLA (issue 25): the op and its gradient compiled on the CPU
+                emit({"xla": name})
                 with contextlib.redirect_stdout(sys.stderr):
                     try:
                         record["xla"] = probe.xla_check(api, op_defs[name], record)
@@ -546,7 +547,7 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                     proc.kill()
                     proc.wait()
                     stalled = True
-        started = numeric_started = None
+        started = numeric_started = xla_started = None
         progressed = False
         if os.path.exists(results_path):
             with io.open(results_path, encoding="utf-8") as handle:
@@ -556,19 +557,29 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                     except ValueError:
                         break  # a line cut short by the crash
                     if "start" in entry:
-                        started, numeric_started = entry["start"], None
+                        started, numeric_started, xla_started = entry["start"], None, None
                     elif "numeric" in entry:
                         started = numeric_started = entry["numeric"]
+                    elif "xla" in entry:
+                        started = xla_started = entry["xla"]
                     else:
                         records[entry["op"]] = entry["record"]
                         progressed = True
-                        if numeric_started is None or "verification" in entry["record"]:
+                        if xla_started is not None:
+                            if "xla" in entry["record"]:
+                                started = xla_started = None
+                        elif numeric_started is None or "verification" in entry["record"]:
                             started = numeric_started = None
         if proc.returncode != 0 and started is not None:
             why = ("no progress for %d s" % PROBE_STALL_S) if stalled else (
                 "killed by signal %d" % -proc.returncode if proc.returncode < 0
                 else "exit status %d" % proc.returncode)
-            if numeric_started is not None and started in records:
+            if xla_started is not None and started in records:
+                stopped = {"status": "unknown",
+                           "reason": "compiling with XLA stopped the process (%s)" % why}
+                records[started]["xla"] = {"device": "CPU", "forward": stopped,
+                                           "gradient": stopped}
+            elif numeric_started is not None and started in records:
                 records[started]["verification"] = {
                     "status": "not_verified",
                     "reason": "the numeric check stopped the process (%s)" % why}
