@@ -32,7 +32,9 @@ def flat_changes(result: changes.DiffResult) -> list[dict[str, object]]:
                      "public": t.public, "detail": None})
     for kind, items in (("effective", result.effective_transitions),
                         ("second_order", result.second_order_changes),
-                        ("verification", result.verification_changes)):
+                        ("verification", result.verification_changes),
+                        ("xla", result.xla_changes),
+                        ("xla_gradient", result.xla_gradient_changes)):
         for t in items:
             rows.append({"change": kind, "op": t.op, "before": t.before, "after": t.after,
                          "public": t.public, "detail": None})
@@ -99,4 +101,6 @@ def diff_releases(
         f"{plural(len(result.changed_functions), 'changed gradient function')}, "
         f"{len(result.effective_transitions)} effective, {len(result.input_changes)} per-input, "
         f"{len(result.second_order_changes)} second-order and "
-        f"{plural(len(result.verification_changes), 'verification change')}")
+        f"{plural(len(result.verification_changes), 'verification change')}"
+        + (f"; {plural(len(result.xla_changes) + len(result.xla_gradient_changes), 'XLA change')}"
+           if result.xla_changes or result.xla_gradient_changes else ""))

@@ -57,7 +57,12 @@ def _documents():
         _with_xla(_op("MatrixExponential", "registered", "differentiable",
                       [("input", "gradient")]), STRUCTURE),
         _op("Shape", "no_gradient")])
-    return first, second
+    third = _document("2.3.0", [  # the gradient of the resize starts compiling
+        _with_xla(_op("ResizeNearestNeighbor", "registered", "differentiable",
+                      [("images", "gradient")]), COMPILES),
+        _with_xla(_op("MatrixExponential", "registered", "differentiable",
+                      [("input", "gradient")]), STRUCTURE)])
+    return first, second, third
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +76,7 @@ def xla_db(tmp_path_factory):
 
 
 def test_format_1_and_2_documents_validate_and_bad_xla_fields_do_not():
-    first, second = _documents()
+    first, second, _ = _documents()
     validate(first)
     validate(second)
     second["ops"][0]["probe"]["xla"]["gradient"]["status"] = "maybe"
@@ -86,7 +91,8 @@ def test_one_row_per_op_and_device_where_xla_was_harvested(xla_db):
     with sqlite3.connect(xla_db) as conn:
         rows = conn.execute("SELECT r.version, x.op_name, x.device, x.forward, x.gradient, "
                             "x.gradient_op, x.gradient_structure, x.gradient_agrees FROM op_xla x "
-                            "JOIN releases r ON r.id = x.release_id ORDER BY x.op_name").fetchall()
+                            "JOIN releases r ON r.id = x.release_id WHERE r.version = '2.2.0' "
+                            "ORDER BY x.op_name").fetchall()
     assert rows == [
         ("2.2.0", "MatMul", "CPU", "compiles", "compiles", None, None, 1),
         ("2.2.0", "MatrixExponential", "CPU", "compiles", "fails", None,
@@ -136,6 +142,19 @@ def test_ops_filters_by_the_gradients_xla_status(xla_db):
     assert bad.exit_code == 2 and "Error: unknown XLA status" in bad.output
 
 
+def test_diff_reports_xla_transitions_between_releases_harvested_with_it(xla_db):
+    later = opregistry.diff("2.2", "2.3", db=xla_db)
+    assert [(t.op, t.before, t.after) for t in later.xla_gradient_changes] == [
+        ("ResizeNearestNeighbor", "fails", "compiles")]
+    assert later.xla_changes == ()
+    assert opregistry.diff("2.1", "2.2", db=xla_db).xla_gradient_changes == ()  # 2.1: none
+    shown = CliRunner().invoke(app, ["diff", "2.2", "2.3", "--db", str(xla_db),
+                                     "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    assert "xla_gradient,ResizeNearestNeighbor,fails,compiles" in shown.stdout
+    assert "1 XLA change" in shown.stderr
+
+
 def test_migration_0006_down_and_up_with_xla_rows(tmp_path):
     path = tmp_path / "round.sqlite"
     engine = make_engine(resolve(path), create=True)
@@ -143,12 +162,12 @@ def test_migration_0006_down_and_up_with_xla_rows(tmp_path):
         load(engine, document)
     refused = CliRunner().invoke(app, ["db", "downgrade", "0005_library_releases", "--db",
                                        str(path)])
-    assert refused.exit_code == 2 and "deletes 3 XLA verdicts" in refused.output
+    assert refused.exit_code == 2 and "deletes 5 XLA verdicts" in refused.output
     migrate.downgrade(engine, "0005_library_releases")
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "op_xla" not in tables and "release_ops" in tables
-        assert conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0] == 2
+        assert conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0] == 3
     migrate.upgrade(engine)
     load(engine, _documents()[1])  # the XLA rows come back with a reload
     engine.dispose()
