@@ -503,8 +503,9 @@ def _probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), 
                     try:
                         record["xla"] = probe.xla_check(api, op_defs[name], record)
                     except Exception as exc:  # noqa: BLE001
-                        record["xla"] = {"device": "CPU", "forward": {
-                            "status": "unknown", "reason": _one_line(exc)}}
+                        failed = {"status": "unknown", "reason": _one_line(exc)}
+                        record["xla"] = {"device": "CPU", "forward": failed,
+                                         "gradient": failed}
                 emit({"op": name, "record": record})
     return 0
 
