@@ -191,18 +191,18 @@ class HarvestOutcome:
 def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
             rebuild_env: bool = False, discard_env: bool = False,
             save_documents: str | os.PathLike[str] | None = None,
-            probes: bool = True, numeric: bool = True,
+            probes: bool = True, numeric: bool = True, xla: bool = False,
             on_start: Callable[[HarvestTarget], None] | None = None) -> list[HarvestOutcome]:
     """Harvest each target into ``db``; a failing target does not stop the others."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
                              save_documents=save_documents, probes=probes, numeric=numeric,
-                             on_start=on_start))
+                             xla=xla, on_start=on_start))
 
 
 def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
                  rebuild_env: bool = False, discard_env: bool = False,
                  save_documents: str | os.PathLike[str] | None = None,
-                 probes: bool = True, numeric: bool = True,
+                 probes: bool = True, numeric: bool = True, xla: bool = False,
                  on_start: Callable[[HarvestTarget], None] | None = None
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
@@ -218,7 +218,7 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
             on_start(target)
         started = time.monotonic()
         try:
-            document = _collect_target(target, rebuild_env, discard_env, probes, numeric)
+            document = _collect_target(target, rebuild_env, discard_env, probes, numeric, xla)
             saved = None
             if save_documents:
                 saved = _save(document, Path(save_documents))
@@ -233,15 +233,17 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
 
 
 def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
-                    numeric: bool) -> dict[str, Any]:
+                    numeric: bool, xla: bool = False) -> dict[str, Any]:
     libraries = target.libraries()
     if not target.tf_version:
         target.requirements()  # a requirement without an environment to install it in
-        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries)
+        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries,
+                       xla=xla)
     recipe = recipe_for(target.tf_version, target.package, target.requirements())
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
-        return collect(python, probes=probes, numeric=numeric, libraries=libraries)
+        return collect(python, probes=probes, numeric=numeric, libraries=libraries,
+                       xla=xla)
     finally:
         if discard_env:
             discard_venv(recipe)

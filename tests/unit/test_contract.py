@@ -74,7 +74,7 @@ KINDS: dict[str, dict[str, str]] = {
             "policy_file": "file", "tf": "release"},
     "harvest": {"python": "file", "tf_versions": "text", "plugins": "text",
                 "op_libraries": "text", "imports": "text", "library_name": "text",
-                "library_version": "text", "all_releases": "flag", "all_libraries": "flag",
+                "library_version": "text", "all_releases": "flag", "all_libraries": "flag", "xla": "flag",
                 "package": "text", "rebuild_env": "flag", "discard_env": "flag",
                 "probes": "flag", "numeric": "flag", "save_json": "text", "fmt": "fmt",
                 "output_file": "out", "db": "db"},
