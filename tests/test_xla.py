@@ -242,3 +242,40 @@ def test_the_collector_worker_records_xla_and_the_database_answers(tmp_path):
     row = opregistry.lookup("ResizeNearestNeighbor", db=path).rows[0]
     assert (row.xla.forward, row.xla.gradient, row.xla.gradient_op) == (
         "compiles", "fails", "ResizeNearestNeighborGrad")
+
+
+def test_the_entry_point_chosen_really_compiles(xla):
+    """jit_compile here; an entry point that falls back to TensorFlow (1.15's
+    experimental_compile) is passed over because it 'compiles' Print."""
+    assert xla.choose_compiler(tf) == ("jit_compile", "tf.function(jit_compile=True)")
+    assert xla._refuses(tf, "jit_compile") is None
+
+
+def test_tf_1_15_uses_xla_compile_and_finds_what_its_xla_lacks(tmp_path):
+    """Under TF 1.15 (its cached harvest venv; skipped where it was never built)."""
+    import json
+    import subprocess
+
+    from opregistry.harvest.environments import venv_path
+    from opregistry.harvest.recipes import recipe_for
+
+    python = venv_path(recipe_for("1.15")) / "bin" / "python"
+    if not python.exists():
+        pytest.skip("no TF 1.15 venv: opregistry harvest --tf-version 1.15 builds it")
+    ops = tmp_path / "ops.json"
+    ops.write_text(json.dumps(["ResizeNearestNeighbor", "Relu", "MaxPoolWithArgmax"]))
+    results = tmp_path / "results.jsonl"
+    subprocess.run([str(python), "-I", collector.__file__, "--probe-worker", str(ops),
+                    str(results), "--xla"], check=True, capture_output=True, timeout=300)
+    found = {}
+    for line in results.read_text().splitlines():
+        entry = json.loads(line)
+        if "xla" in entry.get("record", {}):
+            found[entry["op"]] = entry["record"]["xla"]
+    assert {x["api"] for x in found.values()} == {"tf.xla.experimental.compile"}
+    assert found["Relu"]["gradient"]["status"] == "compiles"
+    assert found["MaxPoolWithArgmax"]["forward"]["op"] == "MaxPoolWithArgmax"
+    # 1.15's XLA resizes nearest-neighbour only with align_corners=True
+    assert found["ResizeNearestNeighbor"]["forward"] == {
+        "status": "fails", "op": "ResizeNearestNeighbor", "message": "UnimplementedError: "
+        "ResizeNearestNeighbor with align_corners=False is not yet implemented"}

@@ -35,24 +35,32 @@ _FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "comp
 _DEVICE_TYPES = ("CPU", "GPU", "TPU", "XLA_CPU_JIT", "XLA_GPU_JIT", "XLA_TPU_JIT")
 
 
-def compiler(tf):
-    """(mode, name) of this TensorFlow's XLA entry point, or (None, why not)."""
+def compilers(tf):
+    """[(mode, name)] of this TensorFlow's XLA entry points, best first: jit_compile
+    (2.5+), xla.compile (graph mode, 1.x to 2.x), experimental_compile (2.1-2.4; in 1.15
+    it falls back to TensorFlow silently, which the warm-up notices), contrib (1.x)."""
+    found = []
     function = getattr(tf, "function", None)
+    keywords = []
     if function is not None:
         for keyword in ("jit_compile", "experimental_compile"):
             try:
                 function(lambda: None, **{keyword: True})
             except TypeError:
                 continue
-            return keyword, "tf.function(%s=True)" % keyword
+            keywords.append((keyword, "tf.function(%s=True)" % keyword))
+    found += [k for k in keywords if k[0] == "jit_compile"]
     xla = getattr(getattr(tf, "xla", None), "experimental", None)
     if xla is not None and hasattr(xla, "compile"):
-        return "xla.compile", "tf.xla.experimental.compile"
+        found.append(("xla.compile", "tf.xla.experimental.compile"))
+    found += [k for k in keywords if k[0] != "jit_compile"]
     try:
         from tensorflow.contrib.compiler import xla as contrib_xla  # noqa: F401 - 1.x
     except Exception:  # noqa: BLE001 - no contrib, or contrib without a compiler
-        return None, "this TensorFlow has no XLA compile API"
-    return "contrib", "tf.contrib.compiler.xla.compile"
+        pass
+    else:
+        found.append(("contrib", "tf.contrib.compiler.xla.compile"))
+    return found
 
 
 def registered_devices(op_type):
@@ -135,7 +143,11 @@ def failure(exc, graph):
             found["op"] = graph.get_operation_by_name(node.group(1)).type
         except Exception:  # noqa: BLE001 - a node XLA made up, or a function's
             found["node"] = node.group(1)[:200]
-    return found
+    first_word = re.match(r"(\w+) ", line)
+    if "op" not in found and first_word and hasattr(graph, "get_operations") and \
+            first_word.group(1) in set(o.type for o in graph.get_operations()):
+        found["op"] = first_word.group(1)  # 1.15: "ResizeNearestNeighbor with ... is not
+    return found                            # yet implemented"
 
 
 def _subgraph(tf, graph, fetches, fed):
@@ -237,23 +249,45 @@ def unknown(reason):
     return {"status": "unknown", "reason": reason[:300]}
 
 
-_WARMED = {}
+_CHOSEN = []
 
 
-def _warm_up(tf, mode):
-    """Why XLA cannot compile a trivial function here, or None. XLA registers its
-    JIT kernels (XLA_CPU_JIT) on first use: before that the registry shows none."""
-    if mode not in _WARMED:
-        graph = tf.Graph()
-        with graph.as_default():
-            x = (getattr(getattr(tf, "compat", None), "v1", None) or tf).placeholder(
-                tf.float32, shape=[2], name="x")
-            y = x + 1.0
-        import numpy
-        verdict, _ = check(tf, mode, graph, [y], {x: numpy.ones([2], dtype=numpy.float32)})
-        _WARMED[mode] = None if verdict["status"] == "compiles" else (
-            "XLA cannot compile x + 1 here: %s" % verdict["message"])
-    return _WARMED[mode]
+def _refuses(tf, mode):
+    """None if ``mode`` compiles x + 1 and refuses an op XLA has no kernel for (Print):
+    an entry point that falls back to TensorFlow would call everything compiling."""
+    import numpy
+    v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, shape=[2], name="x")
+        y = x + 1.0
+        printed = v1.Print(x, [x])
+    feeds = {x: numpy.ones([2], dtype=numpy.float32)}
+    verdict, _ = check(tf, mode, graph, [y], feeds)
+    if verdict["status"] != "compiles":
+        return "cannot compile x + 1: %s" % (verdict.get("message") or verdict.get("reason"))
+    verdict, _ = check(tf, mode, graph, [printed], feeds)
+    if verdict["status"] != "fails":
+        return "compiles an op without XLA kernels (Print): it falls back to TensorFlow"
+    return None
+
+
+def choose_compiler(tf):
+    """(mode, name) of the first entry point that really compiles with XLA here, or
+    (None, why none does). XLA registers its JIT kernels (XLA_CPU_JIT) on first use:
+    the kernel registry shows them only after this."""
+    if not _CHOSEN:
+        tried = []
+        for mode, name in compilers(tf):
+            why = _refuses(tf, mode)
+            if why is None:
+                _CHOSEN.append((mode, name))
+                break
+            tried.append("%s %s" % (name, why))
+        else:
+            _CHOSEN.append((None, "; ".join(tried) if tried else
+                            "this TensorFlow has no XLA compile API"))
+    return _CHOSEN[0]
 
 
 def probe_xla(tf, np, build, tolerance):
@@ -266,15 +300,10 @@ def probe_xla(tf, np, build, tolerance):
     maps a dtype name (``float32``) to the numerical check's tolerance.
     """
     started = time.time()
-    mode, api_name = compiler(tf)
-    record = {"device": "CPU", "api": api_name}
+    mode, api_name = choose_compiler(tf)
     if mode is None:
-        record["forward"] = record["gradient"] = unknown(api_name)
-        return record
-    broken = _warm_up(tf, mode)
-    if broken:
-        record["forward"] = record["gradient"] = unknown(broken)
-        return record
+        return {"device": "CPU", "forward": unknown(api_name), "gradient": unknown(api_name)}
+    record = {"device": "CPU", "api": api_name}
     try:
         graph, op, outputs, feeds, make_gradient = build()
     except Exception as exc:  # noqa: BLE001 - the caller's builders raise anything
