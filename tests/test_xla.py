@@ -274,3 +274,39 @@ def test_tf_1_15_uses_xla_compile_and_finds_what_its_xla_lacks(tmp_path):
     assert found["ResizeNearestNeighbor"]["forward"] == {
         "status": "fails", "op": "ResizeNearestNeighbor", "message": "UnimplementedError: "
         "ResizeNearestNeighbor with align_corners=False is not yet implemented"}
+
+
+# a plugin file that makes compiling one op take the worker down (as a CHECK failure in
+# an XLA kernel would): the failure is injected, the crash and the recovery are real
+_ABORT_ON_RELU = """
+import os
+import sys
+
+_xla = sys.modules["opregistry_inenv.xla"]
+_compile = _xla.probe_xla
+
+
+def _aborting(tf, np, build, tolerance):
+    if build()[1].type == "Relu":
+        os.abort()
+    return _compile(tf, np, build, tolerance)
+
+
+_xla.probe_xla = _aborting
+"""
+
+
+def test_a_worker_dying_while_compiling_keeps_the_probe_and_records_xla_unknown(tmp_path):
+    """The op whose compilation killed the worker keeps its probe record with ``xla``
+    unknown and why; a new worker compiles the ops after it."""
+    plugin = tmp_path / "abort_on_relu.py"
+    plugin.write_text(_ABORT_ON_RELU)
+    records, restarts = workers.run_probes(["Tanh", "Relu", "Sign"], numeric=False,
+                                           libraries=["--xla", "--plugin", str(plugin)])
+    assert restarts == 1
+    stopped = {"status": "unknown",
+               "reason": "compiling with XLA stopped the process (killed by signal 6)"}
+    assert records["Relu"]["effective"] == "differentiable"
+    assert records["Relu"]["xla"] == {"device": "CPU", "forward": stopped, "gradient": stopped}
+    assert records["Tanh"]["xla"]["gradient"]["status"] == "compiles"
+    assert records["Sign"]["xla"]["forward"]["status"] == "compiles"
