@@ -76,6 +76,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
 # what each revision's downgrade deletes: (revision, SQL counting it, what it is)
 _DOWNGRADE_LOSSES = [
+    ("0006_xla", "SELECT COUNT(*) FROM op_xla", "XLA verdict"),
     ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
      "op-library release"),
     ("0004_function_sources", "SELECT COUNT(*) FROM function_sources",

@@ -28,6 +28,10 @@ def list_ops(
         None, "--effective",
         help="Only ops that are differentiable, partial, none, no_gradient, missing or unknown "
              "according to the probes."),
+    xla_gradient: OptionalStr = typer.Option(
+        None, "--xla-gradient",
+        help="Only ops whose gradient compiles, fails or is unknown under XLA on the CPU "
+             "(unknown: also where the release was harvested without XLA)."),
     public_only: bool = typer.Option(
         False, "--public/--all", help="Only ops in tf.raw_ops, or every registered op."),
     fmt: TableFormat = FormatOption,
@@ -38,7 +42,7 @@ def list_ops(
     --library, the ops an op library adds (its release for --tf, default its newest)."""
     try:
         found = query.ops(release, status=status, public_only=public_only, effective=effective,
-                          library=library, db=db)
+                          library=library, xla_gradient=xla_gradient, db=db)
     except OpregistryError as exc:
         raise fail(exc) from None
     emit(output_file, render(OpList(tuple(found)), fmt))

@@ -22,6 +22,7 @@ from opregistry.db.models import (
     GradientFunction,
     OpDef,
     OpInput,
+    OpXla,
     OrphanGradient,
     PythonName,
     Release,
@@ -107,7 +108,7 @@ def _table(model: Any) -> Table:
 
 
 def _delete_release(conn: Connection, release_id: int) -> None:
-    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput):
+    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput, OpXla):
         table = _table(model)
         conn.execute(delete(table).where(table.c.release_id == release_id))
     conn.execute(delete(_table(Release)).where(_table(Release).c.id == release_id))
@@ -187,6 +188,9 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "result": row["result"],
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
+    _insert_chunks(conn, _table(OpXla), (
+        _xla_row(release_id, op["name"], op["probe"]["xla"]) for op in ops
+        if isinstance(op.get("probe"), dict) and isinstance(op["probe"].get("xla"), dict)))
     _insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
         "gradient_function_id": function_id(entry["name"]),
@@ -294,6 +298,22 @@ def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
         "verification_tolerance": verification.get("tolerance"),
         "verification_reason": verification.get("reason"),
         "verification_detail": json.dumps(detail, sort_keys=True) if detail else None,
+    }
+
+
+def _xla_row(release_id: int, op_name: str, xla: dict[str, Any]) -> dict[str, Any]:
+    """One op_xla row from a probe record's ``xla`` (absent: not harvested, no row)."""
+    forward, gradient = xla.get("forward") or {}, xla.get("gradient") or {}
+    kernels = xla.get("kernels")
+    return {
+        "release_id": release_id, "op_name": op_name, "device": xla.get("device") or "CPU",
+        "forward": forward.get("status", "unknown"), "forward_op": forward.get("op"),
+        "forward_reason": forward.get("message") or forward.get("reason"),
+        "gradient": gradient.get("status", "unknown"), "gradient_op": gradient.get("op"),
+        "gradient_structure": gradient.get("structure"),
+        "gradient_reason": gradient.get("message") or gradient.get("reason"),
+        "gradient_agrees": gradient.get("agrees"), "gradient_error": gradient.get("max_error"),
+        "kernels": json.dumps(kernels, sort_keys=True) if kernels is not None else None,
     }
 
 

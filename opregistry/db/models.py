@@ -186,3 +186,27 @@ class ReleasePythonName(Base):
         ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
     python_name_id: Mapped[int] = mapped_column(
         ForeignKey("python_names.id"), primary_key=True, index=True)
+
+
+class OpXla(Base):
+    """Whether an op and its gradient compile with XLA on one device type, in one
+    release (revision 0006). CPU rows are compiled and checked by the harvest; a
+    harvest on a GPU or TPU host adds its own device rows. ``kernels`` is the kernel
+    registry's view (JSON: op type -> device types), evidence beside the verdict."""
+
+    __tablename__ = "op_xla"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    op_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    device: Mapped[str] = mapped_column(String(16), primary_key=True)  # CPU | GPU | TPU
+    forward: Mapped[str] = mapped_column(String(16), index=True)  # compiles | fails | unknown
+    forward_op: Mapped[str | None] = mapped_column(String(256))  # the first unsupported op
+    forward_reason: Mapped[str | None] = mapped_column(Text)
+    gradient: Mapped[str] = mapped_column(String(16), index=True)
+    gradient_op: Mapped[str | None] = mapped_column(String(256))
+    gradient_structure: Mapped[str | None] = mapped_column(String(64))
+    gradient_reason: Mapped[str | None] = mapped_column(Text)
+    gradient_agrees: Mapped[bool | None] = mapped_column(Boolean)  # XLA's values = TF's
+    gradient_error: Mapped[float | None] = mapped_column(Float)
+    kernels: Mapped[str | None] = mapped_column(Text)  # JSON

@@ -25,7 +25,8 @@ from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
-# r: releases, od: op_defs, gf: gradient_functions); tests/test_db.py checks every one
+# r: releases, od: op_defs, gf: gradient_functions, x: op_xla on the CPU, NULL where
+# the release was harvested without XLA); tests/test_db.py checks every one
 # against the ORM tables
 OP_COLUMNS: dict[str, str] = {
     "op": "ro.op_name", "release": "r.version", "package": "r.package",
@@ -42,6 +43,11 @@ OP_COLUMNS: dict[str, str] = {
     "verification_tolerance": "ro.verification_tolerance",
     "verification_reason": "ro.verification_reason",
     "verification_detail": "ro.verification_detail",
+    "xla": "x.forward", "xla_op": "x.forward_op", "xla_reason": "x.forward_reason",
+    "xla_gradient": "x.gradient", "xla_gradient_op": "x.gradient_op",
+    "xla_gradient_structure": "x.gradient_structure",
+    "xla_gradient_reason": "x.gradient_reason", "xla_gradient_agrees": "x.gradient_agrees",
+    "xla_kernels": "x.kernels",
 }
 # ``name IN (...)`` up to this many names (SQLite's default limit of bound parameters is
 # 999 before 3.32); a longer list reads every row and the caller keeps what it wants
@@ -62,7 +68,9 @@ def _names_in(column: str, names: Collection[str] | None, where: list[str],
 _OP_SELECT = ("SELECT " + ", ".join(f"{col} AS {name}" for name, col in OP_COLUMNS.items()) +
               " FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
               "JOIN op_defs od ON od.id = ro.op_def_id "
-              "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id")
+              "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id "
+              "LEFT JOIN op_xla x ON x.release_id = ro.release_id AND x.op_name = ro.op_name "
+              "AND x.device = 'CPU'")
 
 
 @dataclass(frozen=True)
@@ -251,14 +259,15 @@ class Store:
 
     def op_rows(self, *, release_id: int | None = None, op: str | None = None,
                 status: str | None = None, public: bool | None = None,
-                effective: str | None = None, ops: Collection[str] | None = None
-                ) -> list[dict[str, Any]]:
+                effective: str | None = None, ops: Collection[str] | None = None,
+                xla_gradient: str | None = None) -> list[dict[str, Any]]:
         """Ops in releases (``OP_COLUMNS``), filtered (``ops``: only these op names)."""
         where, params = [], {}
         for column, key, value in (("ro.release_id", "rid", release_id),
                                    ("ro.op_name", "op", op), ("ro.gradient", "status", status),
                                    ("ro.public", "public", public),
-                                   ("ro.effective", "effective", effective)):
+                                   ("ro.effective", "effective", effective),
+                                   ("COALESCE(x.gradient, 'unknown')", "xg", xla_gradient)):
             if value is not None:
                 where.append(f"{column} = :{key}")
                 params[key] = value

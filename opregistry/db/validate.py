@@ -23,10 +23,12 @@ from opregistry.db.vocabulary import (
     GRADIENT_STATES,
     INPUT_RESULTS,
     VERIFICATION_STATES,
+    XLA_STATES,
 )
 from opregistry.errors import DocumentError, first_line
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
+MIN_FORMAT_VERSION = 1  # documents before the XLA fields (format 2) load as they are
 MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
 MAX_DEPTH = 32  # nesting of free-form values (attr defaults, verification points)
@@ -203,6 +205,15 @@ FUNCTION = obj({}, {
 GRADIENT = obj({"status": text(16, choices=GRADIENT_STATES)}, {
     "function": FUNCTION, "needs_import": text(nullable=True)})
 
+# format 2: whether the op (forward) and its gradient compile with XLA (issue 25)
+_XLA_VERDICT = obj({"status": text(16, choices=XLA_STATES)}, {
+    "op": text(256, nullable=True), "structure": text(64, nullable=True),
+    "message": text(MAX_TEXT, nullable=True), "reason": text(MAX_TEXT, nullable=True),
+    "agrees": boolean(nullable=True), "max_error": number(0), "tolerance": number(0)})
+XLA = obj({"forward": _XLA_VERDICT}, {
+    "device": text(16, pattern=r"[A-Z][A-Z0-9_]*"), "api": text(64, nullable=True),
+    "gradient": _XLA_VERDICT, "seconds": number(0), "kernels": obj({}, nullable=True)})
+
 PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
     "reason": text(MAX_TEXT, nullable=True),
     "inputs": array(obj({"position": integer(0, 65_535),
@@ -216,14 +227,15 @@ PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
         "tolerance": number(0), "reason": text(MAX_TEXT, nullable=True),
         "inputs": array(obj({}, {"position": integer(0, 65_535, nullable=True),
                                  "relative": number(0)}), max_items=65_536)},
-        nullable=True)})
+        nullable=True),
+    "xla": XLA})
 
 OP = obj({"name": text(pattern=OP_NAME), "op_def": OP_DEF, "gradient": GRADIENT}, {
     "public": boolean(nullable=True), "probe": PROBE})
 
 DOCUMENT = obj({
     "format": text(64, choices=(FORMAT,)),
-    "format_version": integer(FORMAT_VERSION, FORMAT_VERSION),
+    "format_version": integer(MIN_FORMAT_VERSION, FORMAT_VERSION),
     "release": obj({"version": text(64, pattern=VERSION)}, {
         "package": text(64, pattern=r"[A-Za-z0-9_.\-]+", nullable=True),
         "package_version": text(64, nullable=True), "git_version": text(128, nullable=True),
@@ -259,10 +271,10 @@ def validate(document: Any) -> None:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise DocumentError("not an opregistry harvest document")
     found = document.get("format_version")
-    if found != FORMAT_VERSION or type(found) is not int:
+    if type(found) is not int or not MIN_FORMAT_VERSION <= found <= FORMAT_VERSION:
         raise DocumentError(
             f"harvest document format_version {str(found)[:40]!r} is not supported "
-            f"(this opregistry reads format_version {FORMAT_VERSION})")
+            f"(this opregistry reads format_version {MIN_FORMAT_VERSION} to {FORMAT_VERSION})")
     DOCUMENT(document, "$")
     if not document["ops"]:
         raise _fail("$.ops", "no ops")

@@ -2,9 +2,10 @@
 and the schema revision the code expects: what the SQLAlchemy-free read path needs too."""
 
 # The Alembic revision the code expects; kept in step with migrations/versions.
-HEAD_REVISION = "0005_library_releases"
+HEAD_REVISION = "0006_xla"
 
 GRADIENT_STATES = ("registered", "no_gradient", "missing")
 EFFECTIVE_STATES = ("differentiable", "partial", "none", "no_gradient", "missing", "unknown")
 INPUT_RESULTS = ("gradient", "none", "zero", "raises")
 VERIFICATION_STATES = ("verified", "flagged", "not_verified")
+XLA_STATES = ("compiles", "fails", "unknown")

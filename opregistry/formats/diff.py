@@ -28,7 +28,9 @@ def flat_changes(result: DiffResult) -> list[dict[str, object]]:
                      "public": t.public, "detail": None})
     for kind, items in (("effective", result.effective_transitions),
                         ("second_order", result.second_order_changes),
-                        ("verification", result.verification_changes)):
+                        ("verification", result.verification_changes),
+                        ("xla", result.xla_changes),
+                        ("xla_gradient", result.xla_gradient_changes)):
         for t in items:
             rows.append({"change": kind, "op": t.op, "before": t.before, "after": t.after,
                          "public": t.public, "detail": None})
@@ -96,7 +98,14 @@ class DiffRenderer(Renderer["DiffResult"]):
                 f"{len(result.effective_transitions)} effective, "
                 f"{len(result.input_changes)} per-input, "
                 f"{len(result.second_order_changes)} second-order and "
-                f"{plural(len(result.verification_changes), 'verification change')}")
+                f"{plural(len(result.verification_changes), 'verification change')}"
+                + _xla_summary(result))
+
+
+def _xla_summary(result: DiffResult) -> str:
+    """``; 2 XLA changes`` where both releases were harvested with XLA and it changed."""
+    n = len(result.xla_changes) + len(result.xla_gradient_changes)
+    return f"; {plural(n, 'XLA change')}" if n else ""
 
 
 def upgrade_rows(result: DiffResult) -> list[dict[str, object]]:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from opregistry.registry import lookup as query
 
 COLUMNS = ["op", "release", "package", "gradient", "effective", "inputs", "second_order",
-           "verified", "function", "location"]
+           "verified", "xla", "xla_gradient", "function", "location"]
 _SHORT = {"gradient": "grad", "none": "none", "zero": "zero", "raises": "raises"}
 
 
@@ -31,6 +31,14 @@ def verified_summary(row: query.OpRelease) -> str | None:
     return f"{'ok' if v.status == 'verified' else 'FLAGGED'} {v.max_error:.1e} {dtype}"
 
 
+def xla_summary(status: str | None, blocker: str | None) -> str:
+    """``compiles``, ``fails: ResizeNearestNeighborGrad``, or ``unknown`` (also where
+    the release was harvested without XLA)."""
+    if status is None:
+        return "unknown"
+    return f"{status}: {blocker}" if status == "fails" and blocker else status
+
+
 def lookup_row(row: query.OpRelease) -> dict[str, object]:
     return {
         "op": row.op, "release": row.release_label, "package": row.package,
@@ -42,6 +50,10 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
         "needs_import": row.needs_import, "effective": row.effective,
         "inputs": inputs_summary(row) or None, "second_order": row.second_order,
         "verified": verified_summary(row),
+        "xla": xla_summary(row.xla.forward if row.xla else None,
+                           row.xla.forward_op if row.xla else None),
+        "xla_gradient": xla_summary(row.xla.gradient if row.xla else None,
+                                    row.xla.gradient_blocker if row.xla else None),
     }
 
 
@@ -64,6 +76,8 @@ class LookupsRenderer(Renderer[Lookups]):
         probed = any(r.effective for r in rows)
         columns = [c for c in COLUMNS if probed or c not in (
             "effective", "inputs", "second_order", "verified")]
+        if not any(r.xla for r in rows):  # no release of these harvested with XLA
+            columns = [c for c in columns if c not in ("xla", "xla_gradient")]
         columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
         if any(r.library for r in rows):  # which TensorFlow an op library ran with
             columns.insert(columns.index("package"), "with_tf")
@@ -108,7 +122,11 @@ class OpListRenderer(Renderer[OpList]):
         return [lookup_row(r) for r in result.ops]
 
     def columns(self, result: OpList) -> list[str]:
-        return OPS_COLUMNS
+        if not any(r.xla for r in result.ops):
+            return OPS_COLUMNS
+        # the XLA columns where the release was harvested with XLA (issue 25)
+        at = OPS_COLUMNS.index("public")
+        return [*OPS_COLUMNS[:at], "xla", "xla_gradient", *OPS_COLUMNS[at:]]
 
 
 RELEASE_COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered",

@@ -72,12 +72,13 @@ class Libraries:
 
 def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool = True,
             probes: bool = True, numeric: bool = True,
-            libraries: Libraries | None = None) -> dict[str, Any]:
+            libraries: Libraries | None = None, xla: bool = False) -> dict[str, Any]:
     """Run the collector under ``python`` (default: this interpreter); return its document.
 
     With ``probes`` every registered gradient function is also called on a symbolic
     op (and, with ``numeric``, checked against finite differences). With ``libraries``
-    the document holds what those op libraries add."""
+    the document holds what those op libraries add. With ``xla`` (and ``probes``) each
+    probed op and its gradient are also compiled with XLA on the CPU."""
     interpreter = str(python or sys.executable)
     if not Path(interpreter).exists() and not shutil.which(interpreter):
         raise HarvestError(f"no such interpreter: {interpreter}")
@@ -86,10 +87,8 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
         cmd = [interpreter, "-I", str(COLLECTOR), "--out", str(out)]
         if not extra_imports:
             cmd.append("--no-extra-imports")
-        if probes:
-            cmd.append("--probes")
-            if not numeric:
-                cmd.append("--no-numeric")
+        if probes:  # --xla: compile each probed op and its gradient with XLA (issue 25)
+            cmd += ["--probes"] + ["--no-numeric"] * (not numeric) + ["--xla"] * xla
         if libraries:
             for path in libraries.op_libraries:
                 if not Path(path).is_file():
@@ -193,18 +192,18 @@ class HarvestOutcome:
 def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
             rebuild_env: bool = False, discard_env: bool = False,
             save_documents: str | os.PathLike[str] | None = None,
-            probes: bool = True, numeric: bool = True,
+            probes: bool = True, numeric: bool = True, xla: bool = False,
             on_start: Callable[[HarvestTarget], None] | None = None) -> list[HarvestOutcome]:
     """Harvest each target into ``db``; a failing target does not stop the others."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
                              save_documents=save_documents, probes=probes, numeric=numeric,
-                             on_start=on_start))
+                             xla=xla, on_start=on_start))
 
 
 def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
                  rebuild_env: bool = False, discard_env: bool = False,
                  save_documents: str | os.PathLike[str] | None = None,
-                 probes: bool = True, numeric: bool = True,
+                 probes: bool = True, numeric: bool = True, xla: bool = False,
                  on_start: Callable[[HarvestTarget], None] | None = None
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
@@ -220,7 +219,7 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
             on_start(target)
         started = time.monotonic()
         try:
-            document = _collect_target(target, rebuild_env, discard_env, probes, numeric)
+            document = _collect_target(target, rebuild_env, discard_env, probes, numeric, xla)
             saved = None
             if save_documents:
                 saved = _save(document, Path(save_documents))
@@ -235,15 +234,17 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
 
 
 def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
-                    numeric: bool) -> dict[str, Any]:
+                    numeric: bool, xla: bool = False) -> dict[str, Any]:
     libraries = target.libraries()
     if not target.tf_version:
         target.requirements()  # a requirement without an environment to install it in
-        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries)
+        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries,
+                       xla=xla)
     recipe = recipe_for(target.tf_version, target.package, target.requirements())
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
-        return collect(python, probes=probes, numeric=numeric, libraries=libraries)
+        return collect(python, probes=probes, numeric=numeric, libraries=libraries,
+                       xla=xla)
     finally:
         if discard_env:
             discard_venv(recipe)

@@ -76,6 +76,9 @@ class DiffResult:
     input_changes: tuple[InputChange, ...] = field(default=())
     second_order_changes: tuple[Transition, ...] = field(default=())
     verification_changes: tuple[Transition, ...] = field(default=())
+    # XLA on the CPU, where both releases were harvested with it (issue 25)
+    xla_changes: tuple[Transition, ...] = field(default=())
+    xla_gradient_changes: tuple[Transition, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +91,8 @@ class DiffResult:
             "input_changes": [c.to_dict() for c in self.input_changes],
             "second_order_changes": [t.to_dict() for t in self.second_order_changes],
             "verification_changes": [t.to_dict() for t in self.verification_changes],
+            "xla_changes": [t.to_dict() for t in self.xla_changes],
+            "xla_gradient_changes": [t.to_dict() for t in self.xla_gradient_changes],
         }
 
 
@@ -124,6 +129,8 @@ def compare(before: str, after: str, rows_a: dict[str, OpRelease],
     removed = [rows_a[n] for n in sorted(set(rows_a) - set(rows_b))]
     transitions, changed = [], []
     effective_t, input_c, second_t, verified_t = [], [], [], []
+    xla_t: list[Transition] = []
+    xla_gradient_t: list[Transition] = []
     for name in sorted(set(rows_a) & set(rows_b)):
         old, new = rows_a[name], rows_b[name]
         if old.gradient != new.gradient:
@@ -146,8 +153,15 @@ def compare(before: str, after: str, rows_a: dict[str, OpRelease],
                 old.verification.status != new.verification.status:
             verified_t.append(Transition(name, old.verification.status,
                                          new.verification.status, new.public))
+        if old.xla and new.xla:  # e.g. an op whose gradient started compiling
+            if old.xla.forward != new.xla.forward:
+                xla_t.append(Transition(name, old.xla.forward, new.xla.forward, new.public))
+            if old.xla.gradient != new.xla.gradient:
+                xla_gradient_t.append(Transition(name, old.xla.gradient, new.xla.gradient,
+                                                 new.public))
     return DiffResult(before=before, after=after, added=tuple(added), removed=tuple(removed),
                       transitions=tuple(transitions), changed_functions=tuple(changed),
                       effective_transitions=tuple(effective_t), input_changes=tuple(input_c),
                       second_order_changes=tuple(second_t),
-                      verification_changes=tuple(verified_t))
+                      verification_changes=tuple(verified_t), xla_changes=tuple(xla_t),
+                      xla_gradient_changes=tuple(xla_gradient_t))

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from opregistry.db.store import Store, is_prerelease, using, version_key
-from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES
+from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.names import implemented_by
 
@@ -60,6 +60,26 @@ class Blocker:
 
 
 @dataclass(frozen=True)
+class Xla:
+    """Whether the op (forward) and its gradient compile with XLA on the CPU, with the
+    first op XLA refused (or the structure, e.g. a TensorList of unknown size) and why."""
+
+    forward: str  # compiles | fails | unknown
+    gradient: str
+    forward_op: str | None = None
+    forward_reason: str | None = None
+    gradient_op: str | None = None
+    gradient_structure: str | None = None
+    gradient_reason: str | None = None
+    gradient_agrees: bool | None = None  # XLA's gradient values equal TF's (where both run)
+    kernels: str | None = None  # JSON: op type -> device types with a kernel (evidence)
+
+    @property
+    def gradient_blocker(self) -> str | None:
+        return self.gradient_op or self.gradient_structure
+
+
+@dataclass(frozen=True)
 class OpRelease:
     """One op in one release."""
 
@@ -86,6 +106,8 @@ class OpRelease:
     # an op library's release (release/package: the TensorFlow it was harvested with)
     library: str | None = None
     library_version: str | None = None
+    # XLA on the CPU (compiles | fails | unknown; unknown where not harvested)
+    xla: Xla | None = None
 
     @property
     def release_label(self) -> str:
@@ -219,7 +241,17 @@ def op_release(row: dict[str, Any], via: str | None = None,
                      second_order=row["second_order"],
                      second_order_blockers=_blockers(row["second_order_blockers"]),
                      verification=verification, library=row["library"] or None,
-                     library_version=row["library_version"] or None)
+                     library_version=row["library_version"] or None, xla=_xla(row))
+
+
+def _xla(row: dict[str, Any]) -> Xla | None:
+    if row["xla"] is None:
+        return None  # harvested without XLA
+    agrees = row["xla_gradient_agrees"]
+    return Xla(row["xla"], row["xla_gradient"], row["xla_op"], row["xla_reason"],
+               row["xla_gradient_op"], row["xla_gradient_structure"],
+               row["xla_gradient_reason"], None if agrees is None else bool(agrees),
+               row["xla_kernels"])
 
 
 def release_ops(store: Store, release_id: int, **filters: Any) -> dict[str, OpRelease]:
@@ -336,8 +368,8 @@ def _wanted_releases(store: Store, release: str | None, library: str | None) -> 
 
 
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
-        effective: str | None = None, library: str | None = None, db: Any = None
-        ) -> tuple[OpRelease, ...]:
+        effective: str | None = None, library: str | None = None,
+        xla_gradient: str | None = None, db: Any = None) -> tuple[OpRelease, ...]:
     """Ops of one release (default: the newest), optionally filtered by registry status,
     tf.raw_ops membership or effective differentiability; with ``library``, the ops that
     op library's release adds."""
@@ -347,8 +379,11 @@ def ops(release: str | None = None, *, status: str | None = None, public_only: b
     if effective is not None and effective not in EFFECTIVE_STATES:
         raise OpregistryError(
             f"unknown effective status {effective!r} (choose from {', '.join(EFFECTIVE_STATES)})")
+    if xla_gradient is not None and xla_gradient not in XLA_STATES:
+        raise OpregistryError(
+            f"unknown XLA status {xla_gradient!r} (choose from {', '.join(XLA_STATES)})")
     with using(db) as store:
         rel = store.release(release or "latest", library=library)
         found = release_ops(store, rel.id, status=status, effective=effective,
-                            public=True if public_only else None)
+                            public=True if public_only else None, xla_gradient=xla_gradient)
         return tuple(_sorted_rows(list(found.values())))

@@ -46,7 +46,7 @@ COMMANDS = _commands()
 KINDS: dict[str, dict[str, str]] = {
     "lookup": {"names": "text", "release": "release", "library": "text", "fmt": "fmt",
                "output_file": "out", "db": "db"},
-    "ops": {"release": "release", "library": "text", "status": "word", "effective": "word",
+    "ops": {"release": "release", "library": "text", "status": "word", "effective": "word", "xla_gradient": "word",
             "public_only": "flag", "fmt": "fmt", "output_file": "out", "db": "db"},
     "releases": {"library": "text", "fmt": "fmt", "output_file": "out", "db": "db"},
     "diff": {"before": "release", "after": "release", "library": "text", "source": "flag",
@@ -76,7 +76,7 @@ KINDS: dict[str, dict[str, str]] = {
             "policy_file": "file", "tf": "release"},
     "harvest": {"python": "file", "tf_versions": "text", "plugins": "text",
                 "op_libraries": "text", "imports": "text", "library_name": "text",
-                "library_version": "text", "all_releases": "flag", "all_libraries": "flag",
+                "library_version": "text", "all_releases": "flag", "all_libraries": "flag", "xla": "flag",
                 "package": "text", "rebuild_env": "flag", "discard_env": "flag",
                 "probes": "flag", "numeric": "flag", "save_json": "text", "fmt": "fmt",
                 "output_file": "out", "db": "db"},

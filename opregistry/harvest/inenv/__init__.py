@@ -13,5 +13,6 @@ list of them (packaging, ruff, mypy and the Python 3.7 test all read the folder)
 ``collector`` builds the document (release, registries, Python names; ``op_defs``,
 ``sources``, ``names``, ``plugins``); ``workers`` runs the probes in subprocesses;
 ``probe`` probes one op (``probe_build``, ``probe_symbolic``, ``probe_numeric`` with
-``probe_args``, sharing ``probe_api``); ``common`` holds the shared helpers.
+``probe_args``, sharing ``probe_api``; with ``--xla``, ``probe_xla`` builds what ``xla``
+compiles); ``common`` holds the shared helpers.
 """

@@ -200,12 +200,13 @@ def load_libraries(plugins, op_libraries):
 # -------------------------------------------------------------------------- main
 
 def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libraries=(),
-            library_name=None, library_version=None):
+            library_name=None, library_version=None, xla=False):
     """Build the harvest document for the TensorFlow importable here.
 
     With ``plugins`` (modules or ``.py`` paths) or ``op_libraries`` (``.so`` paths) it
     is a library harvest: the document holds only what they add to the registries
-    (ops, gradient entries, Python names), and names the library."""
+    (ops, gradient entries, Python names), and names the library. With ``xla`` (and
+    ``probes``) each probed op and its gradient are compiled with XLA (issue 25)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
         import tensorflow as tf
@@ -261,7 +262,8 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
     if probes:
         from . import workers  # imports this module: loaded only when probing
         probe_info = workers.probe_ops(ops, op_defs, registry, numeric,
-                                       workers.library_arguments(plugins, op_libraries))
+                                       workers.library_arguments(plugins, op_libraries),
+                                       xla)
     orphans = [dict(gradient(name), name=name)
                for name in sorted(entries) if name not in op_names]
     major = int(str(release["version"]).split(".")[0])
@@ -287,20 +289,20 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
     return document
 
 
-_USAGE = ("usage: __main__.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric]] "
+_USAGE = ("usage: __main__.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric] [--xla]] "
           "[--plugin MODULE|FILE.py]... [--op-library FILE.so]... [--library-name NAME] "
           "[--library-version VERSION]")
 
 
 def parse_arguments(argv):
-    options = {"out": None, "import_modules": True, "probes": False, "numeric": True,
+    options = {"out": None, "import_modules": True, "probes": False, "numeric": True, "xla": False,
                "plugins": [], "op_libraries": [], "library_name": None,
                "library_version": None}
     valued = {"--out": "out", "--library-name": "library_name",
               "--library-version": "library_version"}
     listed = {"--plugin": "plugins", "--op-library": "op_libraries"}
     flags = {"--no-extra-imports": ("import_modules", False), "--probes": ("probes", True),
-             "--no-numeric": ("numeric", False)}
+             "--no-numeric": ("numeric", False), "--xla": ("xla", True)}
     while argv:
         arg = argv.pop(0)
         if arg in valued and argv:

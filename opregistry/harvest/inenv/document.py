@@ -5,5 +5,6 @@ A leaf module with no imports, read by both sides: the collector (in-environment
 loading the rest of the harvester.
 """
 FORMAT = "opregistry-harvest"
-FORMAT_VERSION = 1
+# 2: probe records may hold ``xla`` (issue 25); readers accept 1 and 2
+FORMAT_VERSION = 2
 MAX_SOURCE = 256 * 1024  # a gradient function's source; longer ones are not kept

@@ -10,7 +10,8 @@ registered gradient function with an upstream gradient for every output, and
 classifies what comes back for each input: ``gradient``, ``none``, ``zero`` or
 ``raises``. Ops whose inputs need more than a placeholder (functions, resources,
 variants, reference variables) are built by targeted builders. It then compares
-``tf.gradients`` with central finite differences at a random point away from kinks.
+``tf.gradients`` with central finite differences at a random point away from kinks;
+with ``--xla``, ``xla_check`` compiles the op and its gradient with XLA (issue 25).
 """
 from __future__ import print_function
 
@@ -22,6 +23,7 @@ from .probe_api import (
 )
 from .probe_numeric import numeric_check, replay  # noqa: F401 - the workers' entry points
 from .probe_symbolic import effective, gradient_path_ops, probe_symbolic
+from .probe_xla import xla_check  # noqa: F401 - the workers' entry point (issue 25)
 
 
 def probe_one(api, op_def):

@@ -23,7 +23,7 @@ from .op_defs import all_op_defs
 PROBE_STALL_S = 60
 
 
-def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
+def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), xla=False):
     """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
@@ -53,6 +53,16 @@ def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=()):
                     except Exception as exc:  # noqa: BLE001
                         record["verification"] = {"status": "not_verified",
                                                   "reason": one_line(exc)}
+                emit({"op": name, "record": record})
+            if xla:  # XLA (issue 25): the op and its gradient compiled on the CPU
+                emit({"xla": name})
+                with contextlib.redirect_stdout(sys.stderr):
+                    try:
+                        record["xla"] = probe.xla_check(api, op_defs[name], record)
+                    except Exception as exc:  # noqa: BLE001
+                        failed = {"status": "unknown", "reason": one_line(exc)}
+                        record["xla"] = {"device": "CPU", "forward": failed,
+                                         "gradient": failed}
                 emit({"op": name, "record": record})
     return 0
 
@@ -95,7 +105,7 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                     proc.kill()
                     proc.wait()
                     stalled = True
-        started = numeric_started = None
+        started = numeric_started = xla_started = None
         progressed = False
         if os.path.exists(results_path):
             with io.open(results_path, encoding="utf-8") as handle:
@@ -105,19 +115,29 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                     except ValueError:
                         break  # a line cut short by the crash
                     if "start" in entry:
-                        started, numeric_started = entry["start"], None
+                        started, numeric_started, xla_started = entry["start"], None, None
                     elif "numeric" in entry:
                         started = numeric_started = entry["numeric"]
+                    elif "xla" in entry:
+                        started = xla_started = entry["xla"]
                     else:
                         records[entry["op"]] = entry["record"]
                         progressed = True
-                        if numeric_started is None or "verification" in entry["record"]:
+                        if xla_started is not None:
+                            if "xla" in entry["record"]:
+                                started = xla_started = None
+                        elif numeric_started is None or "verification" in entry["record"]:
                             started = numeric_started = None
         if proc.returncode != 0 and started is not None:
             why = ("no progress for %d s" % PROBE_STALL_S) if stalled else (
                 "killed by signal %d" % -proc.returncode if proc.returncode < 0
                 else "exit status %d" % proc.returncode)
-            if numeric_started is not None and started in records:
+            if xla_started is not None and started in records:
+                stopped = {"status": "unknown",
+                           "reason": "compiling with XLA stopped the process (%s)" % why}
+                records[started]["xla"] = {"device": "CPU", "forward": stopped,
+                                           "gradient": stopped}
+            elif numeric_started is not None and started in records:
                 records[started]["verification"] = {
                     "status": "not_verified",
                     "reason": "the numeric check stopped the process (%s)" % why}
@@ -154,8 +174,9 @@ def library_arguments(plugins, op_libraries):
     return out
 
 
-def probe_ops(ops, op_defs, registry, numeric, libraries):
-    """Probe the registered gradients of ``ops``; returns the document's ``probes``."""
+def probe_ops(ops, op_defs, registry, numeric, libraries, xla=False):
+    """Probe the registered gradients of ``ops``; returns the document's ``probes``.
+    With ``xla``, each op and its gradient are also compiled with XLA (issue 25)."""
     import time
     started = time.time()
     # second order follows gradient paths through any op, the library's or TF's
@@ -167,17 +188,18 @@ def probe_ops(ops, op_defs, registry, numeric, libraries):
                              "no_gradient" if fn is None else "registered")
     records, restarts = run_probes(
         [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric,
-        libraries=libraries)
+        libraries=list(libraries) + (["--xla"] if xla else []))
     probe.second_order(records, statuses)
     for op in ops:
         if op["name"] in records:
             op["probe"] = records[op["name"]]
     return {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
-            "numeric": numeric}
+            "numeric": numeric, "xla": xla}
 
 
 def main(argv):
     """``--probe-worker OPS RESULTS [collector options]``: one worker's run."""
     options = collector.parse_arguments(argv[3:]) or {}
     return probe_worker(argv[1], argv[2], options.get("numeric", True),
-                         options.get("plugins", ()), options.get("op_libraries", ()))
+                        options.get("plugins", ()), options.get("op_libraries", ()),
+                        options.get("xla", False))

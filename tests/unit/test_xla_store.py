@@ -1,0 +1,175 @@
+"""XLA (issue 25) on the read side: harvest documents with and without the ``xla``
+fields (format 2 and 1), the op_xla rows per device, migration 0006 in both
+directions, ``lookup``'s xla columns and ``ops --xla-gradient``. No TensorFlow."""
+from __future__ import annotations
+
+import copy
+import sqlite3
+
+import pytest
+from documents import document as _document  # tests/unit is on sys.path
+from documents import op as _op
+from typer.testing import CliRunner
+
+import opregistry
+from opregistry.cli.app import app, load_commands
+from opregistry.db import migrate
+from opregistry.db.engine import make_engine
+from opregistry.db.loader import load
+from opregistry.db.location import resolve
+from opregistry.db.validate import validate
+from opregistry.errors import DocumentError, OpregistryError
+
+load_commands()
+
+FAILS_GRADIENT = {
+    "device": "CPU", "api": "tf.function(jit_compile=True)", "seconds": 0.9,
+    "forward": {"status": "compiles"},
+    "gradient": {"status": "fails", "op": "ResizeNearestNeighborGrad",
+                 "message": "InvalidArgumentError: unsupported on XLA_CPU_JIT: "
+                            "ResizeNearestNeighborGrad (No registered ...)"},
+    "kernels": {"ResizeNearestNeighbor": ["CPU", "XLA_CPU_JIT"],
+                "ResizeNearestNeighborGrad": ["CPU"]}}
+COMPILES = {"device": "CPU", "forward": {"status": "compiles"},
+            "gradient": {"status": "compiles", "agrees": True, "max_error": 0.0,
+                         "tolerance": 0.02}}
+STRUCTURE = {"device": "CPU", "forward": {"status": "compiles"},
+             "gradient": {"status": "fails", "structure": "tensor_list_unknown_size",
+                          "message": "InvalidArgumentError: XLA compilation requires a fixed "
+                                     "tensor list size."}}
+
+
+def _with_xla(entry, xla):
+    entry["probe"]["xla"] = copy.deepcopy(xla)
+    return entry
+
+
+def _documents():
+    first = _document("2.1.0", [
+        _op("MatMul", "registered", "differentiable", [("a", "gradient"), ("b", "gradient")]),
+        _op("Shape", "no_gradient")])
+    first["format_version"] = 1  # before the XLA fields: still accepted
+    second = _document("2.2.0", [
+        _with_xla(_op("MatMul", "registered", "differentiable",
+                      [("a", "gradient"), ("b", "gradient")]), COMPILES),
+        _with_xla(_op("ResizeNearestNeighbor", "registered", "differentiable",
+                      [("images", "gradient")]), FAILS_GRADIENT),
+        _with_xla(_op("MatrixExponential", "registered", "differentiable",
+                      [("input", "gradient")]), STRUCTURE),
+        _op("Shape", "no_gradient")])
+    third = _document("2.3.0", [  # the gradient of the resize starts compiling
+        _with_xla(_op("ResizeNearestNeighbor", "registered", "differentiable",
+                      [("images", "gradient")]), COMPILES),
+        _with_xla(_op("MatrixExponential", "registered", "differentiable",
+                      [("input", "gradient")]), STRUCTURE)])
+    return first, second, third
+
+
+@pytest.fixture(scope="module")
+def xla_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("xla") / "xla.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    for document in _documents():
+        load(engine, document)
+    engine.dispose()
+    return path
+
+
+def test_format_1_and_2_documents_validate_and_bad_xla_fields_do_not():
+    first, second, _ = _documents()
+    validate(first)
+    validate(second)
+    second["ops"][0]["probe"]["xla"]["gradient"]["status"] = "maybe"
+    with pytest.raises(DocumentError, match=r"\$\.ops\[0\]\.probe\.xla\.gradient\.status"):
+        validate(second)
+    del second["ops"][0]["probe"]["xla"]["forward"]
+    with pytest.raises(DocumentError, match="missing key 'forward'"):
+        validate(second)
+
+
+def test_one_row_per_op_and_device_where_xla_was_harvested(xla_db):
+    with sqlite3.connect(xla_db) as conn:
+        rows = conn.execute("SELECT r.version, x.op_name, x.device, x.forward, x.gradient, "
+                            "x.gradient_op, x.gradient_structure, x.gradient_agrees FROM op_xla x "
+                            "JOIN releases r ON r.id = x.release_id WHERE r.version = '2.2.0' "
+                            "ORDER BY x.op_name").fetchall()
+    assert rows == [
+        ("2.2.0", "MatMul", "CPU", "compiles", "compiles", None, None, 1),
+        ("2.2.0", "MatrixExponential", "CPU", "compiles", "fails", None,
+         "tensor_list_unknown_size", None),
+        ("2.2.0", "ResizeNearestNeighbor", "CPU", "compiles", "fails",
+         "ResizeNearestNeighborGrad", None, None)]
+
+
+def test_lookup_shows_xla_and_unknown_where_not_harvested(xla_db):
+    rows = {r.release: r for r in opregistry.lookup("ResizeNearestNeighbor", db=xla_db).rows}
+    assert rows["2.2.0"].xla.gradient == "fails"
+    assert rows["2.2.0"].xla.gradient_blocker == "ResizeNearestNeighborGrad"
+    old = {r.release: r for r in opregistry.lookup("MatMul", db=xla_db).rows}["2.1.0"]
+    assert old.xla is None
+    result = CliRunner().invoke(app, ["lookup", "MatMul", "--db", str(xla_db),
+                                      "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    header, *lines = result.stdout.strip().splitlines()
+    assert "xla,xla_gradient" in header
+    assert [line.split(",")[header.split(",").index("xla_gradient")] for line in lines] == [
+        "unknown", "compiles"]
+    table = CliRunner().invoke(app, ["lookup", "ResizeNearestNeighbor", "--db", str(xla_db)])
+    assert "fails: ResizeNearestNeighborGrad" in table.stdout
+    # the table leaves the XLA columns out where no release shown was harvested with XLA
+    plain = CliRunner().invoke(app, ["lookup", "Shape", "--db", str(xla_db)])
+    assert plain.exit_code == 0 and "xla" not in plain.stdout
+    listed = CliRunner().invoke(app, ["ops", "--tf", "2.2", "--db", str(xla_db)])
+    assert "xla_gradient" in listed.stdout.splitlines()[0]
+    assert "fails: tensor_list_unknown_size" in listed.stdout
+
+
+def test_ops_filters_by_the_gradients_xla_status(xla_db):
+    def names(status, release="2.2"):
+        return [r.op for r in opregistry.ops(release, xla_gradient=status, db=xla_db)]
+    assert names("fails") == ["MatrixExponential", "ResizeNearestNeighbor"]
+    assert names("compiles") == ["MatMul"]
+    assert names("unknown") == ["Shape"]
+    assert names("unknown", "2.1") == ["MatMul", "Shape"]
+    with pytest.raises(OpregistryError, match="unknown XLA status 'broken'"):
+        names("broken")
+    result = CliRunner().invoke(app, ["ops", "--tf", "2.2", "--xla-gradient", "fails", "--db",
+                                      str(xla_db), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert [line.split(",")[0] for line in result.stdout.strip().splitlines()[1:]] == [
+        "MatrixExponential", "ResizeNearestNeighbor"]
+    bad = CliRunner().invoke(app, ["ops", "--xla-gradient", "x", "--db", str(xla_db)])
+    assert bad.exit_code == 2 and "Error: unknown XLA status" in bad.output
+
+
+def test_diff_reports_xla_transitions_between_releases_harvested_with_it(xla_db):
+    later = opregistry.diff("2.2", "2.3", db=xla_db)
+    assert [(t.op, t.before, t.after) for t in later.xla_gradient_changes] == [
+        ("ResizeNearestNeighbor", "fails", "compiles")]
+    assert later.xla_changes == ()
+    assert opregistry.diff("2.1", "2.2", db=xla_db).xla_gradient_changes == ()  # 2.1: none
+    shown = CliRunner().invoke(app, ["diff", "2.2", "2.3", "--db", str(xla_db),
+                                     "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    assert "xla_gradient,ResizeNearestNeighbor,fails,compiles" in shown.stdout
+    assert "1 XLA change" in shown.stderr
+
+
+def test_migration_0006_down_and_up_with_xla_rows(tmp_path):
+    path = tmp_path / "round.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    for document in _documents():
+        load(engine, document)
+    refused = CliRunner().invoke(app, ["db", "downgrade", "0005_library_releases", "--db",
+                                       str(path)])
+    assert refused.exit_code == 2 and "deletes 5 XLA verdicts" in refused.output
+    migrate.downgrade(engine, "0005_library_releases")
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "op_xla" not in tables and "release_ops" in tables
+        assert conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0] == 3
+    migrate.upgrade(engine)
+    load(engine, _documents()[1])  # the XLA rows come back with a reload
+    engine.dispose()
+    assert [r.op for r in opregistry.ops("2.2", xla_gradient="fails", db=path)] == [
+        "MatrixExponential", "ResizeNearestNeighbor"]
