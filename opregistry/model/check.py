@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
 from opregistry.model.readers import savedmodel
 from opregistry.model.readers.model import Model, ModelError
@@ -24,7 +25,7 @@ def installed_tf_version() -> str | None:
     return None
 
 
-def default_release(db: Any = None) -> str:
+def default_release(db: DbLike = None) -> str:
     """The release a model is analysed against by default: the installed TensorFlow
     when the database has it, else the newest one there."""
     installed = installed_tf_version()
@@ -61,7 +62,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).endswith((".keras", ".h5", ".hdf5"))
 
 
-def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
+def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None
           ) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
@@ -129,7 +130,7 @@ class _no_gc:
 
 
 def upgrade_check(model: Any, before: str, after: str, *,
-                  db: Any = None, tags: str | None = None, sources: bool = False) -> Any:
+                  db: DbLike = None, tags: str | None = None, sources: bool = False) -> Any:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
