@@ -4,7 +4,7 @@ The read API (``lookup``, ``ops``, ``diff``, ``releases``) uses only the standar
 library for SQLite databases, so importing it is fast and needs no TensorFlow; every
 name is imported on first use.
 """
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opregistry.errors import (
     DatabaseError,
@@ -76,7 +76,7 @@ _LAZY = {
 _MODULES = ("harvest", "guard", "keras", "testing")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _MODULES:  # harvest: the package (its function: opregistry.harvest.harvest)
         import importlib
 

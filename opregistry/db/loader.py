@@ -300,7 +300,8 @@ def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
 def _numeric_error(probe: dict[str, Any], position: int) -> float | None:
     for entry in (probe.get("verification") or {}).get("inputs", []):
         if entry.get("position") == position:
-            return entry.get("relative")
+            relative: float | None = entry.get("relative")
+            return relative
     return None
 
 

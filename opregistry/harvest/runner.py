@@ -116,7 +116,8 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
                 reason = f"killed by signal {-done.returncode}"
             raise HarvestError(f"{interpreter}: the collector failed: {reason}")
         try:
-            return json.loads(out.read_text(encoding="utf-8"))
+            document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+            return document
         except ValueError as exc:
             raise HarvestError(f"{interpreter}: the collector wrote invalid JSON: {exc}") from None
 

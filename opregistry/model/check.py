@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
@@ -11,6 +11,17 @@ from opregistry.model.readers.model import Model, ModelError
 from opregistry.model.results import CheckResult
 from opregistry.registry import lookup as query
 from opregistry.registry.facts import op_facts
+
+if TYPE_CHECKING:
+    from opregistry.registry.diff import DiffResult
+
+
+class _HasOp(Protocol):
+    @property
+    def op(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names its op
 
 
 def installed_tf_version() -> str | None:
@@ -130,7 +141,8 @@ class _no_gc:
 
 
 def upgrade_check(model: Any, before: str, after: str, *,
-                  db: DbLike = None, tags: str | None = None, sources: bool = False) -> Any:
+                  db: DbLike = None, tags: str | None = None, sources: bool = False
+                  ) -> DiffResult:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
@@ -139,9 +151,12 @@ def upgrade_check(model: Any, before: str, after: str, *,
 
     from opregistry.registry.diff import diff
 
-    ops = set().union(*(m.op_types for m in load_models(model, tags=tags)))
+    ops: set[str] = set().union(*(m.op_types for m in load_models(model, tags=tags)))
     result = diff(before, after, db=db, sources=sources)
-    keep = lambda items: tuple(i for i in items if i.op in ops)  # noqa: E731
+
+    def keep(items: tuple[_Item, ...]) -> tuple[_Item, ...]:
+        return tuple(i for i in items if i.op in ops)
+
     return replace(result, added=keep(result.added), removed=keep(result.removed),
                    transitions=keep(result.transitions),
                    changed_functions=keep(result.changed_functions),
