@@ -18,6 +18,7 @@ from opregistry.errors import (
 )
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
+    from opregistry.guard import CallableModule
     from opregistry.registry.lookup import (
         Blocker,
         GradientFunctionInfo,
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
         ops,
         releases,
     )
+
+    # the module is callable (the context manager): its class says so to type checkers
+    guard: CallableModule
 
 __version__ = "0.1.0"
 

@@ -400,7 +400,7 @@ def render(report: Report) -> str:
 
     lines = [f"{len(report.programs)} programs (seeds {report.programs[0].seed}.."
              f"{report.programs[-1].seed}), gradcheck on {report.gradchecked}"]
-    rows = [(part, report.pairs[part], sum(d.part == part for d in report.disagreements))
+    rows: list[tuple[str | int, ...]] = [(part, report.pairs[part], sum(d.part == part for d in report.disagreements))
             for part in PARTS]
     rows.append(("total", sum(report.pairs.values()), len(report.disagreements)))
     lines += ["", tabulate(rows, headers=["compared with TF", "pairs", "disagreements"])]

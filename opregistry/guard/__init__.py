@@ -122,11 +122,11 @@ def current() -> Guard | None:
 atexit.register(uninstall)
 
 
-class _CallableModule(types.ModuleType):
+class CallableModule(types.ModuleType):
     """``opregistry.guard(...)`` is the context manager; the module keeps its names."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Guard:
         return guard(*args, **kwargs)
 
 
-sys.modules[__name__].__class__ = _CallableModule
+sys.modules[__name__].__class__ = CallableModule
