@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -60,7 +61,7 @@ def fit_rate(guarded: bool, steps: int, x: np.ndarray, y: np.ndarray) -> float:
     """Steps per second of one fit after its first step: from the median step time,
     which the other processes of a shared machine disturb least."""
     model, clock = cnn(), Clock()
-    callbacks = [GradientGuard(), clock] if guarded else [clock]
+    callbacks: list[Any] = [GradientGuard(), clock] if guarded else [clock]  # Keras's
     model.fit(x, y, batch_size=32, epochs=1, steps_per_epoch=steps, verbose=0,
               callbacks=callbacks)
     if guarded:
@@ -157,14 +158,14 @@ def _time_analysis() -> None:
 
     inspect = Session.inspect
 
-    def timed(self: object, *args: object) -> None:
+    def timed(self: Session, *args: Any) -> None:
         start = time.process_time()
         try:
-            inspect(self, *args)  # type: ignore[arg-type]
+            inspect(self, *args)
         finally:
             ANALYSIS[0] += time.process_time() - start
 
-    Session.inspect = timed  # type: ignore[method-assign]
+    Session.inspect = timed  # type: ignore[method-assign,assignment]  # timed for this run
 
 
 def traced_trials(repeats: int) -> dict[str, list[float]]:
@@ -250,7 +251,8 @@ def main() -> None:
         if args.case != "all" and not label.startswith(
                 {"fit": "Keras", "eager": "eager"}[args.case]):
             continue
-        plain, guarded = [], []
+        plain: list[float] = []
+        guarded: list[float] = []
         CALLS.clear()
         for k in range(args.repeats):  # interleaved, order alternating: drift hits both
             for guard in ((False, True) if k % 2 == 0 else (True, False)):

@@ -4,7 +4,7 @@ The read API (``lookup``, ``ops``, ``diff``, ``releases``) uses only the standar
 library for SQLite databases, so importing it is fast and needs no TensorFlow; every
 name is imported on first use.
 """
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opregistry.errors import (
     DatabaseError,
@@ -18,6 +18,7 @@ from opregistry.errors import (
 )
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
+    from opregistry.guard import CallableModule
     from opregistry.registry.lookup import (
         Blocker,
         GradientFunctionInfo,
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
         ops,
         releases,
     )
+
+    # the module is callable (the context manager): its class says so to type checkers
+    guard: CallableModule
 
 __version__ = "0.1.0"
 
@@ -76,7 +80,7 @@ _LAZY = {
 _MODULES = ("harvest", "guard", "keras", "testing")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _MODULES:  # harvest: the package (its function: opregistry.harvest.harvest)
         import importlib
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.model.readers.traced import import_keras
 
 _keras = import_keras()
@@ -18,7 +19,7 @@ class GradientGuard(_keras.callbacks.Callback):  # type: ignore[misc,name-define
     Guard of the last ``fit`` (what it found: ``guard.lost``)."""
 
     def __init__(self, action: str = "warn", ignore: Any = None, *,
-                 release: str | None = None, db: Any = None, summary: bool = True):
+                 release: str | None = None, db: DbLike = None, summary: bool = True):
         super().__init__()
         from opregistry.guard import Guard
 

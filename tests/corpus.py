@@ -7,6 +7,7 @@ example inputs (for gradcheck and live checks).
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ def _keras():
 
 def _serve(model: Any, specs: Any) -> Any:
     """The signature a user writes for tf.saved_model.save: inference mode."""
-    tf = _tf()
+    tf: Any = _tf()
     return tf.function(lambda *args: model(*args, training=False)).get_concrete_function(*specs)
 
 
@@ -47,7 +48,7 @@ def _save_both(name: str, root: Path, model: Any, specs: list[Any], inputs: tupl
                tags: list[str]) -> list[Entry]:
     """The two ways a Keras 3 model becomes a SavedModel: ``model.export`` (two
     signatures, variables tracked twice) and ``tf.saved_model.save`` with a signature."""
-    tf = _tf()
+    tf: Any = _tf()
     exported = root / f"{name}-export"
     model.export(str(exported), verbose=False)
     saved = root / f"{name}-saved"
@@ -119,7 +120,7 @@ class SameNamed:
 
     @staticmethod
     def make():
-        tf = _tf()
+        tf: Any = _tf()
 
         class Distribution(tf.Module):
             def __init__(self):
@@ -142,7 +143,7 @@ class SameNamed:
 
 
 def same_named(root: Path) -> list[Entry]:
-    tf = _tf()
+    tf: Any = _tf()
     module = SameNamed.make()
     path = root / "same_named"
     tf.saved_model.save(module, str(path), signatures=module.log_prob)
@@ -153,7 +154,7 @@ def same_named(root: Path) -> list[Entry]:
 def shared_function(root: Path) -> list[Entry]:
     """Two signatures, same input key, both calling one inner tf.function; one of them
     rounds the result."""
-    tf = _tf()
+    tf: Any = _tf()
 
     class Shared(tf.Module):
         def __init__(self):
@@ -185,7 +186,7 @@ def functions(root: Path) -> list[Entry]:
     (a py_function stops the whole signature of a loaded model)."""
     import numpy as np
 
-    tf = _tf()
+    tf: Any = _tf()
     spec = tf.TensorSpec([None, 1], tf.float32)
     x = tf.constant([[1.3]])
     entries = []
@@ -298,7 +299,7 @@ def functions(root: Path) -> list[Entry]:
 def tf1_two_meta_graphs(root: Path) -> list[Entry]:
     """A TF1 ``SavedModelBuilder`` model: a serving and a training MetaGraph, a
     non-trainable global step."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     path = root / "tf1_builder"
     with tf.Graph().as_default(), tf1.Session() as sess:
@@ -368,7 +369,7 @@ def vit_backbone(root: Path) -> list[Entry]:
 # more real models for a longer run (python tests/differential.py --only ...): the
 # issue's list of models that were wrong before; not in every CI run (minutes each)
 EXTRA_BUILDERS: dict[str, Callable[[Path], list[Entry]]] = {
-    name: (lambda root, name=name: keras_application(name, root))
+    name: functools.partial(keras_application, name)
     for name in ("DenseNet121", "InceptionV3", "ConvNeXtTiny", "NASNetMobile")
 }
 EXTRA_BUILDERS.update({"GPT2Backbone": gpt2_backbone, "ViTBackbone": vit_backbone})

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -55,7 +55,7 @@ def _signature(inputs: dict[str, Any], outputs: dict[str, Any]) -> Any:
 
 def example(**features: float) -> bytes:
     """One serialized tf.train.Example with float features."""
-    tf = _tf()
+    tf: Any = _tf()
     return tf.train.Example(features=tf.train.Features(feature={
         key: tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
         for key, value in features.items()})).SerializeToString()
@@ -64,7 +64,7 @@ def example(**features: float) -> bytes:
 def tfx_transform(path: Path) -> Path:
     """TF1, like TFT's transform_fn and TFMA's eval graph: sparse and ragged inputs,
     ref and resource variables, outputs dense, sparse and ragged, float and integer."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     with tf.Graph().as_default(), tf1.Session() as sess:
         fare = tf1.sparse_placeholder(tf.float32, [None, None], name="fare")
@@ -109,7 +109,7 @@ TFX_FEEDS = {"examples": [example(fare=0.5), example(fare=-0.25)]}
 def composite_tf2(path: Path) -> Path:
     """tf.saved_model.save: sparse and ragged inputs (the signature takes their
     components flat) and outputs (coo_sparse and composite_tensor)."""
-    tf = _tf()
+    tf: Any = _tf()
 
     class Model(tf.Module):
         def __init__(self) -> None:
@@ -144,7 +144,7 @@ COMPOSITE_TF2_FEEDS = {"sparse": [[0, 0], [1, 0]], "sparse_2": [2, 3], "ragged_1
 
 def _counter_graph() -> tuple[Any, dict[str, Any]]:
     """TF Serving's export_counter.py: a ref variable and its assign ops as outputs."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     counter = tf1.Variable(0.0, dtype=tf.float32, name="counter", use_resource=False)
     with tf1.name_scope("incr_counter_op"):
@@ -163,7 +163,7 @@ def _counter_graph() -> tuple[Any, dict[str, Any]]:
 
 
 def counter(path: Path) -> Path:
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     with tf.Graph().as_default(), tf1.Session() as sess:
         _, signatures = _counter_graph()
@@ -174,7 +174,7 @@ def counter(path: Path) -> Path:
 
 def counter_graph_def(path: Path) -> Path:
     """The same graph as a bare GraphDef: its assign ops' ref outputs are outputs."""
-    tf = _tf()
+    tf: Any = _tf()
     with tf.Graph().as_default() as graph:
         _counter_graph()
         path.write_bytes(graph.as_graph_def().SerializeToString())
@@ -184,7 +184,7 @@ def counter_graph_def(path: Path) -> Path:
 def half_plus_three(path: Path) -> Path:
     """y = a * x + b read from serialized Examples; ``regress`` declares the string
     placeholder of the Examples a float (TF Serving's saved_model_half_plus_three)."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     from tensorflow.core.framework import types_pb2
     from tensorflow.core.protobuf import meta_graph_pb2
@@ -210,7 +210,7 @@ HALF_PLUS_THREE_FEEDS = {"inputs": [example(x=1.0), example(x=-2.0)]}
 def estimator_graph(path: Path) -> Path:
     """An Estimator-style training graph written as text: a tf.data pipeline, a
     two-layer network, zero_fraction summaries and an Adagrad step."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     with tf.Graph().as_default() as graph:
         features = tf.data.Dataset.from_tensor_slices(
@@ -243,7 +243,7 @@ def estimator_graph(path: Path) -> Path:
 
 def _dense(x: Any, units: int, name: str, use_resource: bool) -> Any:
     """tf.compat.v1.layers.dense (gone with Keras 3): kernel and bias variables."""
-    tf = _tf()
+    tf: Any = _tf()
     tf1 = tf.compat.v1
     with tf1.variable_scope(name):
         kernel = tf1.get_variable("kernel", [x.shape[-1], units], use_resource=use_resource,
@@ -261,7 +261,7 @@ def bare_graph_comparison(name: str, path: Path, result: Any) -> Any:
     placeholder is a target."""
     import differential
 
-    tf = _tf()
+    tf: Any = _tf()
     from google.protobuf import text_format
 
     graph_def = tf.compat.v1.GraphDef()
@@ -329,10 +329,11 @@ def _graph_gradients(tf: Any, output: Any, sources: list[Any]) -> list[bool] | N
     return out
 
 
-BUILDERS = [("tfx_transform", tfx_transform, TFX_FEEDS),
-            ("composite_tf2", composite_tf2, COMPOSITE_TF2_FEEDS),
-            ("counter", counter, None),
-            ("half_plus_three", half_plus_three, HALF_PLUS_THREE_FEEDS)]
+BUILDERS: list[tuple[str, Callable[[Path], Path], dict[str, Any] | None]] = [
+    ("tfx_transform", tfx_transform, TFX_FEEDS),
+    ("composite_tf2", composite_tf2, COMPOSITE_TF2_FEEDS),
+    ("counter", counter, None),
+    ("half_plus_three", half_plus_three, HALF_PLUS_THREE_FEEDS)]
 GRAPH_BUILDERS = [("counter.pb", counter_graph_def), ("graph.pbtxt", estimator_graph)]
 
 

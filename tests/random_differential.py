@@ -204,7 +204,8 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
     with guard if guarded else contextlib.nullcontext():
         first = call(tf.constant(1), *at[0])
     if traced:
-        by_fact = by_fact_zero(tf, call.get_concrete_function(tf.constant(1), *at[0]))
+        traced_call: Any = call  # a tf.function here
+        by_fact = by_fact_zero(tf, traced_call.get_concrete_function(tf.constant(1), *at[0]))
     else:
         tape, value, sources = kept["call"]
         by_fact = by_fact_zero(tf, tf.function(
@@ -497,7 +498,7 @@ def render(report: Report) -> str:
 
     lines = [f"{len(report.programs)} programs (seeds {report.programs[0].seed}.."
              f"{report.programs[-1].seed}), gradcheck on {report.gradchecked}"]
-    rows = [(part, report.pairs[part], sum(d.part == part for d in report.disagreements))
+    rows: list[tuple[str | int, ...]] = [(part, report.pairs[part], sum(d.part == part for d in report.disagreements))
             for part in PARTS]
     rows.append(("total", sum(report.pairs.values()), len(report.disagreements)))
     lines += ["", tabulate(rows, headers=["compared with TF", "pairs", "disagreements"])]

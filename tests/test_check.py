@@ -3,13 +3,14 @@ tf.GradientTape returns for the same computation."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
 
 from opregistry import check
 
-tf = pytest.importorskip("tensorflow")
+tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 
 
 def _tape_verdicts(module, x):
@@ -178,7 +179,7 @@ def test_live_verdict_matches_gradient_tape(make, harvested_db):
 def test_findings_name_every_blocking_op(tmp_path, harvested_db):
     module = Mixed()
     result = check(_save(module, tmp_path / "m"), db=harvested_db)
-    by_output = {}
+    by_output: dict[str, set[tuple[str, str]]] = {}
     for finding in result.findings:
         by_output.setdefault(finding.output, set()).update(
             (b.op, b.reason) for b in finding.blocking_ops)

@@ -30,6 +30,7 @@ def test_api_lookup_by_op_name(harvested_db):
     result = opregistry.lookup("MatMul", release=tf.__version__, db=harvested_db)
     assert result.matched_by == "op" and result.ops == ("MatMul",)
     (row,) = result.rows
+    assert row.function is not None
     assert row.gradient == "registered" and row.function.qualname == "_MatMulGrad"
     assert row.function.location.startswith("tensorflow/python/ops/math_grad.py:")
 

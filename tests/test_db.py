@@ -101,6 +101,7 @@ def test_a_killed_load_leaves_the_database_as_it_was(db_copy, tf_document_path):
     for delay in (0.3, 0.7, 1.1):
         proc = subprocess.Popen([sys.executable, "-c", script, str(db_copy), str(tf_document_path)],
                                 stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(delay)
         proc.kill()

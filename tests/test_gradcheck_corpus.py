@@ -29,7 +29,7 @@ def _tape(entry):
     variables = list(live.trainable_variables) if keras else \
         [v for v in tape.watched_variables() if v.trainable]
     names = variable_names(tf, variables, live if keras else _method_owner(live))
-    verdicts = {}
+    verdicts: dict[tuple[str, str, str | None], bool] = {}
     for name, value in zip(_output_names(tf, out), tf.nest.flatten(out)):
         if not value.dtype.is_floating:
             continue

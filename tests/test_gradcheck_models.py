@@ -6,6 +6,7 @@ Keras 3 where a Keras form exists."""
 from __future__ import annotations
 
 import json
+from typing import Any, Callable
 
 import pytest
 
@@ -13,7 +14,7 @@ from opregistry import GradcheckError, check, gradcheck
 from opregistry.formats.gradcheck import message
 from opregistry.numerical.targets import REFERENCE_VARIABLE, load_target, parse_shapes
 
-tf = pytest.importorskip("tensorflow")
+tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 
 
 class _Loop(tf.Module):
@@ -72,7 +73,8 @@ def _keras_two():
 def _save(tmp_path, name, how):
     path = tmp_path / f"{name}-{how}"
     if how == "saved":
-        module = {"loop": _Loop, "two": _Two}[name]()
+        classes: dict[str, Callable[[], Any]] = {"loop": _Loop, "two": _Two}
+        module = classes[name]()
         tf.saved_model.save(module, str(path), signatures=module.__call__)
     else:
         {"loop": _keras_loop, "two": _keras_two}[name]().export(str(path), verbose=False)

@@ -10,6 +10,9 @@ gradcheck checks: the live ``tf.Module``'s ``__call__``, the signature loaded fr
 ``tf.saved_model.save`` and from Keras 3 ``model.export``."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from opregistry import check, gradcheck
@@ -34,7 +37,7 @@ MODELS = {"prevent_gradient": _prevented, "unique": _unique}
 INITIAL = {"a": [0.3, -0.7, 1.2], "b": [0.5, 0.25, -0.4], "c": [0.1, 0.2, 0.3]}
 
 
-class _Module(tf.Module):
+class _Module(tf.Module):  # type: ignore[name-defined]  # tf is importorskip's Any
     def __init__(self, body):
         super().__init__()
         self.a, self.b, self.c = (tf.Variable(INITIAL[n], name=n) for n in "abc")
@@ -103,7 +106,7 @@ def _check(path, db):
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("raises")
-    found = {}
+    found: dict[str, tuple[Any, Path]] = {}
     for name, body in MODELS.items():
         module = _Module(body)
         path = root / f"{name}-saved"

@@ -5,6 +5,7 @@ returned for that call, target by target."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import keras
 import numpy as np
@@ -63,9 +64,13 @@ def test_a_step_with_many_gradient_calls_is_parsed_once_and_judged_per_call(monk
         with opregistry.guard(summary=False) as guard:
             per_call: list[dict[str, tuple]] = []
             handle = guard.session.policy.handle
-            guard.session.policy.handle = lambda found: (per_call.append(
-                {x.target.split("'")[1]: (x.kind, tuple(s.op for s in x.stops))
-                 for x in found}), handle(found))[1]
+
+            def recording(found: Any) -> Any:
+                per_call.append({x.target.split("'")[1]: (x.kind, tuple(s.op for s in x.stops))
+                                 for x in found})
+                return handle(found)
+
+            guard.session.policy.handle = recording  # type: ignore[method-assign]  # records
             nones = step()
             graph = step.get_concrete_function().graph
     # TF's truth, per call: which targets got None

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from system_packages import require
@@ -66,7 +67,7 @@ def _text_model(root: Path) -> Path:
             self.emissions = tf.Variable(tf.random.normal([1, 3, 2], seed=3))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def embed(self, sentences):  # type: ignore[no-untyped-def]
+        def embed(self, sentences):
             pieces = self.tokenizer.tokenize(sentences).merge_dims(1, 2)
             pooled = tf.reduce_sum(tf.gather(self.embedding, pieces.flat_values), 0)
             words = text.case_fold_utf8(tf.strings.as_string(self.scale))
@@ -160,11 +161,11 @@ def test_a_keras_export_with_library_ops_agrees_with_tensorflow(text_db, tmp_pat
     import opregistry
 
     class Tree(keras.Model):
-        def build(self, shape):  # type: ignore[no-untyped-def]
+        def build(self, shape):
             self.scores = self.add_weight(shape=(1, 4, 4), name="scores")
             self.emissions = self.add_weight(shape=(1, 3, 2), name="emissions")
 
-        def call(self, x):  # type: ignore[no-untyped-def]
+        def call(self, x):
             tree, _ = text.max_spanning_tree(tf.fill(tf.shape(x)[:1], 4), self.scores + x)
             labels = text.greedy_constrained_sequence(self.emissions, sequence_length=[3])
             return tree + tf.reduce_sum(tf.cast(labels, tf.float32))
@@ -247,6 +248,7 @@ def custom_op(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     compiler = shutil.which("g++")
     require(compiler, "a C++ compiler (g++) to build the custom op")
+    assert compiler  # for mypy: require() stopped the test otherwise
     directory = tmp_path_factory.mktemp("custom-op")
     (directory / "times_two.cc").write_text(CUSTOM_OP)
     (directory / "times_two_grad.py").write_text(GRADIENT)
@@ -278,7 +280,7 @@ def test_a_compiled_op_library_is_harvested_probed_and_checked(custom_db, custom
     assert row.verification is not None and row.verification.status == "verified"
     assert row.second_order == "differentiable"
 
-    loaded = {}
+    loaded: dict[str, Any] = {}
     exec(compile((custom_op / "times_two_grad.py").read_text(), "times_two_grad.py", "exec"),
          {"__file__": str(custom_op / "times_two_grad.py")}, loaded)
 
@@ -289,7 +291,7 @@ def test_a_compiled_op_library_is_harvested_probed_and_checked(custom_db, custom
             self.steps = tf.Variable([3.0, 4.0])
 
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
-        def __call__(self, x):  # type: ignore[no-untyped-def]
+        def __call__(self, x):
             counted = tf.cast(tf.cast(self.steps, tf.int32), tf.float32)
             return {"doubled": tf.reduce_sum(loaded["times_two"](self.w * x)) * counted[0]}
 

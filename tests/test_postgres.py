@@ -35,6 +35,7 @@ def _free_port() -> int:
 def postgres_url():
     initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
     require(initdb and pg_ctl, "PostgreSQL (initdb, pg_ctl)")
+    assert initdb and pg_ctl  # for mypy: require() stopped the test otherwise
     # PostgreSQL refuses to run as root: run it as the postgres user then
     as_user: list[str] = []
     if os.geteuid() == 0:

@@ -175,7 +175,7 @@ def test_api_exposes_inputs_and_verification(harvested_db):
     row = opregistry.lookup("GatherV2", release=tf.__version__, db=harvested_db).rows[0]
     assert row.differentiable_inputs == ("params",)
     assert row.inputs[0].numeric_error is not None and row.inputs[0].numeric_error < 1e-6
-    assert row.verification.status == "verified"
+    assert row.verification is not None and row.verification.status == "verified"
 
 
 def test_probe_report(harvested_db, probes, cli):

@@ -217,7 +217,7 @@ def test_by_fact_zero_reads_the_gradient_graph(traced: bool) -> None:
                 tf.TensorSpec([1, 3], tf.float32))
         else:
             with tf.GradientTape(persistent=True) as tape:
-                value = compute(v, w)  # type: ignore[operator]
+                value = compute(v, w)
             concrete = tf.function(lambda upstream: tape.gradient(
                 value, [v], output_gradients=upstream)).get_concrete_function(
                 tf.TensorSpec([1, 3], tf.float32, name="upstream"))

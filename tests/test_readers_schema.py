@@ -1,11 +1,13 @@
 """The static schema parses real SavedModels and GraphDefs exactly as TensorFlow does."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from opregistry.model.readers import _schema
 
-tf = pytest.importorskip("tensorflow")
+tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 
 
 class _Model(tf.Module):

@@ -3,12 +3,13 @@ installed one. Slow on a fresh machine (builds a venv); CI runs it."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 import opregistry
 
-tf = pytest.importorskip("tensorflow")
+tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 pytestmark = pytest.mark.slow
 SECOND = "2.12"  # Python 3.8, tensorflow-cpu 2.12.1
 

@@ -7,6 +7,7 @@ import re
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_run import ROOT, run_cli
@@ -55,12 +56,18 @@ class Watched:
     def __init__(self, browser, width: int = 1300, height: int = 900):
         self.page = browser.new_page(viewport={"width": width, "height": height})
         self.problems: list[str] = []
-        self.page.on("console", lambda m: m.type in ("error", "warning") and
-                     self.problems.append(f"console {m.type}: {m.text}"))
+        self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
-        self.page.on("request", lambda r: r.url.startswith("file://") or
-                     self.problems.append(f"network request: {r.url}"))
+        self.page.on("request", self._request)
+
+    def _console(self, m: Any) -> None:
+        if m.type in ("error", "warning"):
+            self.problems.append(f"console {m.type}: {m.text}")
+
+    def _request(self, r: Any) -> None:
+        if not r.url.startswith("file://"):
+            self.problems.append(f"network request: {r.url}")
 
     def open(self, site: Path, path: str, ready: bool = True):
         self.page.goto((site / path).as_uri() if "#" not in path else

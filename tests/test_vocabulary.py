@@ -14,6 +14,7 @@ finite differences are not) does not occur here: no blocked pair is one."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ import opregistry
 from opregistry import check, gradcheck
 from opregistry.numerical.targets import load_target
 
-tf = pytest.importorskip("tensorflow")
+tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 
 GRADCHECK = {"ok": "gradient", "mismatch": "gradient", "non-smooth": "gradient",
              "none": "blocked", "unrelated": "unrelated"}

@@ -320,7 +320,8 @@ def _xla_row(release_id: int, op_name: str, xla: dict[str, Any]) -> dict[str, An
 def _numeric_error(probe: dict[str, Any], position: int) -> float | None:
     for entry in (probe.get("verification") or {}).get("inputs", []):
         if entry.get("position") == position:
-            return entry.get("relative")
+            relative: float | None = entry.get("relative")
+            return relative
     return None
 
 

@@ -8,8 +8,12 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 from opregistry.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from opregistry.db.store import Store
 
 ENV_VAR = "OPREGISTRY_DB"
 BUSY_ENV_VAR = "OPREGISTRY_BUSY_TIMEOUT"
@@ -68,6 +72,12 @@ class DatabaseLocation:
         if self.shipped:
             return f"shipped database {self.sqlite_path}"
         return str(self.sqlite_path) if self.sqlite_path else _hide_password(self.url)
+
+
+# What every ``db=`` parameter takes: a SQLite path, a SQLAlchemy URL, a resolved
+# location, an open Store (used as is, left open), or None ($OPREGISTRY_DB, else the
+# shipped database). Strings in the Union: Store is only imported for type checking.
+DbLike = Union[str, "os.PathLike[str]", DatabaseLocation, "Store", None]
 
 
 def shipped_database_path() -> Path:

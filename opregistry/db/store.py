@@ -16,6 +16,7 @@ from typing import Any
 
 from opregistry.db.location import (
     DatabaseLocation,
+    DbLike,
     busy_timeout,
     is_lock_error,
     locked_error,
@@ -373,6 +374,13 @@ def version_key(version: str) -> tuple[Any, ...]:
     return tuple(key) + ((2, 0, ""),)
 
 
+def location_of(db: DbLike) -> DatabaseLocation:
+    """The location ``db`` names (a Store's own location for an open Store)."""
+    if isinstance(db, Store):
+        return db.location
+    return db if isinstance(db, DatabaseLocation) else resolve(db)
+
+
 def open_store(db: str | os.PathLike[str] | DatabaseLocation | None = None) -> Store:
     return Store(db if isinstance(db, DatabaseLocation) else resolve(db))
 
@@ -380,12 +388,12 @@ def open_store(db: str | os.PathLike[str] | DatabaseLocation | None = None) -> S
 class using:
     """Context manager: a Store that is closed afterwards unless one was passed in."""
 
-    def __init__(self, db: Any):
+    def __init__(self, db: DbLike):
         self._given = db if isinstance(db, Store) else None
         self._db = db
 
     def __enter__(self) -> Store:
-        self._store = self._given or open_store(self._db)
+        self._store = self._given or Store(location_of(self._db))
         return self._store
 
     def __exit__(self, *exc: object) -> None:

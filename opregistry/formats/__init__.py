@@ -137,8 +137,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
     if not rows:
         return ""
     keys = list(columns or rows[0].keys())
-    return tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
-                    tablefmt=style, disable_numparse=True)
+    drawn: str = tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
+                          tablefmt=style, disable_numparse=True)  # tabulate is untyped
+    return drawn
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:

@@ -14,6 +14,7 @@ import sys
 import types
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.guard.policy import (
     ACTIONS,
     GuardPolicy,
@@ -31,7 +32,7 @@ class Guard:
     what it found, ``summary()`` says it all."""
 
     def __init__(self, action: str = "warn", ignore: Any = None, *,
-                 release: str | None = None, db: Any = None, summary: bool = True,
+                 release: str | None = None, db: DbLike = None, summary: bool = True,
                  program_wide: bool = False):
         from opregistry.guard.session import Session
 
@@ -84,7 +85,7 @@ _program: list[Guard] = []  # the guard of install(), if any
 
 
 def guard(action: str = "warn", ignore: Any = None, *, release: str | None = None,
-          db: Any = None, summary: bool = True) -> Guard:
+          db: DbLike = None, summary: bool = True) -> Guard:
     """A guard to use as a context manager: ``with opregistry.guard(action="raise"):``.
 
     ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
@@ -99,7 +100,7 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
 
 
 def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
-            db: Any = None, summary: bool = True) -> Guard:
+            db: DbLike = None, summary: bool = True) -> Guard:
     """Guard the whole program, every thread without a guard of its own, until
     ``uninstall()`` (the summary is printed at exit)."""
     uninstall()
@@ -121,11 +122,11 @@ def current() -> Guard | None:
 atexit.register(uninstall)
 
 
-class _CallableModule(types.ModuleType):
+class CallableModule(types.ModuleType):
     """``opregistry.guard(...)`` is the context manager; the module keeps its names."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Guard:
         return guard(*args, **kwargs)
 
 
-sys.modules[__name__].__class__ = _CallableModule
+sys.modules[__name__].__class__ = CallableModule

@@ -43,9 +43,9 @@ class EagerLog:
             self.outside.append(tensor)
         return ref
 
-    def record(self, op_type: str, inputs: Any, attrs: Any, outputs: Any,
+    def record(self, op_type: str | bytes, inputs: Any, attrs: Any, outputs: Any,
                site: Site | None) -> None:
-        if type(op_type) is bytes:  # TF's C fast path passes some op types as bytes
+        if isinstance(op_type, bytes):  # TF's C fast path passes some op types as bytes
             op_type = op_type.decode()
         number = len(self.ops)
         refs = tuple(self.ref(t) for t in inputs)

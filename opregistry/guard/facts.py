@@ -3,8 +3,7 @@ release (or the nearest one the database has, said so), else TensorFlow's own gr
 registry, which knows registered / no_gradient / missing but not what the probes found."""
 from __future__ import annotations
 
-from typing import Any
-
+from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError
 from opregistry.registry.facts import OpFacts
 
@@ -37,7 +36,7 @@ def nearest_release(installed: str, known: list[str]) -> str | None:
 class Facts:
     """Facts per op type for one release, asked of the database as ops turn up."""
 
-    def __init__(self, release: str | None = None, db: Any = None):
+    def __init__(self, release: str | None = None, db: DbLike = None):
         self.db = db
         self.ops: dict[str, OpFacts] = {}
         self._asked: set[str] = set()

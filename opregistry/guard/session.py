@@ -7,6 +7,7 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
@@ -39,7 +40,7 @@ class GraphCache:
 
 class Session:
     def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
-                 db: Any = None):
+                 db: DbLike = None):
         self.policy = GuardPolicy(action, ignore)
         self._release, self._db = release, db
         self._facts: Facts | None = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.errors import HarvestError, OpregistryError
 from opregistry.files import write_atomically
 from opregistry.harvest.environments import discard_venv, ensure_venv, last_error_line
@@ -114,7 +115,8 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
                 reason = f"killed by signal {-done.returncode}"
             raise HarvestError(f"{interpreter}: the collector failed: {reason}")
         try:
-            return json.loads(out.read_text(encoding="utf-8"))
+            document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+            return document
         except ValueError as exc:
             raise HarvestError(f"{interpreter}: the collector wrote invalid JSON: {exc}") from None
 
@@ -189,7 +191,7 @@ class HarvestOutcome:
         return dict(self.__dict__)
 
 
-def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
+def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
             rebuild_env: bool = False, discard_env: bool = False,
             save_documents: str | os.PathLike[str] | None = None,
             probes: bool = True, numeric: bool = True, xla: bool = False,
@@ -200,7 +202,7 @@ def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
                              xla=xla, on_start=on_start))
 
 
-def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
+def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
                  rebuild_env: bool = False, discard_env: bool = False,
                  save_documents: str | os.PathLike[str] | None = None,
                  probes: bool = True, numeric: bool = True, xla: bool = False,
@@ -208,9 +210,9 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: Any,
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
     from opregistry.db.loader import load
-    from opregistry.db.location import DatabaseLocation, resolve
+    from opregistry.db.store import location_of
 
-    location = db if isinstance(db, DatabaseLocation) else resolve(db)
+    location = location_of(db)
     engine = make_engine(location, create=True)
     if save_documents:  # before a harvest that takes a minute, not after it
         _save_directory(Path(save_documents))

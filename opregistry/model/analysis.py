@@ -19,6 +19,7 @@ variables and the signature's own floating inputs):
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
@@ -368,7 +369,8 @@ def output_keys(model: Model) -> list[tuple[str, str]]:
                    for _, dtype in components)]
 
 
-def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None):
+def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None
+             ) -> Iterator[tuple[str, str, int]]:
     for sig in model.signatures.values():
         for name, components in sig.output_tensors():
             refs = _typed_tensors(flat, components,

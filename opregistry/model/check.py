@@ -2,14 +2,26 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
 from opregistry.model.readers import savedmodel
 from opregistry.model.readers.model import Model, ModelError
 from opregistry.model.results import CheckResult
 from opregistry.registry import lookup as query
 from opregistry.registry.facts import op_facts
+
+if TYPE_CHECKING:
+    from opregistry.registry.diff import DiffResult
+
+
+class _HasOp(Protocol):
+    @property
+    def op(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names its op
 
 
 def installed_tf_version() -> str | None:
@@ -24,7 +36,7 @@ def installed_tf_version() -> str | None:
     return None
 
 
-def default_release(db: Any = None) -> str:
+def default_release(db: DbLike = None) -> str:
     """The release a model is analysed against by default: the installed TensorFlow
     when the database has it, else the newest one there."""
     installed = installed_tf_version()
@@ -61,7 +73,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
     return os.fspath(path).endswith((".keras", ".h5", ".hdf5"))
 
 
-def check(model: Any, *inputs: Any, release: str | None = None, db: Any = None,
+def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None
           ) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
@@ -129,7 +141,8 @@ class _no_gc:
 
 
 def upgrade_check(model: Any, before: str, after: str, *,
-                  db: Any = None, tags: str | None = None, sources: bool = False) -> Any:
+                  db: DbLike = None, tags: str | None = None, sources: bool = False
+                  ) -> DiffResult:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
@@ -138,9 +151,12 @@ def upgrade_check(model: Any, before: str, after: str, *,
 
     from opregistry.registry.diff import diff
 
-    ops = set().union(*(m.op_types for m in load_models(model, tags=tags)))
+    ops: set[str] = set().union(*(m.op_types for m in load_models(model, tags=tags)))
     result = diff(before, after, db=db, sources=sources)
-    keep = lambda items: tuple(i for i in items if i.op in ops)  # noqa: E731
+
+    def keep(items: tuple[_Item, ...]) -> tuple[_Item, ...]:
+        return tuple(i for i in items if i.op in ops)
+
     return replace(result, added=keep(result.added), removed=keep(result.removed),
                    transitions=keep(result.transitions),
                    changed_functions=keep(result.changed_functions),

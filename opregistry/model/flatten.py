@@ -8,11 +8,15 @@ their fields kept in parallel lists; a tensor is one int (see ``tensor``).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from opregistry.model import library
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model, ModelError, Node, shown
+
+if TYPE_CHECKING:
+    from opregistry.registry.facts import OpFacts
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
 # instances of the flattened graph (each costs ~350 bytes and ~3 us through the
@@ -88,7 +92,7 @@ class Keys:
 class Flat:
     """The model with every function call inlined."""
 
-    def __init__(self, model: Model, facts: dict[str, Any]):
+    def __init__(self, model: Model, facts: Mapping[str, OpFacts]):
         self.model = model
         self.facts = facts
         # per instance: key ("call/function/node" inside inlined bodies), NodeDef, op,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from opregistry.db.location import DbLike
 from opregistry.numerical.checker import Checker
 from opregistry.numerical.differences import tolerance as _tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
@@ -36,7 +37,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
               atol: float | None = None, rtol: float | None = None,
               step: float | None = None, directions: int = 1,
               group_size: int | None = None, full_limit: int = 256, seed: int = 0,
-              analyse: bool = True, release: str | None = None, db: Any = None,
+              analyse: bool = True, release: str | None = None, db: DbLike = None,
               source: str | None = None, outputs: Sequence[str] | None = None,
               training: bool = False) -> GradcheckResult:
     """Compare TensorFlow's gradients of ``fn(*inputs)`` with finite differences.

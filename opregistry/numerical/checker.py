@@ -208,7 +208,10 @@ class Checker:
                      h: float) -> list[tuple[Any, Any, Any, Any]]:
         """Per output: central differences at h and h/2, and the one-sided slope
         differences (forward minus backward) at h and h/2, projected if asked."""
-        scaled = lambda f: {k: v * f for k, v in deltas.items()}  # noqa: E731
+
+        def scaled(f: float) -> dict[int, Any]:
+            return {k: v * f for k, v in deltas.items()}
+
         plus, minus = self.values(scaled(h)), self.values(scaled(-h))
         plus2, minus2 = self.values(scaled(h / 2)), self.values(scaled(-h / 2))
         return [differences(plus[j], minus[j], plus2[j], minus2[j], base, h,

@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
 from opregistry.numerical.results import PROBLEMS, GradcheckResult
 
 
 # long: one pass over the checks of both orders, each rule a few lines
-def explain(result: GradcheckResult, subject: Any, release: str | None, db: Any,
+def explain(result: GradcheckResult, subject: Any, release: str | None, db: DbLike,
             gradient: Any = None, raised: Iterable[tuple[int, int, int]] = ()
             ) -> GradcheckResult:
     """Static analysis of the traced call (and, for order 2, of the traced first

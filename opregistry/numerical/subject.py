@@ -29,8 +29,8 @@ class _Subject:
     source: str
     precision: str
     cast_note: str
-    forward: Callable[..., Any]  # (*inputs) -> flat list of float output tensors
-    gradient_forward: Callable[..., Any]  # the same, eager when possible (for tapes)
+    forward: Callable[..., list[Any]]  # (*inputs) -> flat list of float output tensors
+    gradient_forward: Callable[..., list[Any]]  # the same, eager when possible (for tapes)
     inputs: list[Any]
     variables: list[Any]
     outputs: list[str]
@@ -156,11 +156,11 @@ def _structure_differs(original: _Subject, clone: _Subject) -> str:
     model's."""
     from collections import Counter
 
-    def signature(subject: _Subject) -> Counter:
+    def signature(subject: _Subject) -> Counter[tuple[str, tuple[str, ...]]]:
         graph = subject.concrete.graph
         graphs = [graph] + [f.graph for f in getattr(graph, "_functions", {}).values()
                             if hasattr(f, "graph")]
-        found: Counter = Counter()
+        found: Counter[tuple[str, tuple[str, ...]]] = Counter()
         for g in graphs:
             for op in g.get_operations():
                 kinds = tuple("float" if t.dtype.is_floating else t.dtype.name

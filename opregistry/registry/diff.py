@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.db.store import using
 from opregistry.registry.lookup import GradientFunctionInfo, OpRelease, release_ops
 
@@ -96,7 +97,7 @@ class DiffResult:
         }
 
 
-def diff(before: str, after: str, *, db: Any = None, sources: bool = False,
+def diff(before: str, after: str, *, db: DbLike = None, sources: bool = False,
          library: str | None = None) -> DiffResult:
     """What changed between two releases: ops added and removed, gradient status
     transitions, and gradient functions whose normalised source changed (with

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from opregistry.db.location import DbLike
 from opregistry.db.store import Store, using
 from opregistry.registry.lookup import InputGradient, input_gradients
 
@@ -22,7 +23,7 @@ class OpFacts:
     library: str | None = None  # "tensorflow-text 2.21.1": the op library it comes from
 
 
-def op_facts(release: str | None, op_names: Sequence[str], *, db: Any = None
+def op_facts(release: str | None, op_names: Sequence[str], *, db: DbLike = None
              ) -> tuple[str, dict[str, OpFacts]]:
     """(release version, {op: facts}) for the ops of ``op_names`` the release knows, and
     for the others, what the op libraries in the database know (per library, the release

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.db.store import is_prerelease, using, version_key
 from opregistry.registry.lookup import InputGradient, OpRelease, op_release
 from opregistry.registry.names import implemented_by, ranked
@@ -89,7 +90,7 @@ def _records(rows: list[dict[str, Any]]) -> list[ReleaseRecord]:
                                       version_key(r.version), r.package))
 
 
-def history(db: Any = None) -> History:
+def history(db: DbLike = None) -> History:
     """Every op of every release, with per-input results and Python names."""
     with using(db) as store:
         records = _records(store.release_records())

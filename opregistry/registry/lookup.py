@@ -6,6 +6,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
+from opregistry.db.location import DbLike
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
@@ -170,7 +171,7 @@ class ReleaseSummary:
 # -------------------------------------------------------------------------- releases
 
 
-def releases(db: Any = None, *, library: str | None = None) -> tuple[ReleaseSummary, ...]:
+def releases(db: DbLike = None, *, library: str | None = None) -> tuple[ReleaseSummary, ...]:
     """Every release in the database, TensorFlow's then op libraries', oldest first, with
     op counts per status (``library``: only that library's; ``tensorflow``: only TF's)."""
     with using(db) as store:
@@ -213,7 +214,7 @@ def _count_json_list(text: str | None) -> int:
     return len(json.loads(text)) if text else 0
 
 
-def iter_release_versions(db: Any = None) -> Iterator[str]:
+def iter_release_versions(db: DbLike = None) -> Iterator[str]:
     with using(db) as store:
         yield from store.release_versions()
 
@@ -330,7 +331,7 @@ def suggest(store: Store, name: str, limit: int = 5) -> list[str]:
 
 
 def lookup(name: str, release: str | None = None, *, library: str | None = None,
-           db: Any = None) -> LookupResult:
+           db: DbLike = None) -> LookupResult:
     """Gradient status of an op (by op name, any case, or public Python name) in every
     release, or in ``release`` only (an op library's op: in the library release that
     ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only."""
@@ -369,7 +370,7 @@ def _wanted_releases(store: Store, release: str | None, library: str | None) -> 
 
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,
         effective: str | None = None, library: str | None = None,
-        xla_gradient: str | None = None, db: Any = None) -> tuple[OpRelease, ...]:
+        xla_gradient: str | None = None, db: DbLike = None) -> tuple[OpRelease, ...]:
     """Ops of one release (default: the newest), optionally filtered by registry status,
     tf.raw_ops membership or effective differentiability; with ``library``, the ops that
     op library's release adds."""

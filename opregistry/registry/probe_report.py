@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.db.store import using
 from opregistry.errors import OpregistryError
 from opregistry.registry.lookup import InputGradient, release_ops
@@ -88,7 +89,7 @@ _ERROR_BUCKETS = ((1e-12, "<= 1e-12"), (1e-10, "1e-12 .. 1e-10"), (1e-8, "1e-10 
 
 
 def probe_report(release: str | None = None, *, library: str | None = None,
-                 db: Any = None) -> ProbeReport:
+                 db: DbLike = None) -> ProbeReport:
     """Coverage and findings of the probes for one release (default: the newest)."""
     with using(db) as store:
         rel = store.release(release or "latest", library=library)

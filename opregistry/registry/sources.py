@@ -93,7 +93,10 @@ def unified_diff(op: str, before: tuple[str, str | None, Any],
                      "to see the diff)")
         return "\n".join(lines) + "\n"
     a, b = normalised(before[1]), normalised(after[1])
-    label = lambda release, info: f"{release}/{info.source_file if info else op}"  # noqa: E731
+
+    def label(release: str, info: Any) -> str:
+        return f"{release}/{info.source_file if info else op}"
+
     lines.extend(line.rstrip("\n") for line in difflib.unified_diff(
         a.splitlines(True), b.splitlines(True), label(before[0], before[2]),
         label(after[0], after[2])))

@@ -9,6 +9,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from opregistry.db.location import DbLike
+
 CATALOGUE = Path(__file__).with_name("catalogue.toml")
 KINDS = ("function", "register", "save", "policy", "advice")
 
@@ -136,7 +138,7 @@ def snippet_for(remedy: Remedy, op: str, definition: dict[str, Any] | None = Non
     return remedy.snippet
 
 
-def definitions(release: str | None, blocking_ops: Any, db: Any = None
+def definitions(release: str | None, blocking_ops: Any, db: DbLike = None
                 ) -> dict[str, dict[str, Any]]:
     """op -> OpDef (as harvested) for the blocking ops whose remedy is a registration
     template ({} where the database cannot say: the template then names no arguments)."""

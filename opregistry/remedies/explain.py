@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from opregistry.db.location import DbLike
 from opregistry.remedies import Remedy, catalogue, snippet_for
 
 # the reason a blocking op has, from its effective status (else its registry status)
@@ -54,7 +55,7 @@ class Explanation:
                 "history": [vars(h) for h in self.history]}
 
 
-def explain(name: str, release: str | None = None, *, db: Any = None) -> Explanation:
+def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Explanation:
     """The remedies for a reason (``integer_edge``) or an op (``ArgMax``, ``tf.round``),
     and for an op its status in ``release`` (default: the newest) and every release."""
     from opregistry.db.store import using, version_key

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from opregistry import __version__
-from opregistry.db.location import resolve
+from opregistry.db.location import DbLike
+from opregistry.db.store import location_of
 from opregistry.errors import DatabaseError, SiteError
 from opregistry.files import umask
 from opregistry.registry.diff import compare
@@ -52,7 +52,7 @@ class SiteSummary:
     kept: tuple[str, ...] = ()  # entries that appeared in the previous site during the build
 
 
-def site_target(out_dir: str | os.PathLike[str], *, db: Any = None) -> PreviousSite | None:
+def site_target(out_dir: str | os.PathLike[str], *, db: DbLike = None) -> PreviousSite | None:
     """What building into ``out_dir`` would replace: None (nothing) or the previous site
     whose files would be deleted; :class:`SiteError` when the folder is not the site's to
     write."""
@@ -67,16 +67,14 @@ def _absolute(out_dir: str | os.PathLike[str]) -> Path:
                         ) from None
 
 
-def _database_path(db: Any) -> Path | None:
-    if db is not None and not isinstance(db, (str, os.PathLike)):
-        return getattr(getattr(db, "location", None), "sqlite_path", None)
+def _database_path(db: DbLike) -> Path | None:
     try:
-        return resolve(db).sqlite_path
+        return location_of(db).sqlite_path
     except (DatabaseError, OSError):
         return None
 
 
-def build_site(out_dir: str | os.PathLike[str], *, db: Any = None, force: bool = False,
+def build_site(out_dir: str | os.PathLike[str], *, db: DbLike = None, force: bool = False,
                checked: PreviousSite | None = None) -> SiteSummary:
     """Write the site (matrix, op, release and diff pages, the export) to ``out_dir``.
 

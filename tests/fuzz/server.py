@@ -22,7 +22,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tests.fuzz.cases import Case, Generator
 
@@ -249,9 +249,10 @@ def run(seeds: dict[str, Path], inputs: int, work: Path, *, seed: int = 0, jobs:
     outcomes: list[Outcome] = []
     open_pipes = list(pipes)
     while open_pipes:
-        for conn in wait(open_pipes):
+        for ready in wait(open_pipes):
+            conn = cast(Connection, ready)  # wait() returns some of what it was given
             try:
-                item: Any = conn.recv()  # type: ignore[union-attr]
+                item: Any = conn.recv()
             except EOFError:
                 item = None
             if item is None:

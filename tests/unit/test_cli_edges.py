@@ -23,6 +23,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(args):
     for _ in range(3):  # the race between writer and reader differs from run to run
         proc = subprocess.Popen([sys.executable, "-m", "opregistry", *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.readline()
         proc.stdout.close()  # as `| head -1` does
         stderr = proc.stderr.read().decode()

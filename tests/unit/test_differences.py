@@ -14,8 +14,9 @@ from opregistry.numerical.differences import (
 
 
 def _at(f, x, h):
-    values = [np.atleast_1d(f(x + d)) for d in (h, -h, h / 2, -h / 2, 0.0)]
-    return differences(*values, h)
+    plus, minus, plus2, minus2, base = (np.atleast_1d(f(x + d))
+                                        for d in (h, -h, h / 2, -h / 2, 0.0))
+    return differences(plus, minus, plus2, minus2, base, h)
 
 
 def test_central_differences_are_exact_on_a_quadratic():
@@ -25,8 +26,10 @@ def test_central_differences_are_exact_on_a_quadratic():
 
 
 def test_projection_reduces_outputs_to_one_number():
-    values = [np.array([1.0, 2.0]) * k for k in (1.0, -1.0, 0.5, -0.5, 0.0)]
-    c1, *_ = differences(*values, 1.0, projection=np.array([1.0, 1.0]))
+    plus, minus, plus2, minus2, base = (np.array([1.0, 2.0]) * k
+                                        for k in (1.0, -1.0, 0.5, -0.5, 0.0))
+    c1, *_ = differences(plus, minus, plus2, minus2, base, 1.0,
+                         projection=np.array([1.0, 1.0]))
     assert c1 == pytest.approx(3.0)
 
 
@@ -45,8 +48,8 @@ def test_a_kink_at_the_point_is_non_smooth_and_a_flat_surrogate_is_named():
     c1, c2, d1, d2 = _at(abs, 0.0, 1e-3)
     allowed = allowed_error(tol, np.array([0.0]), 0.0, c1, 1e-3)
     assert verdict(np.array([1.0]), c1, c2, d1, d2, allowed, 1) == ("non-smooth", UNSTABLE)
-    flat = _at(np.round, 0.3, 1e-3)
-    found, note = verdict(np.array([1.0]), *flat, allowed, 1)
+    c1, c2, d1, d2 = _at(np.round, 0.3, 1e-3)
+    found, note = verdict(np.array([1.0]), c1, c2, d1, d2, allowed, 1)
     assert found == "mismatch" and "straight-through" in note
 
 

@@ -302,7 +302,12 @@ def test_a_saved_model_without_read_permission():
     model.mkdir()
     (model / "saved_model.pb").write_bytes(_graph_with_input("x").SerializeToString())
     model.chmod(0o000)
-    message = _in_fork(lambda: (os.setgid(65534), os.setuid(65534)), model)
+
+    def nobody() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    message = _in_fork(nobody, model)
     model.chmod(0o755)
     shutil.rmtree(root)
     assert message == f"ModelError: {model}: cannot read: Permission denied", message

@@ -175,7 +175,6 @@ def test_a_fifo_is_written_in_place_and_one_nobody_reads_is_an_error_not_a_hang(
     import time
 
     deadline = time.monotonic() + 60
-    done = None
     while time.monotonic() < deadline:  # until the reader is waiting on the FIFO
         done = cli("check", str(models["blocked"]), "-f", "csv", "-o", str(fifo), cwd=tmp_path)
         if done.returncode != 2:

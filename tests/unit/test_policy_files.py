@@ -235,8 +235,8 @@ def test_ten_thousand_rules_are_fast_and_the_summary_short(tmp_path, model):
     started = time.process_time()
     policy = load_policy(path=path)
     for index in range(2000):
-        assert policy.rule_for([f"out{index}"], f"t{index}", [("Round", "r")]).pattern \
-            == "node:r*"
+        rule = policy.rule_for([f"out{index}"], f"t{index}", [("Round", "r")])
+        assert rule is not None and rule.pattern == "node:r*"
     assert time.process_time() - started < 5
     lines = summary(2000, policy)
     assert lines[0] == "2000 findings ignored by policy: node:r*"
@@ -253,11 +253,15 @@ def test_more_rules_than_the_limit_is_one_line(tmp_path):
 
 
 def test_the_first_rule_in_order_wins_whether_exact_or_glob():
-    policy = load_policy(["node:r*=glob first", "op:Round=exact second"])
-    assert policy.rule_for([], "t", [("Round", "r")]).reason == "glob first"
-    policy = load_policy(["op:Round=exact first", "node:r*=glob second", "Round=bare"])
-    assert policy.rule_for([], "t", [("Round", "r")]).reason == "exact first"
-    assert load_policy(["Round=bare"]).rule_for([], "Round", []).reason == "bare"
+    def reason(rules: list[str], target: str, ops: list[tuple[str, str]]) -> str | None:
+        rule = load_policy(rules).rule_for([], target, ops)
+        return rule.reason if rule else None
+
+    assert reason(["node:r*=glob first", "op:Round=exact second"], "t",
+                  [("Round", "r")]) == "glob first"
+    assert reason(["op:Round=exact first", "node:r*=glob second", "Round=bare"], "t",
+                  [("Round", "r")]) == "exact first"
+    assert reason(["Round=bare"], "Round", []) == "bare"
     assert load_policy(["op:Round=op only"]).rule_for([], "Round", []) is None
 
 

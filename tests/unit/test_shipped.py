@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import opregistry
 from opregistry.db.location import resolve, shipped_database_path
@@ -11,7 +12,7 @@ from opregistry.harvest.runner import RECIPES
 
 # what each op library adds when it loads completely here (data/README.md): every op of
 # its .so files, the ffmpeg ops of tensorflow-io excepted (no FFmpeg 4 on Debian 12)
-LIBRARY_FACTS = {
+LIBRARY_FACTS: dict[str, dict[str, Any]] = {
     "tensorflow-text": {"ops": 38, "registered": 1, "example": "CaseFoldUTF8"},
     "tensorflow-io": {"ops": 159, "registered": 0, "example": "IO>AudioDecodeFlac"},
     "tensorflow-addons": {"ops": 12, "registered": 3, "example": "Addons>Resampler"},

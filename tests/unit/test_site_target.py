@@ -20,6 +20,7 @@ from fuzz_outputs import snapshot  # the one tree snapshot the output tests comp
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
+from opregistry.db.store import open_store
 from opregistry.errors import SiteError
 from opregistry.site import build_site, site_target
 from opregistry.site.target import MANIFEST, check_target
@@ -160,6 +161,27 @@ def test_protected_folders_are_refused_even_when_empty_of_anything_else(where, f
             "holds the database in use", "cwd": "is the working directory",
             "ancestor": "is the working directory or holds it",
             "home": "is the home directory"}[where] in done.stderr
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("given", ["path", "location", "store"])
+def test_the_library_refuses_the_database_folder_however_the_database_is_named(given,
+                                                                               small_db,
+                                                                               tmp_path):
+    """``build_site(db=...)`` takes a path, a DatabaseLocation or an open Store (DbLike):
+    each names the database the folder must not hold."""
+    target = tmp_path / "out"
+    target.mkdir()
+    path = target / "team.sqlite"
+    path.write_bytes(small_db.read_bytes())
+    store = open_store(path)
+    db = {"path": path, "location": resolve(path), "store": store}[given]
+    before = snapshot(tmp_path)
+    try:
+        with pytest.raises(SiteError, match="holds the database in use"):
+            build_site(target, db=db, force=True)
+    finally:
+        store.close()
     assert snapshot(tmp_path) == before
 
 

@@ -3,6 +3,7 @@ harvester's hash applies), links to TensorFlow's source, and the unified diff.""
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ CHANGED = PLAIN.replace("return grad, grad", "return grad, -grad")
 
 
 def _fn(source):
-    namespace = {}
+    namespace: dict[str, Any] = {}
     exec(compile("def _decorate(f):\n    return f\n" + source.replace(
         '@ops.RegisterGradient("Add")', "@_decorate"), "<test>", "exec"),
         {"ops": None, "tensor": None}, namespace)

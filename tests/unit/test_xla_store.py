@@ -103,8 +103,10 @@ def test_one_row_per_op_and_device_where_xla_was_harvested(xla_db):
 
 def test_lookup_shows_xla_and_unknown_where_not_harvested(xla_db):
     rows = {r.release: r for r in opregistry.lookup("ResizeNearestNeighbor", db=xla_db).rows}
-    assert rows["2.2.0"].xla.gradient == "fails"
-    assert rows["2.2.0"].xla.gradient_blocker == "ResizeNearestNeighborGrad"
+    xla = rows["2.2.0"].xla
+    assert xla is not None
+    assert xla.gradient == "fails"
+    assert xla.gradient_blocker == "ResizeNearestNeighborGrad"
     old = {r.release: r for r in opregistry.lookup("MatMul", db=xla_db).rows}["2.1.0"]
     assert old.xla is None
     result = CliRunner().invoke(app, ["lookup", "MatMul", "--db", str(xla_db),

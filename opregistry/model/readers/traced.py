@@ -42,7 +42,7 @@ def import_tensorflow() -> Any:
 
 
 def _variable_name(var: Any) -> str:
-    name = getattr(var, "path", None) or var.name
+    name: str = getattr(var, "path", None) or var.name
     return name[:-2] if name.endswith(":0") else name
 
 
