@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opregistry.guard.sites import Site, user_frame_site
+from opregistry.sites import Site, user_frame_site
 
 Ref = tuple[int, int]  # (op number in the record, output index); op -1 - k: placeholder k
 

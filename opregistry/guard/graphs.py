@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 from opregistry.guard.facts import Facts, why
 from opregistry.guard.policy import StopSite
-from opregistry.guard.sites import Site
 from opregistry.model.readers import _schema
 from opregistry.model.readers.model import Model, Signature
 from opregistry.model.results import BlockingOp
+from opregistry.sites import Site
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
     """node name (and the function it was inlined from, if any) -> the line that
     created it: the op's own traceback, in the function's graph where TF keeps it,
     else the line of the call into the function."""
-    from opregistry.guard.sites import traceback_site
+    from opregistry.sites import traceback_site
 
     def site_of(node: str, function: str | None) -> Site | None:
         owner = _function_graph(graph, function) if function else graph

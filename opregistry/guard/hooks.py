@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable
 
 from opregistry.guard.eager import EagerLog
-from opregistry.guard.sites import call_site, user_frame_site
+from opregistry.sites import call_site, user_frame_site
 
 _LOG_ATTR = "_opregistry_guard_log"
 # in a graph (a tf.function tracing): [graph, ops before, ops at the end or None] per

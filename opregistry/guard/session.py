@@ -11,7 +11,7 @@ from opregistry.guard import eager, graphs
 from opregistry.guard.facts import Facts
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.policy import GuardPolicy, Lost, StopSite
-from opregistry.guard.sites import Site, traceback_site
+from opregistry.sites import Site, traceback_site
 
 _UNKNOWN = object()  # a result that does not line up with the sources
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)

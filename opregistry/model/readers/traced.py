@@ -124,7 +124,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
 def _creation_sites(graph: Any) -> dict[str, str]:
     """node -> the user's file:line that created it (TF keeps each graph op's creation
     stack; ops made by Keras or TensorFlow alone have no user frame)."""
-    from opregistry.guard.sites import shown, traceback_site
+    from opregistry.sites import shown, traceback_site
 
     sites = {}
     for op in graph.get_operations():
