@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from opregistry.guard.facts import Facts, why
 from opregistry.guard.policy import StopSite
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from opregistry.model.readers.model import Model, Signature
 from opregistry.model.results import BlockingOp
 from opregistry.sites import Site
@@ -67,9 +67,9 @@ def graph_def_model(tf: Any, graph_def_bytes: bytes, graph: Any = None) -> Model
     """A Model from a serialised GraphDef; the custom gradients of ``graph`` bound to
     their traced gradient functions as ``check`` binds a live object's."""
     from opregistry.model.readers import traced
-    from opregistry.model.readers.savedmodel import _from_graph_def
+    from opregistry.model.readers.savedmodel import from_graph_def
 
-    model = _from_graph_def(_schema.parse("GraphDef", graph_def_bytes), "guarded", "traced")
+    model = from_graph_def(schema.parse("GraphDef", graph_def_bytes), "guarded", "traced")
     if graph is not None:
         traced.bind_custom_gradients(tf, graph, model)
     return model
@@ -185,7 +185,7 @@ def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
                 op = owner.get_operation_by_name(node.name)
                 grad_fn = tf_ops.gradient_registry.lookup(op_type)
                 traced = tf.function(grad_fn).get_concrete_function(None, *op.inputs)
-                fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+                fdef = schema.parse("FunctionDef", traced.function_def.SerializeToString())
             except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
                 continue
             function = function_from_def(fdef)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opregistry import check
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from opregistry.model.readers.model import ModelError
 
 NAMES = st.sampled_from(["x", "y", "z", "f", "g", "a", "out", "", "x:0", "^x"])
@@ -49,7 +49,7 @@ def nodes(draw, container):
 
 @st.composite
 def graphs(draw):
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     draw(nodes(graph.node))
     for name in draw(st.lists(st.sampled_from(["f", "g"]), max_size=2, unique=True)):
         function = graph.library.function.add()
