@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from opregistry.guard.policy import (
+from opregistry.guard.actions import (
     ACTIONS,
     GuardPolicy,
     Lost,

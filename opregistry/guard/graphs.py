@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from opregistry.guard.facts import Facts, why
-from opregistry.guard.policy import StopSite
+from opregistry.guard.actions import StopSite
+from opregistry.guard.live_facts import Facts, why
+from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import Model, Signature
 from opregistry.model.results import BlockingOp
 from opregistry.sites import Site
 

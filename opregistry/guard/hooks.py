@@ -349,7 +349,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
 def _inspect(session: Any, *args: Any) -> None:
     """The analysis of one call; a fault of the guard itself is one warning, never the
     end of the user's training (NonDifferentiableError is the policy's, and passes)."""
-    from opregistry.guard.policy import NonDifferentiableError
+    from opregistry.guard.actions import NonDifferentiableError
 
     try:
         session.inspect(*args)

@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from opregistry.guard import eager, graphs
-from opregistry.guard.facts import Facts
+from opregistry.guard.actions import GuardPolicy, Lost, StopSite
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.policy import GuardPolicy, Lost, StopSite
+from opregistry.guard.live_facts import Facts
 from opregistry.sites import Site, traceback_site
 
 _UNKNOWN = object()  # a result that does not line up with the sources

@@ -24,8 +24,8 @@ from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
+from opregistry.model.graph import Model, ModelError, shown
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import Model, ModelError, shown
 from opregistry.model.results import (
     FATAL_REASONS,
     BlockingOp,

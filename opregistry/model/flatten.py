@@ -11,8 +11,8 @@ from collections import defaultdict
 from typing import Any
 
 from opregistry.model import library
+from opregistry.model.graph import Model, ModelError, Node, shown
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import Model, ModelError, Node, shown
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
 # instances of the flattened graph (each costs ~350 bytes and ~3 us through the

@@ -7,7 +7,7 @@ from typing import Any
 
 from opregistry.model.analysis import model_outputs, model_targets
 from opregistry.model.flatten import INST, Flat, flatten
-from opregistry.model.readers.model import Model
+from opregistry.model.graph import Model
 from opregistry.model.results import BlockingOp, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,

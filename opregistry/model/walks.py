@@ -7,7 +7,7 @@ from collections import deque
 from typing import Any
 
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
-from opregistry.model.readers.model import Node
+from opregistry.model.graph import Node
 from opregistry.model.readers.schema import GRADIENT_CARRIERS
 from opregistry.model.results import BlockingOp
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from opregistry import check
+from opregistry.model.graph import ModelError
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import ModelError
 
 F, I32, I64 = schema.DT_FLOAT, schema.DT_INT32, schema.DT_INT64
 

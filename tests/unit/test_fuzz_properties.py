@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opregistry import check
+from opregistry.model.graph import ModelError
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import ModelError
 
 NAMES = st.sampled_from(["x", "y", "z", "f", "g", "a", "out", "", "x:0", "^x"])
 INDEX = st.one_of(st.integers(-3, 5).map(str), st.sampled_from(

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from opregistry import check
+from opregistry.model.graph import ModelError
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import ModelError
 
 F = schema.DT_FLOAT
 

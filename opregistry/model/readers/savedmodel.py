@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
+from opregistry.model.graph import Function, Model, ModelError, Signature, shown
 from opregistry.model.readers import schema
 from opregistry.model.readers.files import read_bytes as _read_bytes
-from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
 from opregistry.model.readers.objects import ObjectPaths, check_object_graph
 from opregistry.model.readers.versions import serving_version
 

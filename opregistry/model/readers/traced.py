@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from opregistry.errors import first_line
+from opregistry.model.graph import Model, ModelError, Signature, shown
 from opregistry.model.readers import schema
-from opregistry.model.readers.model import Model, ModelError, Signature, shown
 from opregistry.model.readers.savedmodel import from_graph_def
 
 
