@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from opregistry.model.readers import _schema  # noqa: E402
+from opregistry.model.readers import schema  # noqa: E402
 
 # as installed: .pyc files written (the warm-up run writes them), help for 80 columns
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -75,10 +75,10 @@ def resnet(tmp: Path, repeat: int) -> None:
 def synthetic(n: int, path: Path) -> None:
     """A graph of n nodes: float placeholders and variables feeding a long mesh of
     elementwise ops, with integer side paths (Shape, Cast) and an ArgMax branch."""
-    classes = _schema.message_classes()
+    classes = schema.message_classes()
     graph = classes["GraphDef"]()
     nodes = graph.node
-    dt_float, dt_int = _schema.DT_FLOAT, _schema.DT_INT32
+    dt_float, dt_int = schema.DT_FLOAT, schema.DT_INT32
 
     def add(name, op, inputs, **types):
         node = nodes.add(name=name, op=op)

@@ -68,12 +68,12 @@ _LAZY = {
     "PartialPath": "model.results", "Target": "model.results",
     "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
     "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
-    "GradcheckError": "numerical.results", "ModelError": "model.readers.model",
+    "GradcheckError": "numerical.results", "ModelError": "model.graph",
     "load_policy": "policy", "Policy": "policy", "Rule": "policy",
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",
     "Remedy": "remedies", "remedies_for": "remedies",
-    "NonDifferentiableWarning": "guard.policy", "NonDifferentiableError": "guard.policy",
+    "NonDifferentiableWarning": "guard.actions", "NonDifferentiableError": "guard.actions",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),
 # opregistry.keras (the GradientGuard callback) and opregistry.testing (pytest helpers)

@@ -397,17 +397,17 @@ def test_dot_draws_the_subgraph_with_blocking_ops_highlighted(tmp_path, harveste
 def test_ops_unknown_to_the_database_are_analysed_and_listed(tmp_path, harvested_db, cli):
     """A custom op (as from tensorflow-text) on the path: still analysed, named, and
     reported as where the gradient stops."""
-    from opregistry.model.readers import _schema
+    from opregistry.model.readers import schema
 
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = _schema.DT_FLOAT
+    x.attr["dtype"].type = schema.DT_FLOAT
     custom = graph.node.add(name="tokenize", op="MyCustomTokenizer", input=["x"])
-    custom.attr["T"].type = _schema.DT_FLOAT
+    custom.attr["T"].type = schema.DT_FLOAT
     relu = graph.node.add(name="relu", op="Relu", input=["x"])
-    relu.attr["T"].type = _schema.DT_FLOAT
+    relu.attr["T"].type = schema.DT_FLOAT
     out = graph.node.add(name="out", op="AddV2", input=["tokenize", "relu"])
-    out.attr["T"].type = _schema.DT_FLOAT
+    out.attr["T"].type = schema.DT_FLOAT
     path = tmp_path / "custom.pb"
     path.write_bytes(graph.SerializeToString())
     result = check(path, db=harvested_db)

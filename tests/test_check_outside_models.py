@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from opregistry import check
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
 
 tf = pytest.importorskip("tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -186,13 +186,13 @@ def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
     from opregistry.numerical.checker import Checker
     from opregistry.numerical.differences import tolerance
     from opregistry.numerical.second_order import second_order_checker
-    from opregistry.numerical.subject import _Subject
+    from opregistry.numerical.subject import Subject
 
     def f(t):
         return tf.reduce_sum(t ** 3)
 
     x = tf.constant([0.3, -1.2], tf.float64)
-    subject = _Subject.build(tf, f, (x,), None, "float64", "f", None, False)
+    subject = Subject.build(tf, f, (x,), None, "float64", "f", None, False)
     first = Checker(tf, subject, tolerance("float64", None, None, None), "auto", 1, None,
                     256, 0)
     second, _ = second_order_checker(first)
@@ -413,10 +413,10 @@ def test_the_float64_clone_keeps_integer_casts_and_is_vetted(harvested_db):
     wrong = keras.models.clone_model(model, clone_function=set_all,
                                      input_tensors=keras.Input((4,), dtype="float64"))
     values = [tf.constant(np.ones((1, 4)), tf.float64)]
-    original = numerical._Subject._make(tf, model, [tf.constant(np.ones((1, 4)), tf.float32)],
+    original = numerical.Subject._make(tf, model, [tf.constant(np.ones((1, 4)), tf.float32)],
                                         None, "m")
-    broken = numerical._Subject._make(tf, wrong, values, None, "m")
-    good = numerical._Subject._make(tf, clone, values, None, "m")
+    broken = numerical.Subject._make(tf, wrong, values, None, "m")
+    good = numerical.Subject._make(tf, clone, values, None, "m")
     assert numerical._structure_differs(original, good) == ""
     assert "Cast with a int32 result" in numerical._structure_differs(original, broken)
 

@@ -13,9 +13,9 @@ def _tape(entry):
     """{(output, target kind, variable name or None for the input): TF gives a
     gradient}, on the live object with its own precision."""
     from opregistry.model.readers.traced import (
-        _method_owner,
-        _output_names,
         is_keras_model,
+        method_owner,
+        output_names,
         variable_names,
     )
 
@@ -28,9 +28,9 @@ def _tape(entry):
         out = live(*inputs, training=False) if keras else live(*inputs)
     variables = list(live.trainable_variables) if keras else \
         [v for v in tape.watched_variables() if v.trainable]
-    names = variable_names(tf, variables, live if keras else _method_owner(live))
+    names = variable_names(tf, variables, live if keras else method_owner(live))
     verdicts: dict[tuple[str, str, str | None], bool] = {}
-    for name, value in zip(_output_names(tf, out), tf.nest.flatten(out)):
+    for name, value in zip(output_names(tf, out), tf.nest.flatten(out)):
         if not value.dtype.is_floating:
             continue
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_variables_tensorflow_deleted_after_loading(saved, tmp_path):
     AssertionError ("...referencing variables which have been deleted"): a
     traceback with exit 1, now one line and exit 2."""
     model = _copy(saved, tmp_path)
-    message = _schema.parse("SavedModel", (model / "saved_model.pb").read_bytes())
+    message = schema.parse("SavedModel", (model / "saved_model.pb").read_bytes())
     nodes = message.meta_graphs[0].object_graph_def.nodes
     child = next(c for c in nodes[0].children if nodes[c.node_id].HasField("variable"))
     nodes[0].children.remove(child)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from opregistry import check
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
 
 
 @pytest.fixture(scope="module")

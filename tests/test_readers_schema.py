@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 
 tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 
@@ -33,7 +33,7 @@ def test_savedmodel_matches_tensorflows_own_parse(saved_model):
 
     data = (saved_model / "saved_model.pb").read_bytes()
     theirs = saved_model_pb2.SavedModel.FromString(data)
-    ours = _schema.parse("SavedModel", data)
+    ours = schema.parse("SavedModel", data)
     assert len(ours.meta_graphs) == len(theirs.meta_graphs)
     for mine, real in zip(ours.meta_graphs, theirs.meta_graphs):
         assert list(mine.meta_info_def.tags) == list(real.meta_info_def.tags)
@@ -51,7 +51,7 @@ def test_savedmodel_matches_tensorflows_own_parse(saved_model):
         assert set(mine.signature_def) == set(real.signature_def)
         serving = mine.signature_def["serving_default"]
         assert set(serving.outputs) == {"loss", "index"}
-        assert serving.outputs["index"].dtype == _schema.DT_INT64
+        assert serving.outputs["index"].dtype == schema.DT_INT64
         names = {n.variable.name for n in mine.object_graph_def.nodes if n.variable.name}
         assert names == {"dense/kernel"}
 
@@ -62,7 +62,7 @@ def test_graphdef_parses(tmp_path):
         x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
         tf.identity(tf.nn.relu(x) * 2.0, name="y")
     data = graph.as_graph_def().SerializeToString()
-    ours = _schema.parse("GraphDef", data)
+    ours = schema.parse("GraphDef", data)
     assert [n.op for n in ours.node] == [n.type for n in graph.get_operations()]
     relu = next(n for n in ours.node if n.op == "Relu")
-    assert relu.attr["T"].type == _schema.DT_FLOAT and list(relu.input) == ["x"]
+    assert relu.attr["T"].type == schema.DT_FLOAT and list(relu.input) == ["x"]

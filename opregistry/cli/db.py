@@ -94,7 +94,7 @@ def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
     from opregistry.db import migrate
     from opregistry.formats import plural
 
-    config = migrate._config(engine)
+    config = migrate.alembic_config(engine)
     scripts = ScriptDirectory.from_config(config)
     current = migrate.current(engine)
     if current is None:

@@ -46,7 +46,7 @@ def run_command(
     if not os.path.isfile(script):
         raise fail(OpregistryError(f"{script}: no such file or directory"
                                    if not os.path.exists(script) else f"{script}: not a file"))
-    from opregistry.guard.runner import run_script
+    from opregistry.guard.script import run_script
 
     try:
         code = run_script(script, list(ctx.args), action=action.value, ignore=policy,

@@ -28,7 +28,7 @@ def scripts_location() -> Path:
     raise DatabaseError("migration scripts not found (is opregistry installed correctly?)")
 
 
-def _config(engine: Engine) -> Config:
+def alembic_config(engine: Engine) -> Config:
     config = Config()
     config.set_main_option("script_location", str(scripts_location()))
     config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
@@ -38,7 +38,7 @@ def _config(engine: Engine) -> Config:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     with translated(engine, "upgrade"):
-        command.upgrade(_config(engine), revision)
+        command.upgrade(alembic_config(engine), revision)
 
 
 def create_file(location: DatabaseLocation, revision: str = "head") -> str | None:
@@ -90,12 +90,12 @@ def create_file(location: DatabaseLocation, revision: str = "head") -> str | Non
 
 def downgrade(engine: Engine, revision: str) -> None:
     with translated(engine, "downgrade"):
-        command.downgrade(_config(engine), revision)
+        command.downgrade(alembic_config(engine), revision)
 
 
 def stamp(engine: Engine, revision: str) -> None:
     with translated(engine, "stamp"):
-        command.stamp(_config(engine), revision)
+        command.stamp(alembic_config(engine), revision)
 
 
 def heads() -> list[str]:

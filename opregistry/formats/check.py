@@ -60,7 +60,7 @@ def summary_line(result: CheckResult) -> str:
 def serving_version_line(base: str, newest: ServingVersion) -> str:
     """What ``check`` says on stderr when it reads the newest version of a TF Serving
     model base path (folder names are the file system's: shown quoted)."""
-    from opregistry.model.readers.model import shown
+    from opregistry.model.graph import shown
 
     line = (f"{base}: a model base path with {plural(newest.versions, 'version')}; "
             f"checking the newest, {shown(newest.path.name)} (version {newest.version})")

@@ -35,7 +35,7 @@ def summary(result: GradcheckResult) -> str:
                  f"{result.nondeterminism:.3g} (tolerance widened)")
     if result.analysis_note:
         text += f"; {result.analysis_note}"
-    from opregistry.model.readers.model import shown
+    from opregistry.model.graph import shown
 
     # names from the model file: repr escapes control characters
     return text + "".join(f"\nnot checked: variable {shown(target)}, {why}"

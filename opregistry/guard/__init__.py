@@ -15,7 +15,7 @@ import types
 from typing import Any
 
 from opregistry.db.location import DbLike
-from opregistry.guard.policy import (
+from opregistry.guard.actions import (
     ACTIONS,
     GuardPolicy,
     Lost,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opregistry.guard.sites import Site, user_frame_site
+from opregistry.sites import Site, user_frame_site
 
 Ref = tuple[int, int]  # (op number in the record, output index); op -1 - k: placeholder k
 
@@ -234,7 +234,7 @@ def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> N
     output, shaped as its inputs (as ``check`` traces a graph's), passing the forward
     results' upstream gradients to the function: what it returns for the inputs then
     tells, as for a graph, which inputs get a gradient."""
-    from opregistry.model.readers import _schema
+    from opregistry.model.readers import schema
     from opregistry.model.readers.savedmodel import function_from_def
 
     for op_key, (grad_fn, n_results, _refs) in bound.items():
@@ -243,7 +243,7 @@ def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> N
             specs = [tf.TensorSpec(None, tf.dtypes.as_dtype(t)) for t in types]
 
             traced = tf.function(_upstream(grad_fn, n_results)).get_concrete_function(*specs)
-            fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+            fdef = schema.parse("FunctionDef", traced.function_def.SerializeToString())
         except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
             model.gradient_bindings[op_key] = "(in-process Python function)"
             continue

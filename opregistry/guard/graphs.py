@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from opregistry.guard.facts import Facts, why
-from opregistry.guard.policy import StopSite
-from opregistry.guard.sites import Site
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, Signature
+from opregistry.guard.actions import StopSite
+from opregistry.guard.live_facts import Facts, why
+from opregistry.model.graph import Model, Signature
+from opregistry.model.readers import schema
 from opregistry.model.results import BlockingOp
+from opregistry.sites import Site
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ def graph_def_model(tf: Any, graph_def_bytes: bytes, graph: Any = None) -> Model
     """A Model from a serialised GraphDef; the custom gradients of ``graph`` bound to
     their traced gradient functions as ``check`` binds a live object's."""
     from opregistry.model.readers import traced
-    from opregistry.model.readers.savedmodel import _from_graph_def
+    from opregistry.model.readers.savedmodel import from_graph_def
 
-    model = _from_graph_def(_schema.parse("GraphDef", graph_def_bytes), "guarded", "traced")
+    model = from_graph_def(schema.parse("GraphDef", graph_def_bytes), "guarded", "traced")
     if graph is not None:
         traced.bind_custom_gradients(tf, graph, model)
     return model
@@ -185,7 +185,7 @@ def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
                 op = owner.get_operation_by_name(node.name)
                 grad_fn = tf_ops.gradient_registry.lookup(op_type)
                 traced = tf.function(grad_fn).get_concrete_function(None, *op.inputs)
-                fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+                fdef = schema.parse("FunctionDef", traced.function_def.SerializeToString())
             except Exception:  # noqa: BLE001 - user code: an untraceable one stays opaque
                 continue
             function = function_from_def(fdef)
@@ -310,7 +310,7 @@ def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
     """node name (and the function it was inlined from, if any) -> the line that
     created it: the op's own traceback, in the function's graph where TF keeps it,
     else the line of the call into the function."""
-    from opregistry.guard.sites import traceback_site
+    from opregistry.sites import traceback_site
 
     def site_of(node: str, function: str | None) -> Site | None:
         owner = _function_graph(graph, function) if function else graph

@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable
 
 from opregistry.guard.eager import EagerLog
-from opregistry.guard.sites import call_site, user_frame_site
+from opregistry.sites import call_site, user_frame_site
 
 _LOG_ATTR = "_opregistry_guard_log"
 # in a graph (a tf.function tracing): [graph, ops before, ops at the end or None] per
@@ -349,7 +349,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
 def _inspect(session: Any, *args: Any) -> None:
     """The analysis of one call; a fault of the guard itself is one warning, never the
     end of the user's training (NonDifferentiableError is the policy's, and passes)."""
-    from opregistry.guard.policy import NonDifferentiableError
+    from opregistry.guard.actions import NonDifferentiableError
 
     try:
         session.inspect(*args)

@@ -9,10 +9,10 @@ from typing import Any
 
 from opregistry.db.location import DbLike
 from opregistry.guard import eager, graphs
-from opregistry.guard.facts import Facts
+from opregistry.guard.actions import GuardPolicy, Lost, StopSite
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.policy import GuardPolicy, Lost, StopSite
-from opregistry.guard.sites import Site, traceback_site
+from opregistry.guard.live_facts import Facts
+from opregistry.sites import Site, traceback_site
 
 _UNKNOWN = object()  # a result that does not line up with the sources
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)

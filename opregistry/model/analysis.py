@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
-from opregistry.model.flatten import _INST, _OUT, Flat, _tensor, flatten
+from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
+from opregistry.model.graph import Model, ModelError, shown
 from opregistry.model.library import VALUE_FREE_OPS
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, shown
+from opregistry.model.readers import schema
 from opregistry.model.results import (
     FATAL_REASONS,
     BlockingOp,
@@ -58,11 +58,11 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     stop) or unrelated (the output does not depend on the target)."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
-    variables, inputs = _targets(model, flat)
+    variables, inputs = model_targets(model, flat)
     meta_graph = ",".join(model.tags)
     reports, findings, partials, subgraphs = [], [], [], []
     by_signature: dict[str, list[tuple[str, int]]] = {}
-    for signature, output, tensor in _outputs(model, flat, outputs):
+    for signature, output, tensor in model_outputs(model, flat, outputs):
         by_signature.setdefault(signature, []).append((output, tensor))
     for signature, sig_outputs in by_signature.items():
         targets = variables + inputs.get(signature, [])
@@ -88,7 +88,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                     dep = state.dep(tensor)
                     source = next((s for s in sources if s in dep), None)
                 else:
-                    source = next((s for s in sources if s & _INST in dep_insts), None)
+                    source = next((s for s in sources if s & INST in dep_insts), None)
                 if source is None:
                     report.unrelated.append(target.name)
                     continue
@@ -157,7 +157,7 @@ class _State:
 
     def dep_insts(self, tensor: int) -> set[int]:
         if tensor not in self._dep_insts:
-            self._dep_insts[tensor] = {t & _INST for t in self.dep(tensor)}
+            self._dep_insts[tensor] = {t & INST for t in self.dep(tensor)}
         return self._dep_insts[tensor]
 
     def consumers(self) -> dict[int, list[tuple[int, int]]]:
@@ -233,7 +233,7 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     as ``check`` names it for a loaded signature. gradcheck names them where TF raised."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
-    outputs = [(output, tensor) for _sig, output, tensor in _outputs(model, flat, None)]
+    outputs = [(output, tensor) for _sig, output, tensor in model_outputs(model, flat, None)]
     found: dict[int, BlockingOp] = {}
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
@@ -250,7 +250,7 @@ def _gradient_arrives(flat: Flat, state: _State, inst: int,
                       outputs: list[tuple[str, int]]) -> bool:
     """Whether a gradient of some output reaches an output of ``inst`` (TF asks an op
     for its gradient only then: Bucketize's int32 result, cast to float, gets none)."""
-    mine = [_tensor(inst, i) for i in range(len(flat.out_types[inst]))]
+    mine = [tensor_id(inst, i) for i in range(len(flat.out_types[inst]))]
     return any(t in state.reach(tensor) for _output, tensor in outputs for t in mine)
 
 
@@ -276,7 +276,7 @@ class _Source:
     public: Target
 
 
-def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_Source]]]:
+def model_targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_Source]]]:
     """The trainable variables (every signature may use them) and, per signature, its
     floating inputs. Inputs of different signatures are different tensors even where
     their keys are the same."""
@@ -297,7 +297,7 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
             refs = _typed_tensors(flat, components,
                                   f"signature {shown(sig.key)} input {shown(name)}")
             sources = tuple(ref for ref, dtype in refs
-                            if dtype in _schema.DIFFERENTIABLE_TYPES)
+                            if dtype in schema.DIFFERENTIABLE_TYPES)
             if sources:
                 inputs.setdefault(sig.key, []).append(
                     _Source("input", name, sources, Target("input", name, signature=sig.key)))
@@ -305,7 +305,7 @@ def _targets(model: Model, flat: Flat) -> tuple[list[_Source], dict[str, list[_S
         ops, out_types = flat.ops, flat.out_types
         for key, inst in sorted(top.items()):
             if ops[inst] == "Placeholder" and out_types[inst] and \
-                    _schema.base_type(out_types[inst][0]) in _schema.DIFFERENTIABLE_TYPES:
+                    schema.base_type(out_types[inst][0]) in schema.DIFFERENTIABLE_TYPES:
                 inputs.setdefault("", []).append(
                     _Source("input", key, (inst,), Target("input", key, signature="")))
     return variables, inputs
@@ -316,7 +316,7 @@ def _holds_gradient_type(node: Any) -> bool:
     every variable op, an Estimator's int64 global_step too)."""
     if "dtype" not in node.attr:
         return True
-    return _schema.base_type(node.attr["dtype"].type) in _schema.DIFFERENTIABLE_TYPES
+    return schema.base_type(node.attr["dtype"].type) in schema.DIFFERENTIABLE_TYPES
 
 
 def _typed_tensors(flat: Flat, components: list[tuple[str, int]], what: str
@@ -330,10 +330,10 @@ def _typed_tensors(flat: Flat, components: list[tuple[str, int]], what: str
         ref = _top_tensor(flat, tensor, what)
         if ref is None:
             continue
-        types = flat.out_types[ref & _INST]
-        index = ref >> _OUT
+        types = flat.out_types[ref & INST]
+        index = ref >> OUT
         actual = types[index] if index < len(types) else 0
-        out.append((ref, _schema.base_type(actual or declared)))
+        out.append((ref, schema.base_type(actual or declared)))
     return out
 
 
@@ -357,7 +357,7 @@ def _top_tensor(flat: Flat, text: str, what: str) -> int | None:
             return None  # an unknown op: reported as such, its outputs are not known
         raise ModelError(f"{flat.model.source}: {what} names {shown(text)}, but {flat.ops[inst]} "
                          f"{shown(node)} has {len(flat.out_types[inst])} outputs")
-    return _tensor(inst, number)
+    return tensor_id(inst, number)
 
 
 def output_keys(model: Model) -> list[tuple[str, str]]:
@@ -365,12 +365,12 @@ def output_keys(model: Model) -> list[tuple[str, str]]:
     declared type, or a component's, a value type: the graph decides in ``analyse``)."""
     return [(sig.key, name) for sig in model.signatures.values()
             for name, components in sig.output_tensors()
-            if any(_schema.base_type(dtype) in _schema.VALUE_TYPES
+            if any(schema.base_type(dtype) in schema.VALUE_TYPES
                    for _, dtype in components)]
 
 
-def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None
-             ) -> Iterator[tuple[str, str, int]]:
+def model_outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | None
+                  ) -> Iterator[tuple[str, str, int]]:
     for sig in model.signatures.values():
         for name, components in sig.output_tensors():
             refs = _typed_tensors(flat, components,
@@ -379,7 +379,7 @@ def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | No
                 continue
             # an integer output has no gradient to ask for; a composite output's is
             # its values' (TF's gradient of a SparseTensor or RaggedTensor)
-            values = [tensor for tensor, dtype in refs if dtype in _schema.VALUE_TYPES]
+            values = [tensor for tensor, dtype in refs if dtype in schema.VALUE_TYPES]
             for number, tensor in enumerate(values):
                 yield sig.key, name if len(values) == 1 else f"{name}/{number}", tensor
     if not model.signatures:
@@ -394,10 +394,10 @@ def _outputs(model: Model, flat: Flat, wanted: list[tuple[str | None, str]] | No
         top = flat.top
         consumed: set[int | None] = set(chain.from_iterable(flat.inputs[:len(top)]))
         consumed.discard(None)
-        consumed.update([t & _INST for t in consumed if t is not None and t > _INST])
+        consumed.update([t & INST for t in consumed if t is not None and t > INST])
         keys, ops, out_types = flat.keys, flat.ops, flat.out_types
         for inst in sorted(set(top.values()) - consumed):
             if ops[inst] != "Placeholder":
                 for index, dtype in enumerate(out_types[inst]):
-                    if _schema.base_type(dtype) in _schema.VALUE_TYPES:
-                        yield "", f"{keys[inst]}:{index}", _tensor(inst, index)
+                    if schema.base_type(dtype) in schema.VALUE_TYPES:
+                        yield "", f"{keys[inst]}:{index}", tensor_id(inst, index)

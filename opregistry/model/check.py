@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
+from opregistry.model.graph import Model, ModelError
 from opregistry.model.readers import savedmodel
-from opregistry.model.readers.model import Model, ModelError
 from opregistry.model.results import CheckResult
 from opregistry.registry import lookup as query
 from opregistry.registry.facts import op_facts

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opregistry.model import library
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, Node, shown
+from opregistry.model.graph import Model, ModelError, Node, shown
+from opregistry.model.readers import schema
 
 if TYPE_CHECKING:
     from opregistry.registry.facts import OpFacts
@@ -33,21 +33,21 @@ def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     return flat
 
 
-_IDENTITY_LIKE = ("Identity", "IdentityN")
+IDENTITY_LIKE = ("Identity", "IdentityN")
 
 
 # ------------------------------------------------------------------------ flattening
 
 # Instances (nodes of the flattened graph) are numbered, and their fields live in
 # parallel lists of Flat: a million-node graph then costs no per-node object. A
-# tensor is one int, ``output index << _OUT | instance``: output 0 of an instance is
+# tensor is one int, ``output index << OUT | instance``: output 0 of an instance is
 # the instance number itself, and ints hash and compare faster than tuples.
-_OUT = 32
-_INST = (1 << _OUT) - 1  # tensor & _INST: its instance
+OUT = 32
+INST = (1 << OUT) - 1  # tensor & INST: its instance
 
 
-def _tensor(inst: int, index: int) -> int:
-    return index << _OUT | inst
+def tensor_id(inst: int, index: int) -> int:
+    return index << OUT | inst
 
 
 class Keys:
@@ -134,7 +134,7 @@ class Flat:
                 out.extend(node.attr[name].list.type if name in node.attr else [])
                 continue
             if arg.get("type"):
-                dtype = _schema.DATA_TYPE_NUMBERS.get(arg["type"], 0)
+                dtype = schema.DATA_TYPE_NUMBERS.get(arg["type"], 0)
             elif arg.get("type_attr") and arg["type_attr"] in node.attr:
                 dtype = node.attr[arg["type_attr"]].type
             elif arg.get("type_attr"):
@@ -157,7 +157,7 @@ class Flat:
             facts = self.facts.get(op)
             attrs = facts.definition.get("attrs", []) if facts else []
             self._defaults[op] = {
-                a["name"]: _schema.DATA_TYPE_NUMBERS.get(a["default"]["type"], 0) for a in attrs
+                a["name"]: schema.DATA_TYPE_NUMBERS.get(a["default"]["type"], 0) for a in attrs
                 if a.get("type") == "type" and isinstance(a.get("default"), dict) and
                 isinstance(a["default"].get("type"), str)}
         return self._defaults[op]
@@ -276,7 +276,7 @@ class Flat:
         if not 0 <= index < MAX_OUTPUTS:
             raise ModelError(f"{self.model.source}: {shown(text)} names output {index}, "
                              f"outside 0..{MAX_OUTPUTS - 1}")
-        return _tensor(inst, index)
+        return tensor_id(inst, index)
 
     def _inline(self, inst: int) -> None:
         node = self.nodes[inst]
@@ -361,10 +361,10 @@ class Flat:
 
     def carries_gradient(self, t: int) -> bool:
         """Whether tensor ``t`` can carry a gradient (by its type)."""
-        types = self.out_types[t & _INST]
-        index = t >> _OUT
+        types = self.out_types[t & INST]
+        index = t >> OUT
         return (types[index] if index < len(types) else (types[0] if types else 0)) \
-            in _schema.GRADIENT_CARRIERS
+            in schema.GRADIENT_CARRIERS
 
 
 def _attr_key(value: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opregistry.model.readers.model import Model, ModelError, Node
+from opregistry.model.graph import Model, ModelError, Node
 
 MAX_CALL_DEPTH = 200  # nested function calls (Keras nests a handful)
 # what inlining one call costs, counted in instances: a body of one node called 600,000

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from opregistry.model.analysis import _outputs, _targets
-from opregistry.model.flatten import _INST, Flat, flatten
-from opregistry.model.readers.model import Model
+from opregistry.model.analysis import model_outputs, model_targets
+from opregistry.model.flatten import INST, Flat, flatten
+from opregistry.model.graph import Model
 from opregistry.model.results import BlockingOp, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,
@@ -43,10 +43,10 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
     for inst in range(len(flat.keys)):
         add_consumers(flat, inst, consumers)
     by_key = dict(zip(flat.keys, range(len(flat.keys))))  # subgraphs name their nodes
-    variables, inputs = _targets(model, flat)
+    variables, inputs = model_targets(model, flat)
     targets = {t.name: t.sources for t in variables + [t for sig in inputs.values()
                                                         for t in sig]}
-    outputs = {name: tensor for _, name, tensor in _outputs(model, flat, None)}
+    outputs = {name: tensor for _, name, tensor in model_outputs(model, flat, None)}
     out: dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]] = {}
     reach: dict[int, set[int]] = {}  # output tensor -> what its gradient reaches
     for output, target in pairs:
@@ -56,8 +56,8 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
         if tensor not in reach:
             reach[tensor] = gradient_reach(flat, tensor)[0]
         dep = depends_on(flat, tensor)
-        dep_insts = {t & _INST for t in dep}
-        source = next((s for s in sources if s & _INST in dep_insts), None)
+        dep_insts = {t & INST for t in dep}
+        source = next((s for s in sources if s & INST in dep_insts), None)
         if source is None:
             out[(output, target)] = (False, False, [])
             continue

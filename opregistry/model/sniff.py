@@ -9,8 +9,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from opregistry.model.graph import ModelError
 from opregistry.model.readers import savedmodel
-from opregistry.model.readers.model import ModelError
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 ZIP_MAGIC = b"PK\x03\x04"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from opregistry.model.flatten import _IDENTITY_LIKE, _INST, _OUT, Flat, _tensor
-from opregistry.model.readers._schema import GRADIENT_CARRIERS
-from opregistry.model.readers.model import Node
+from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
+from opregistry.model.graph import Node
+from opregistry.model.readers.schema import GRADIENT_CARRIERS
 from opregistry.model.results import BlockingOp
 
 
@@ -16,7 +16,7 @@ def passes(flat: Flat, inst: int, position: int) -> str | None:
     """None if ``inst`` passes a gradient from input ``position``, else the reason."""
     node = flat.nodes[inst]
     op = node.op
-    if op not in _IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
+    if op not in IDENTITY_LIKE:  # custom gradients are IdentityN: the rest can be cached
         key = flat.passes_key(node)
         by_position = flat.passes_cache.setdefault(key, {})
         if position not in by_position:
@@ -98,9 +98,9 @@ def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
         if t in seen:
             continue
         seen.add(t)
-        inst = t & _INST
+        inst = t & INST
         if inst in flat.transparent:
-            values.extend(flat.transparent[inst].get(t >> _OUT, ()))
+            values.extend(flat.transparent[inst].get(t >> OUT, ()))
             continue
         for position, edge in enumerate(flat.inputs[inst]):
             if edge is None:
@@ -127,9 +127,9 @@ def depends_on(flat: Flat, output: int) -> set[int]:
         if t is None or t in dep:
             continue
         add(t)
-        inst = t & _INST
+        inst = t & INST
         if inst in transparent:
-            push_all(transparent[inst].get(t >> _OUT, ()))
+            push_all(transparent[inst].get(t >> OUT, ()))
         else:
             push_all(inputs[inst])
     return dep
@@ -139,24 +139,24 @@ def subgraph(flat: Flat, consumers: Any, source: int, output: int, dep_insts: se
               ) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
     """Nodes downstream of ``source`` (any data edge) that ``output`` depends on."""
     keys = flat.keys
-    start = source & _INST
+    start = source & INST
     seen = {start}
     queue = deque([start])
     while queue:
         inst = queue.popleft()
         for index in range(max(1, len(flat.out_types[inst]))):
-            for consumer, _ in consumers.get(_tensor(inst, index), []):
+            for consumer, _ in consumers.get(tensor_id(inst, index), []):
                 if consumer in dep_insts and consumer not in seen:
                     seen.add(consumer)
                     queue.append(consumer)
     nodes = [(keys[i], flat.ops[i], "target" if i == start else
-              "output" if i == output & _INST else None)
+              "output" if i == output & INST else None)
              for i in sorted(seen, key=keys.__getitem__)]
     transparent = flat.transparent
-    edges = sorted({(keys[r & _INST], keys[i]) for i in seen for r in flat.inputs[i]
-                    if r is not None and r & _INST in seen} |
-                   {(keys[r & _INST], keys[i]) for i in seen if transparent.get(i)
-                    for refs in transparent[i].values() for r in refs if r & _INST in seen})
+    edges = sorted({(keys[r & INST], keys[i]) for i in seen for r in flat.inputs[i]
+                    if r is not None and r & INST in seen} |
+                   {(keys[r & INST], keys[i]) for i in seen if transparent.get(i)
+                    for refs in transparent[i].values() for r in refs if r & INST in seen})
     return nodes, edges
 
 
@@ -191,13 +191,13 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
         if t in reached:
             continue
         add(t)
-        inst = t & _INST
+        inst = t & INST
         if inst in transparent:
-            stack.extend(r for r in transparent[inst].get(t >> _OUT, []) if carries(r))
+            stack.extend(r for r in transparent[inst].get(t >> OUT, []) if carries(r))
             continue
         op = ops[inst]
         # variadic ops are cached under (op, counts) by passes: not found here
-        reasons = cache.get(op, _NO_REASONS) if op not in _IDENTITY_LIKE else _NO_REASONS
+        reasons = cache.get(op, _NO_REASONS) if op not in IDENTITY_LIKE else _NO_REASONS
         position = -1
         for ref in inputs[inst]:
             position += 1
@@ -205,8 +205,8 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
             if ref is None or (ref in reached and not record):
                 continue
             # carries_gradient(ref), inlined: this runs once per edge of the model
-            types = out_types[ref & _INST]
-            index = ref >> _OUT
+            types = out_types[ref & INST]
+            index = ref >> OUT
             if (types[index] if index < len(types) else (types[0] if types else 0)) \
                     not in carriers:
                 if record:
@@ -238,7 +238,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
         for inst, position in consumers.get(t, []):
             node = nodes[inst]
             if position < 0:  # into a call's output through its body
-                queue.append(_tensor(inst, -1 - position))
+                queue.append(tensor_id(inst, -1 - position))
                 continue
             reason = passes(flat, inst, position)
             if reason is not None:
@@ -248,7 +248,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
             if inst in flat.transparent:
                 continue  # the body consumes the input through its arguments
             for out_index in range(len(flat.out_types[inst])):
-                out = _tensor(inst, out_index)
+                out = tensor_id(inst, out_index)
                 if carries(out):
                     queue.append(out)
                 elif out in dep:

@@ -26,10 +26,10 @@ from typing import Any, Sequence
 
 from opregistry.db.location import DbLike
 from opregistry.numerical.checker import Checker
-from opregistry.numerical.differences import tolerance as _tolerance
+from opregistry.numerical.differences import tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
 from opregistry.numerical.second_order import FirstGradient, second_order_checker
-from opregistry.numerical.subject import _state_kept, _Subject
+from opregistry.numerical.subject import Subject, state_kept
 
 
 def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
@@ -69,9 +69,9 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
         tf = import_tensorflow()
     except Exception as exc:  # ModelError: TF missing
         raise GradcheckError(str(exc)) from None
-    with _state_kept(fn):
-        subject = _Subject.build(tf, fn, inputs, variables, dtype, source, outputs, training)
-        tol = _tolerance(subject.precision, atol, rtol, step)
+    with state_kept(fn):
+        subject = Subject.build(tf, fn, inputs, variables, dtype, source, outputs, training)
+        tol = tolerance(subject.precision, atol, rtol, step)
         checker = Checker(tf, subject, tol, mode, directions, group_size, full_limit, seed)
         checks = checker.run()
         jitter = checker.max_jitter

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 from opregistry.errors import first_line
 from opregistry.numerical.differences import UNSTABLE, allowed_error, differences, verdict
 from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
-from opregistry.numerical.subject import _Subject, _Target
+from opregistry.numerical.subject import Subject, SubjectTarget
 
 _FINER = 16  # step divisor for the second look at a failing check
 
@@ -21,7 +21,7 @@ class Checker:
     (``second_order.py``), given ``order``, the first checker's ``rng`` and
     ``projections`` (its outputs are one number each)."""
 
-    def __init__(self, tf: Any, subject: _Subject, tol: Tolerance, mode: str,
+    def __init__(self, tf: Any, subject: Subject, tol: Tolerance, mode: str,
                  directions: int, group_size: int | None, full_limit: int, seed: int,
                  *, order: int = 1, rng: Any = None, projections: list[Any] | None = None):
         import numpy as np
@@ -150,7 +150,7 @@ class Checker:
         self.max_jitter = max([self.max_jitter, *self.jitter])
         return self._checks()
 
-    def _dtype_of(self, target: _Target) -> Any:
+    def _dtype_of(self, target: SubjectTarget) -> Any:
         if target.kind == "input":
             return self.subject.inputs[target.index].dtype
         return self.tf.as_dtype(self.subject.variables[target.index].dtype)
@@ -365,7 +365,7 @@ class Checker:
                            tolerance=tolerance, analytic=shown, numeric=numeric, note=note)
 
 
-def _for_target(check: TargetCheck, target: _Target) -> TargetCheck:
+def _for_target(check: TargetCheck, target: SubjectTarget) -> TargetCheck:
     from dataclasses import replace
 
     return replace(check, target_kind=target.kind, target=target.name)

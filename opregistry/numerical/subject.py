@@ -13,7 +13,7 @@ from opregistry.numerical.results import GradcheckError
 
 
 @dataclass
-class _Target:
+class SubjectTarget:
     kind: str  # input | variable
     name: str
     index: int  # position among the call's inputs, or among the variables
@@ -22,7 +22,7 @@ class _Target:
 
 
 @dataclass
-class _Subject:
+class Subject:
     """The call made checkable: float inputs and variables in the working precision,
     a traced forward function, named float outputs and targets."""
 
@@ -34,7 +34,7 @@ class _Subject:
     inputs: list[Any]
     variables: list[Any]
     outputs: list[str]
-    targets: list[_Target]
+    targets: list[SubjectTarget]
     concrete: Any
     keep_alive: list[Any] = field(default_factory=list)
     # the model in its own precision (itself unless this is a float64 version): the
@@ -44,7 +44,7 @@ class _Subject:
     @classmethod
     def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
               dtype: str, source: str | None, outputs: Sequence[str] | None = None,
-              training: bool = False) -> _Subject:
+              training: bool = False) -> Subject:
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
             or type(fn).__name__
         values = [_as_tensor(tf, x) for x in inputs]
@@ -81,7 +81,7 @@ class _Subject:
     @classmethod
     def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
               source: str, wanted: Sequence[str] | None = None, training: bool = False
-              ) -> _Subject:
+              ) -> Subject:
         call = _callable(fn, training)
         traced = tf.function(call, autograph=False) \
             if not hasattr(call, "get_concrete_function") else call
@@ -89,10 +89,10 @@ class _Subject:
         specs = [tf.TensorSpec(v.shape, v.dtype, name=n) for v, n in zip(values, names_in)]
         concrete = traced.get_concrete_function(*specs)
         structure = concrete.structured_outputs
-        from opregistry.model.readers.traced import _output_names
+        from opregistry.model.readers.traced import output_names
 
         flat = tf.nest.flatten(structure, expand_composites=True)
-        names = _output_names(tf, structure)
+        names = output_names(tf, structure)
         keep = _float_outputs(flat, names, wanted, source)
 
         def forward(*args: Any) -> list[Any]:
@@ -149,14 +149,14 @@ class _NotFloat64(Exception):
     pass
 
 
-def _structure_differs(original: _Subject, clone: _Subject) -> str:
+def _structure_differs(original: Subject, clone: Subject) -> str:
     """Why the float64 version computes something else ('' when it does not): every op
     with an integer or bool result must be there as in the model (a cast to int32
     must not become a cast to float64), else the clone's gradients are not the
     model's."""
     from collections import Counter
 
-    def signature(subject: _Subject) -> Counter[tuple[str, tuple[str, ...]]]:
+    def signature(subject: Subject) -> Counter[tuple[str, tuple[str, ...]]]:
         graph = subject.concrete.graph
         graphs = [graph] + [f.graph for f in getattr(graph, "_functions", {}).values()
                             if hasattr(f, "graph")]
@@ -276,7 +276,7 @@ def _input_names(fn: Any, count: int) -> list[str | None]:
 
 
 @contextlib.contextmanager
-def _state_kept(fn: Any) -> Iterator[None]:
+def state_kept(fn: Any) -> Iterator[None]:
     """Restore every variable of ``fn`` (a Keras model's moving averages, which a call
     in training mode updates) when the check is done."""
     owner = getattr(fn, "model", fn)
@@ -331,9 +331,9 @@ def _float_outputs(flat: list[Any], names: list[str], wanted: Sequence[str] | No
 
 
 def _targets(tf: Any, fn: Any, concrete: Any, values: list[Any], variables: list[Any]
-             ) -> list[_Target]:
+             ) -> list[SubjectTarget]:
     """The float inputs (named by their placeholders) and the variables."""
-    from opregistry.model.readers.traced import _method_owner, variable_names
+    from opregistry.model.readers.traced import method_owner, variable_names
 
     captures = {id(t) for _, t in concrete.graph.captures}
     placeholders = [t for t in concrete.inputs if id(t) not in captures]
@@ -341,14 +341,14 @@ def _targets(tf: Any, fn: Any, concrete: Any, values: list[Any], variables: list
     for index, value in enumerate(values):
         if value.dtype.is_floating:
             name = placeholders[index].op.name if index < len(placeholders) else ""
-            targets.append(_Target("input", name or f"input_{index}", index,
+            targets.append(SubjectTarget("input", name or f"input_{index}", index,
                                    int(tf.size(value)), tuple(value.shape)))
     # distinct variables that share a name (tf.Variable(1.0) is always "Variable")
     # are told apart by their attribute path, as check names them
     owner = fn if is_keras_model(fn) or isinstance(fn, tf.Module) else \
-        getattr(fn, "variable_owner", None) or _method_owner(fn)
+        getattr(fn, "variable_owner", None) or method_owner(fn)
     var_names = variable_names(tf, variables, owner)
     for index, var in enumerate(variables):
-        targets.append(_Target("variable", var_names[id(var)], index,
+        targets.append(SubjectTarget("variable", var_names[id(var)], index,
                                int(tf.size(var)), tuple(var.shape)))
     return targets

@@ -27,7 +27,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
       no arguments and returns ``(callable, inputs)``."""
     import os
 
-    from opregistry.model.readers.model import ModelError
+    from opregistry.model.graph import ModelError
     from opregistry.model.readers.traced import import_tensorflow
 
     try:
@@ -113,7 +113,7 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
 
 
 def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
-    from opregistry.model.readers.model import shown
+    from opregistry.model.graph import shown
 
     unknown = sorted(set(given) - set(names))
     if unknown:  # names from the model file: printed escaped where they need it
@@ -189,8 +189,8 @@ REFERENCE_VARIABLE = ("a TF1 reference variable (VariableV2): TensorFlow 2 loads
 def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
     """The trainable TF1 reference variables of the SavedModel's MetaGraph (the ones
     ``check`` lists as targets), each with why gradcheck cannot check it."""
+    from opregistry.model.graph import ModelError
     from opregistry.model.readers import savedmodel
-    from opregistry.model.readers.model import ModelError
 
     try:
         model = savedmodel.read(path, tags=tags)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from tests.fuzz import metagraph, structure, text, wire
 
 
@@ -73,7 +73,7 @@ class Generator:
 
     def _structured(self, kind: str, data: bytes, rng: random.Random, labels: list[str]
                     ) -> bytes:
-        message = _schema.parse("SavedModel" if kind == "savedmodel" else "GraphDef", data)
+        message = schema.parse("SavedModel" if kind == "savedmodel" else "GraphDef", data)
         mutators: list[Any] = structure.GRAPH_MUTATORS + (
             metagraph.META_MUTATORS if kind == "savedmodel" else [])
         for _ in range(rng.choice((1, 1, 2, 3))):
@@ -90,7 +90,7 @@ class Generator:
             return data
         from google.protobuf import text_format
 
-        message = _schema.message_classes()["GraphDef"]()
+        message = schema.message_classes()["GraphDef"]()
         text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
         for _ in range(rng.choice((1, 1, 2))):
             labels.append(rng.choice(structure.GRAPH_MUTATORS)(message, rng))

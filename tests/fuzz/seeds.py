@@ -157,7 +157,7 @@ def build(root: Path) -> dict[str, Path]:
     """Every seed under ``root``: name -> the file the fuzzer mutates. Only the
     ``saved_model.pb`` of a SavedModel is kept (variables are never read statically).
     Byte-identical on every run: see ``_canonical``."""
-    from opregistry.model.readers import _schema
+    from opregistry.model.readers import schema
 
     found = {}
     for name, builder in BUILDERS.items():
@@ -168,7 +168,7 @@ def build(root: Path) -> dict[str, Path]:
         data = (work / KINDS[name]).read_bytes()
         if not KINDS[name].endswith(".pbtxt"):  # map entries in a fixed order
             message = "SavedModel" if KINDS[name] == "saved_model.pb" else "GraphDef"
-            data = _canonical(_schema.parse(message, data))
+            data = _canonical(schema.parse(message, data))
         (target / KINDS[name]).write_bytes(data)
         shutil.rmtree(work)
         found[name] = target / KINDS[name]

@@ -65,7 +65,7 @@ def _api_child(target: Path, result: Path) -> None:
     """In the forked process: check, classify, write the outcome to ``result``."""
     import opregistry
     from opregistry.formats import render
-    from opregistry.model.readers.model import ModelError
+    from opregistry.model.graph import ModelError
 
     try:
         checked = opregistry.check(target, release=RELEASE)

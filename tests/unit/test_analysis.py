@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from opregistry import check
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
+from opregistry.model.readers import schema
 
-F, I32, I64 = _schema.DT_FLOAT, _schema.DT_INT32, _schema.DT_INT64
+F, I32, I64 = schema.DT_FLOAT, schema.DT_INT32, schema.DT_INT64
 
 
 def _graph(tmp_path, *nodes):
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     for name, op, inputs, attrs in nodes:
         node = graph.node.add(name=name, op=op, input=inputs)
         for key, value in attrs.items():
@@ -62,7 +62,7 @@ def test_a_variadic_op_is_judged_by_argument_name(tmp_path):
     """ConcatV2 with N=3: position 2 is a value, not the axis (probed with N=2)."""
     path = _graph(tmp_path, _x("a"), _x("b"), _x("c"), ("axis", "Const", [], {"dtype": I32}),
                   ("cat", "ConcatV2", ["a", "b", "c", "axis"], {"T": F, "Tidx": I32}))
-    graph_node = _schema.parse("GraphDef", path.read_bytes())
+    graph_node = schema.parse("GraphDef", path.read_bytes())
     graph_node.node[4].attr["N"].i = 3
     path.write_bytes(graph_node.SerializeToString())
     (report,) = check(path, release="2.21").outputs
@@ -92,10 +92,10 @@ def test_a_library_function_called_as_an_op_is_not_an_unknown_op(tmp_path):
     """A node whose op is a function of the library (as TF1 graphs and some tf.function
     calls write it) is inlined like a call, not reported as an op the database lacks."""
     from opregistry import check
-    from opregistry.model.readers import _schema
+    from opregistry.model.readers import schema
 
-    f = _schema.DT_FLOAT
-    graph = _schema.message_classes()["GraphDef"]()
+    f = schema.DT_FLOAT
+    graph = schema.message_classes()["GraphDef"]()
     graph.node.add(name="x", op="Placeholder").attr["dtype"].type = f
     graph.node.add(name="call", op="my_fn", input=["x"])
     graph.node.add(name="out", op="Round", input=["call"]).attr["T"].type = f

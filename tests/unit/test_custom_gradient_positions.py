@@ -3,16 +3,16 @@ the saved function, and the SavedModel's output structure says which inputs the 
 are for (no TensorFlow here: the schema messages and the library rule)."""
 from __future__ import annotations
 
+from opregistry.model.graph import Function, Model, Node
 from opregistry.model.library import custom_gradient_inputs
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Function, Model, Node
+from opregistry.model.readers import schema
 from opregistry.model.readers.savedmodel import output_positions
 
 
 def _structure(*entries):
     """A saved output structure: a list of None ("-"), tensors ("t": a tensor spec, a
     field this schema does not read) and nested lists ("[]")."""
-    cls = _schema.message_classes()["StructuredValue"]
+    cls = schema.message_classes()["StructuredValue"]
     value = cls()
     for entry in entries:
         item = value.list_value.values.add()
@@ -27,7 +27,7 @@ def test_output_positions_skip_the_none_entries():
     assert output_positions(_structure("-", "-", "t", "t", "-")) == [2, 3]
     assert output_positions(_structure("t", "t")) == [0, 1]
     assert output_positions(_structure("-", "[]")) is None  # nested: not the IdentityN's
-    assert output_positions(_schema.message_classes()["StructuredValue"]()) is None
+    assert output_positions(schema.message_classes()["StructuredValue"]()) is None
 
 
 def _model():

@@ -10,7 +10,7 @@ import sys
 
 from fuzz_policies import UNSAFE, make_input, run  # tests/unit is on sys.path
 
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 
 INPUTS = 600
 CLI_INPUTS = 20
@@ -25,11 +25,11 @@ def test_six_hundred_mutated_policy_files_load_or_are_refused_in_time():
 
 
 def _blocked_model(path):
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = _schema.DT_FLOAT
+    x.attr["dtype"].type = schema.DT_FLOAT
     node = graph.node.add(name="r", op="Round", input=["x"])
-    node.attr["T"].type = _schema.DT_FLOAT
+    node.attr["T"].type = schema.DT_FLOAT
     path.write_bytes(graph.SerializeToString())
     return path
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opregistry import check
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
+from opregistry.model.readers import schema
 
 NAMES = st.sampled_from(["x", "y", "z", "f", "g", "a", "out", "", "x:0", "^x"])
 INDEX = st.one_of(st.integers(-3, 5).map(str), st.sampled_from(
@@ -49,7 +49,7 @@ def nodes(draw, container):
 
 @st.composite
 def graphs(draw):
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     draw(nodes(graph.node))
     for name in draw(st.lists(st.sampled_from(["f", "g"]), max_size=2, unique=True)):
         function = graph.library.function.add()

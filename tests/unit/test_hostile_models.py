@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from opregistry import check
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
+from opregistry.model.readers import schema
 
-F = _schema.DT_FLOAT
+F = schema.DT_FLOAT
 
 
 def _write(tmp_path, graph, name="g.pb"):
@@ -22,7 +22,7 @@ def _write(tmp_path, graph, name="g.pb"):
 
 
 def _graph_with_input(text):
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
     x.attr["dtype"].type = F
     node = graph.node.add(name="y", op="Relu", input=[text])
@@ -54,7 +54,7 @@ def test_a_declared_count_far_beyond_the_file(tmp_path):
 def _library_graph(bodies):
     """A graph calling function f0; ``bodies`` maps a function to the functions it
     calls (each call its own node)."""
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
     x.attr["dtype"].type = F
     call = graph.node.add(name="call", op="PartitionedCall", input=["x"])
@@ -131,7 +131,7 @@ def test_the_cli_says_one_line(tmp_path):
 def _saved_model(tmp_path, change=None):
     """A TF2-style SavedModel built by hand: a variable bound to a call of ``fn``,
     one signature; ``change(saved_model)`` alters it before it is written."""
-    saved = _schema.message_classes()["SavedModel"]()
+    saved = schema.message_classes()["SavedModel"]()
     meta = saved.meta_graphs.add()
     meta.meta_info_def.tags.append("serve")
     graph = meta.graph_def
@@ -143,7 +143,7 @@ def _saved_model(tmp_path, change=None):
     fn = graph.library.function.add()
     fn.signature.name = "fn"
     fn.signature.input_arg.add(name="a", type=F)
-    fn.signature.input_arg.add(name="h", type=_schema.DT_RESOURCE)
+    fn.signature.input_arg.add(name="h", type=schema.DT_RESOURCE)
     fn.signature.output_arg.add(name="out", type=F)
     read = fn.node_def.add(name="read", op="ReadVariableOp", input=["h"])
     read.attr["dtype"].type = F
@@ -282,7 +282,7 @@ def test_out_of_memory_is_not_called_a_corrupt_file(tmp_path, monkeypatch, failu
 
     def parse(message, data):
         raise DecodeError(failure) if isinstance(failure, str) else failure
-    monkeypatch.setattr(savedmodel._schema, "parse", parse)
+    monkeypatch.setattr(savedmodel.schema, "parse", parse)
     with pytest.raises(ModelError, match=r"out of memory parsing its \d+ bytes"):
         check(path, release="2.21")
 
@@ -407,7 +407,7 @@ def test_a_composite_signature_output_with_an_unnamed_component(tmp_path):
         info.name = ""
         info.composite_tensor.type_spec.type_spec_class_name = "RaggedTensorSpec"
         info.composite_tensor.components.add(name="call:0", dtype=F)
-        info.composite_tensor.components.add(dtype=_schema.DT_INT64)
+        info.composite_tensor.components.add(dtype=schema.DT_INT64)
     with pytest.raises(ModelError, match="output 'y' names '', which the graph does not "
                                          "have"):
         check(_saved_model(tmp_path, change), release="2.21")

@@ -13,14 +13,14 @@ import pytest
 from test_hostile_models import _graph_with_input, _saved_model, _write  # tests/unit: on sys.path
 
 from opregistry import check
+from opregistry.model.graph import ModelError
 from opregistry.model.readers import objects as object_bounds
 from opregistry.model.readers import savedmodel
-from opregistry.model.readers.model import ModelError
 
 _MEASURE = """
 import json, sys
 from opregistry import check
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
 
 def peak():
     with open("/proc/self/status") as status:

@@ -16,7 +16,7 @@ import pytest
 
 from opregistry.errors import PolicyError
 from opregistry.glob import compile_glob
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from opregistry.policy import MAX_PATTERN, MAX_RULES, load_policy, summary
 from opregistry.policy_file import MAX_BYTES, MAX_DEPTH, MAX_KEY_PARTS
 
@@ -38,11 +38,11 @@ def _cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProc
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     """x -> Round: one blocked target (the gradient of Round is none)."""
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = _schema.DT_FLOAT
+    x.attr["dtype"].type = schema.DT_FLOAT
     node = graph.node.add(name="r", op="Round", input=["x"])
-    node.attr["T"].type = _schema.DT_FLOAT
+    node.attr["T"].type = schema.DT_FLOAT
     path = tmp_path / "m.pb"
     path.write_bytes(graph.SerializeToString())
     return path

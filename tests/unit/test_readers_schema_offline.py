@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 
 
 def test_schema_does_not_import_tensorflow():
-    code = ("import sys\nfrom opregistry.model.readers import _schema\n_schema.message_classes()\n"
+    code = ("import sys\nfrom opregistry.model.readers import schema\nschema.message_classes()\n"
             "print('tensorflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
@@ -21,4 +21,4 @@ def test_garbage_is_a_decode_error():
     from google.protobuf.message import DecodeError
 
     with pytest.raises(DecodeError):
-        _schema.parse("SavedModel", b"\xff\xff\xff\xff not a protobuf")
+        schema.parse("SavedModel", b"\xff\xff\xff\xff not a protobuf")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import zipfile
 
 from opregistry.cli.check_files import models_of
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from opregistry.model.sniff import model_of
 
 
 def _graph_def() -> bytes:
-    graph = _schema.message_classes()["GraphDef"]()
-    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = _schema.DT_FLOAT
+    graph = schema.message_classes()["GraphDef"]()
+    graph.node.add(name="x", op="Placeholder").attr["dtype"].type = schema.DT_FLOAT
     graph.node.add(name="ArgMax", op="ArgMax", input=["x"])
     return graph.SerializeToString()
 

@@ -15,7 +15,7 @@ import pytest
 from documents import document, op  # tests/unit is on sys.path
 
 from opregistry.formats import tabular
-from opregistry.model.readers import _schema
+from opregistry.model.readers import schema
 from opregistry.text import printable
 
 HOSTILE = "a\x1b[31mred\nError: forged\r\t\x00\x7f\x9b\u202e\u2028z"
@@ -61,11 +61,11 @@ def test_json_stays_exact():
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     """x -> Round, the Round node named with control characters."""
-    graph = _schema.message_classes()["GraphDef"]()
+    graph = schema.message_classes()["GraphDef"]()
     x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = _schema.DT_FLOAT
+    x.attr["dtype"].type = schema.DT_FLOAT
     node = graph.node.add(name=HOSTILE, op="Round", input=["x"])
-    node.attr["T"].type = _schema.DT_FLOAT
+    node.attr["T"].type = schema.DT_FLOAT
     path = tmp_path / "m.pb"
     path.write_bytes(graph.SerializeToString())
     return path

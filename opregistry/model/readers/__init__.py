@@ -1,2 +1,2 @@
 """Model readers. Static readers (SavedModel, GraphDef) parse files with the minimal
-schema in ``_schema`` and never import TensorFlow or run model code."""
+schema in ``schema`` and never import TensorFlow or run model code."""

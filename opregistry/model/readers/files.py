@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from opregistry.model.readers.model import ModelError
+from opregistry.model.graph import ModelError
 
 MAX_MODEL_BYTES = 2 * 1024 ** 3  # protobuf's own limit for one message
 # a text GraphDef: protobuf's text parser is pure Python, ~1-3 MB/s (64 MiB: under a

@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from opregistry.model.readers.model import ModelError, shown
+from opregistry.model.graph import ModelError, shown
 
 MAX_OBJECTS = 1_000_000  # objects of one graph (real models: hundreds to thousands)
 MAX_REFERENCES = 2_000_000  # children of all objects together

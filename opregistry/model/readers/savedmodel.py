@@ -1,5 +1,5 @@
 """Read SavedModel directories and GraphDef files statically: no TensorFlow import, no
-model code executed. The file is parsed with the minimal schema in ``_schema``."""
+model code executed. The file is parsed with the minimal schema in ``schema``."""
 from __future__ import annotations
 
 import os
@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
-from opregistry.model.readers import _schema
+from opregistry.model.graph import Function, Model, ModelError, Signature, shown
+from opregistry.model.readers import schema
 from opregistry.model.readers.files import read_bytes as _read_bytes
-from opregistry.model.readers.model import Function, Model, ModelError, Signature, shown
 from opregistry.model.readers.objects import ObjectPaths, check_object_graph
 from opregistry.model.readers.versions import serving_version
 
@@ -54,7 +54,7 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
     data = _read_bytes(path, text=path.suffix == ".pbtxt")
     if path.suffix == ".pbtxt":
-        model = _from_graph_def(_parse_text(data, path), str(path), "pbtxt")
+        model = from_graph_def(_parse_text(data, path), str(path), "pbtxt")
         lines = node_lines(data.decode("utf-8"))
         model.sites = {name: f"{path}:{line}" for name, line in lines.items()
                        if name in model.nodes}
@@ -69,7 +69,7 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
             except ModelError:
                 pass
         raise ModelError(f"{path}: not a GraphDef (no nodes)")
-    return [_from_graph_def(graph_def, str(path), "graphdef")]
+    return [from_graph_def(graph_def, str(path), "graphdef")]
 
 
 def _utf8(value: bytes, source: str, node: str) -> str:
@@ -96,7 +96,7 @@ def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
     """``data`` parsed as ``message``; else a ModelError saying ``failure`` and why,
     or that memory ran out (never that a file is corrupt because memory was short)."""
     try:
-        return _schema.parse(message, data)
+        return schema.parse(message, data)
     except (MemoryError, SystemError):  # upb out of memory: SystemError, no exception set
         raise _out_of_memory(source, data) from None
     except Exception as exc:  # DecodeError and friends
@@ -108,7 +108,7 @@ def _parse(message: str, data: bytes, source: Any, failure: str) -> Any:
 def _parse_text(data: bytes, path: Path) -> Any:
     from google.protobuf import text_format
 
-    message = _schema.message_classes()["GraphDef"]()
+    message = schema.message_classes()["GraphDef"]()
     try:
         text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
     except MemoryError:
@@ -167,7 +167,7 @@ def _from_saved_model(data: bytes, source: str, tags: str | None,
 
 
 def _from_meta_graph(chosen: Any, source: str) -> Model:
-    model = _from_graph_def(chosen.graph_def, source, "savedmodel")
+    model = from_graph_def(chosen.graph_def, source, "savedmodel")
     model.tags = list(chosen.meta_info_def.tags)
     model.tf_version = chosen.meta_info_def.tensorflow_version or None
     model.signatures = {key: _signature(key, sig)
@@ -231,8 +231,8 @@ def _components(info: Any) -> list[tuple[str, int]] | None:
     if info.HasField("coo_sparse"):
         sparse = info.coo_sparse
         return [(sparse.values_tensor_name, info.dtype),
-                (sparse.indices_tensor_name, _schema.DT_INT64),
-                (sparse.dense_shape_tensor_name, _schema.DT_INT64)]
+                (sparse.indices_tensor_name, schema.DT_INT64),
+                (sparse.dense_shape_tensor_name, schema.DT_INT64)]
     if info.HasField("composite_tensor"):
         # (components are plain tensors; a nested composite would have no name and
         # is named as such by the analysis, as TF cannot load it)
@@ -266,7 +266,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
     used = sorted(set(handle_object.values()))
     bound_ids = set(used)
     unused = [i for i, v in variables.items() if i not in bound_ids and v.trainable and
-              v.dtype in _schema.DIFFERENTIABLE_TYPES]
+              v.dtype in schema.DIFFERENTIABLE_TYPES]
     paths.reserve(used + unused)  # the paths a result names: their text bounded first
     # a target is named by its saved name, or by its object path where that is shared
     counts: dict[str, int] = {}
@@ -279,7 +279,7 @@ def _identify_saved_variables(meta_graph: Any, model: Model) -> None:
             paths.get(object_id, f"object {object_id}")
     model.variables = {handle: names[object_id] for handle, object_id in
                        sorted(handle_object.items())
-                       if variables[object_id].dtype in _schema.DIFFERENTIABLE_TYPES}
+                       if variables[object_id].dtype in schema.DIFFERENTIABLE_TYPES}
     model.variable_paths = {names[i]: paths.get(i, "") for i in used}
     model.trainable = {names[i] for i in used if variables[i].trainable}
     model.unused_variables = sorted(paths.get(i, variables[i].name) for i in unused)
@@ -291,7 +291,7 @@ def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:
     one when the collection is absent)."""
     model.variables = {name: name for name, node in model.nodes.items()
                        if node.op in _VARIABLE_OPS and _variable_dtype(node) in
-                       _schema.DIFFERENTIABLE_TYPES}
+                       schema.DIFFERENTIABLE_TYPES}
     collection = meta_graph.collection_def.get("trainable_variables") \
         if "trainable_variables" in meta_graph.collection_def else None
     if collection is None or not collection.bytes_list.value:
@@ -300,7 +300,7 @@ def _identify_tf1_variables(meta_graph: Any, model: Model) -> None:
     trainable = set()
     for blob in collection.bytes_list.value:
         try:
-            definition = _schema.parse("VariableDef", blob)
+            definition = schema.parse("VariableDef", blob)
         except MemoryError:
             raise
         except Exception:  # a malformed entry: the variable is not known trainable
@@ -314,7 +314,7 @@ def _variable_dtype(node: Any) -> int:
     return node.attr["dtype"].type if "dtype" in node.attr else 0
 
 
-def _from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
+def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
     nodes, op_types, variables = {}, set(), {}
     for n in graph_def.node:  # one pass: a graph can have millions of nodes
         nodes[n.name] = n

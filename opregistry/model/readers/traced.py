@@ -11,9 +11,9 @@ import os
 from typing import Any
 
 from opregistry.errors import first_line
-from opregistry.model.readers import _schema
-from opregistry.model.readers.model import Model, ModelError, Signature, shown
-from opregistry.model.readers.savedmodel import _from_graph_def
+from opregistry.model.graph import Model, ModelError, Signature, shown
+from opregistry.model.readers import schema
+from opregistry.model.readers.savedmodel import from_graph_def
 
 
 def import_tensorflow() -> Any:
@@ -94,7 +94,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
 
     graph = concrete.graph
     data = graph.as_graph_def().SerializeToString()
-    model = _from_graph_def(_schema.parse("GraphDef", data), source, "traced")
+    model = from_graph_def(schema.parse("GraphDef", data), source, "traced")
     captured = {id(external): internal for external, internal in graph.captures}
     names = {**variable_names(tf, list(graph.variables), root), **(names or {})}
     trainable = {}
@@ -111,7 +111,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
         if id(t) not in captures:
             inputs[t.op.name or f"input_{index}"] = (t.name, t.dtype.as_datatype_enum)
     flat = tf.nest.flatten(concrete.structured_outputs, expand_composites=True)
-    paths = _output_names(tf, concrete.structured_outputs)
+    paths = output_names(tf, concrete.structured_outputs)
     outputs = {}
     for name, t in zip(paths, flat):
         if hasattr(t, "dtype") and hasattr(t, "name"):
@@ -124,7 +124,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
 def _creation_sites(graph: Any) -> dict[str, str]:
     """node -> the user's file:line that created it (TF keeps each graph op's creation
     stack; ops made by Keras or TensorFlow alone have no user frame)."""
-    from opregistry.guard.sites import shown, traceback_site
+    from opregistry.sites import shown, traceback_site
 
     sites = {}
     for op in graph.get_operations():
@@ -172,7 +172,7 @@ def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
             try:
                 grad_fn = tf_ops.gradient_registry.lookup(op_type)
                 traced = tf.function(grad_fn).get_concrete_function(None, *op.inputs)
-                fdef = _schema.parse("FunctionDef", traced.function_def.SerializeToString())
+                fdef = schema.parse("FunctionDef", traced.function_def.SerializeToString())
             except Exception:  # noqa: BLE001 - user code: anything can go wrong
                 continue
             function = function_from_def(fdef)
@@ -205,7 +205,7 @@ def _check_members(name: str) -> None:
                              f"outside the archive (refused)")
 
 
-def _output_names(tf: Any, structure: Any) -> list[str]:
+def output_names(tf: Any, structure: Any) -> list[str]:
     try:
         from tensorflow.python.util import nest
 
@@ -228,7 +228,7 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     if not inputs:
         raise ModelError("tracing needs example inputs or tf.TensorSpec for the call")
     root = obj if is_keras_model(obj) or isinstance(obj, tf.Module) else None
-    owner = _method_owner(obj)  # before tracing, which rewraps the Python function
+    owner = method_owner(obj)  # before tracing, which rewraps the Python function
     if root is None and isinstance(owner, tf.Module):  # a method of a module
         root = owner
     fn: Any = obj
@@ -251,7 +251,7 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     return model
 
 
-def _method_owner(obj: Any) -> Any:
+def method_owner(obj: Any) -> Any:
     """The object a bound method or a tf.function method belongs to (None: not one).
     TF wraps the method of a tf.function in a TfMethodTarget holding the instance."""
     owner = getattr(obj, "__self__", None)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opregistry.errors import OpregistryError
-from opregistry.guard.sites import Site, shown
+from opregistry.sites import Site, shown
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")

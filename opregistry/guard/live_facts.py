@@ -4,33 +4,30 @@ registry, which knows registered / no_gradient / missing but not what the probes
 from __future__ import annotations
 
 from opregistry.db.location import DbLike
+from opregistry.db.store import release_numbers, version_key
 from opregistry.errors import OpregistryError
 from opregistry.registry.facts import OpFacts
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
 def nearest_release(installed: str, known: list[str]) -> str | None:
-    """The release of ``known`` closest to ``installed``: the same one, else the newest
-    patch of its minor line, else the nearest minor line (an older one on a tie)."""
+    """The release of ``known`` closest to ``installed``: the same one, else in its minor
+    line the newest not newer than it (else the oldest newer), else the nearest minor line
+    (an older one on a tie). Versions compare as ``version_key`` orders them."""
     if not known:
         return None
     if installed in known:
         return installed
-    want = _version_key(installed)
+    want, want_key = release_numbers(installed), version_key(installed)
 
-    def distance(version: str) -> tuple[int, int, int]:
-        have = _version_key(version)
+    def distance(version: str) -> tuple[int, int]:
+        have = release_numbers(version)
         minor_gap = abs((have[0] * 1000 + have[1]) - (want[0] * 1000 + want[1]))
-        return minor_gap, 0 if have <= want else 1, -have[2]
+        return minor_gap, 0 if version_key(version) <= want_key else 1
 
-    return min(known, key=distance)
+    best = min(distance(version) for version in known)
+    tied = [version for version in known if distance(version) == best]
+    # the newest of the older ones, else the oldest of the newer ones: the nearest
+    return max(tied, key=version_key) if best[1] == 0 else min(tied, key=version_key)
 
 
 class Facts:

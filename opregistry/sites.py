@@ -23,7 +23,7 @@ _is_library: dict[Any, bool] = {}  # code object -> not the user's code
 def _library_prefixes() -> tuple[str, ...]:
     global _prefixes
     if _prefixes is None:
-        found = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # opregistry
+        found = {os.path.dirname(os.path.abspath(__file__))}  # the opregistry package
         for key in ("stdlib", "platstdlib"):
             path = sysconfig.get_paths().get(key)
             if path:
