@@ -5,8 +5,9 @@ bodies that the fast path runs too). Read from the source, function-level import
 included, so a new back-edge fails here."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from test_layers import imports  # tests/unit is on sys.path
 
 import opregistry.cli
 
@@ -19,15 +20,8 @@ KNOWN: set[tuple[str, str]] = set()
 
 
 def _imports(path: Path) -> set[str]:
-    """Every ``opregistry...`` module ``path`` imports, anywhere in it."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name.startswith("opregistry.")}
+    """Every ``opregistry...`` module (or member) ``path`` imports, anywhere in it."""
+    return imports(path, members=True)
 
 
 def _commands() -> set[str]:

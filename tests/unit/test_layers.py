@@ -52,14 +52,17 @@ def _top(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
-def imports(path: Path) -> set[str]:
-    """Every ``opregistry.<...>`` module ``path`` imports, anywhere in it."""
+def imports(path: Path, members: bool = False) -> set[str]:
+    """Every ``opregistry.<...>`` module ``path`` imports, anywhere in it; with
+    ``members``, each ``from M import N`` as ``M.N`` too (N may be a module of M)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            if members:
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return {name for name in found if name.startswith("opregistry.")}
 
 
