@@ -212,4 +212,4 @@ class ExplainRenderer(Renderer[Any]):
         where = f" in {result.release}" if result.release else ""
         count = (plural(len(result.suggestions), "remedy", "remedies") if result.suggestions
                  else "no remedy" if result.no_remedy else "nothing to remedy")
-        return printable(f"{result.name}{where}: {count}")
+        return f"{result.name}{where}: {count}"  # (escaped where it is printed)
