@@ -54,11 +54,14 @@ def remedies_data(blocking_ops: Iterable[Any],
     """JSON's ``remedies``: per blocking op type and reason, the remedies (id, title,
     snippet, when they apply), or why there is none (``definitions``: op -> OpDef, for
     a registration template's arguments)."""
+    pairs = _pairs(blocking_ops)
+    if not pairs:  # a clean model: the catalogue is not even read
+        return []
     from opregistry.remedies import catalogue, snippet_for
 
     cat = catalogue()
     out = []
-    for op, reason in _pairs(blocking_ops):
+    for op, reason in pairs:
         found = cat.for_op(op, reason)
         out.append({"op": op, "reason": reason,
                     "remedies": [dict(r.to_dict(),
