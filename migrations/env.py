@@ -2,6 +2,7 @@
 from alembic import context
 from sqlalchemy import create_engine
 
+from opregistry.db.migrate import MIGRATION_LOCK
 from opregistry.db.models import Base
 
 config = context.config
@@ -21,7 +22,7 @@ def run_migrations_online() -> None:
         with connection.begin():
             if connection.dialect.name == "postgresql":
                 # two processes migrating one database queue here (SQLite: BEGIN IMMEDIATE)
-                connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7306071887)")
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
             context.configure(
                 connection=connection,
                 target_metadata=target_metadata,

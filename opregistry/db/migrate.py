@@ -19,6 +19,9 @@ from opregistry.db.location import DatabaseLocation
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError
 
+# the PostgreSQL advisory lock under which migrations run (migrations/env.py takes it)
+MIGRATION_LOCK = 7306071887
+
 
 def scripts_location() -> Path:
     package_dir = Path(__file__).resolve().parent.parent
@@ -110,13 +113,18 @@ def current(engine: Engine) -> str | None:
 
 
 def ensure_current(engine: Engine) -> None:
-    """Bring a new, empty database to head; refuse one at another revision."""
-    revision = current(engine)
+    """Bring a new, empty database to head; refuse one at another revision.
+
+    The revision and the tables are read in one transaction: read apart, another
+    process migrating the same new file in between looks like a foreign database."""
+    with translated(engine, "read"), engine.connect() as connection, connection.begin():
+        if connection.dialect.name == "postgresql":  # SQLite: BEGIN IMMEDIATE (writers)
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+        revision = MigrationContext.configure(connection).get_current_revision()
+        tables = set(inspect(connection).get_table_names())
     if revision == HEAD_REVISION:
         return
     if revision is None:
-        with translated(engine, "read"):
-            tables = set(inspect(engine).get_table_names())
         if tables - {"alembic_version"}:
             raise DatabaseError("the database has tables but no opregistry schema revision")
         upgrade(engine)

@@ -111,3 +111,46 @@ def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(smal
         holder.wait()
     assert code == 2 and err.count("\n") == 1, err
     assert "is locked by another process; retried for 1 s" in err
+
+
+
+_UPGRADE = (
+    "import sys\n"
+    "from opregistry.db import migrate\n"
+    "from opregistry.db.engine import make_engine\n"
+    "from opregistry.db.location import resolve\n"
+    "engine = make_engine(resolve(sys.argv[1]), create=True)\n"
+    "print('start', flush=True)\n"
+    "migrate.upgrade(engine)\n"
+)
+
+
+def test_a_new_file_migrated_by_another_writer_between_our_reads_is_not_foreign(
+        tmp_path, monkeypatch):
+    """`db load` into a new file, twice at once (CI saw it once, under load): one process
+    read "no revision", the other migrated, and the first then saw tables and refused the
+    file as foreign. Another process migrates exactly in that gap here; it must wait for
+    our read to end, and both must end at head."""
+    path = tmp_path / "new.sqlite"
+    ours = make_engine(resolve(path), create=True)
+    real_inspect = migrate.inspect
+    others: list[subprocess.Popen[str]] = []
+
+    def inspect_after_another_writer(target: object) -> object:
+        other = subprocess.Popen([sys.executable, "-c", _UPGRADE, str(path)], text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        others.append(other)
+        assert other.stdout is not None and other.stdout.readline() == "start\n"
+        try:  # done in well under a second unless our read holds the lock, as it should
+            other.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        return real_inspect(target)
+
+    monkeypatch.setattr(migrate, "inspect", inspect_after_another_writer)
+    migrate.ensure_current(ours)
+    [other] = others
+    code, _, err = _finish(other)
+    assert code == 0, err
+    assert migrate.current(ours) == migrate.heads()[0]
+    ours.dispose()
