@@ -357,12 +357,10 @@ def _matching(releases: list[ReleaseRow], version: str,
     return [r for r in prefix if key(r) == newest]
 
 
-_PRERELEASE = re.compile(r"(dev|rc|a|b)\d*$|(dev|rc)\d+", re.IGNORECASE)
-
-
 def is_prerelease(version: str) -> bool:
     """``2.23.0.dev20261026``, ``2.16.0rc0``, ``2.22.0-dev20261130``: not a final release."""
-    return bool(_PRERELEASE.search(version))
+    match = _VERSION.fullmatch(version.strip())  # the parser version_key sorts with
+    return match is not None and bool(match["pre"] or match["dev"])
 
 
 _VERSION = re.compile(

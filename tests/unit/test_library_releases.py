@@ -40,6 +40,10 @@ def db(tmp_path_factory):
 def test_latest_is_the_newest_final_release_and_nightly_the_newest_pre_release(db):
     assert is_prerelease("2.3.0-dev20260101") and is_prerelease("2.16.0rc0")
     assert not is_prerelease("2.21.0")
+    # the parser version_key sorts with: what sorts before its final is a pre-release
+    assert is_prerelease("2.16.0a1") and is_prerelease("2.16.0b2") and \
+        is_prerelease("2.23.0.dev20261026")
+    assert not any(map(is_prerelease, ("2.16.0.post1", "2.16.0-1", "", "nightly-ish")))
     assert opregistry.ops(db=db)[0].release == "2.2.0"
     assert opregistry.ops("nightly", db=db)[0].release == "2.3.0-dev20260101"
     summaries = opregistry.releases(db=db)
