@@ -119,10 +119,12 @@ def _format(fmt: Enum | str) -> OutputFormat:
 # ------------------------------------------------------------------ rows to text
 
 
-def _cell(value: Any) -> Any:
-    """A table, markdown or CSV cell: control characters of untrusted names escaped."""
+def _cell(value: Any, markdown: bool = False) -> Any:
+    """A table, markdown or CSV cell: control characters of untrusted names escaped,
+    and in markdown the ``|`` that would end the cell (an op or scope name may hold one)."""
     if isinstance(value, str):
-        return printable(value)
+        text = printable(value)
+        return text.replace("\\", "\\\\").replace("|", "\\|") if markdown else text
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -137,8 +139,10 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
     if not rows:
         return ""
     keys = list(columns or rows[0].keys())
-    drawn: str = tabulate([[_cell(r.get(k)) for k in keys] for r in rows], headers=keys,
-                          tablefmt=style, disable_numparse=True)  # tabulate is untyped
+    markdown = style == "github"
+    drawn: str = tabulate([[_cell(r.get(k), markdown) for k in keys] for r in rows],
+                          headers=keys, tablefmt=style,
+                          disable_numparse=True)  # tabulate is untyped
     return drawn
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from test_output_file import BLOCKED, CLEAN  # tests/unit is on sys.path
 
-from opregistry.formats import OutputFormat, Renderer, render, renderer_for, summary
+from opregistry.formats import OutputFormat, Renderer, render, renderer_for, summary, table
 from opregistry.formats.registry import RENDERERS, load, renderer_class
 
 HERE = Path(__file__).resolve().parent
@@ -243,3 +243,25 @@ def test_each_command_offers_the_formats_of_its_result():
     for command in ("lookup", "ops", "releases", "diff", "upgrade-check", "probe-report",
                     "check-files"):
         assert choices(command) == [f.value for f in Renderer.formats], command
+
+
+def _gfm_cells(line: str) -> list[str]:
+    """A GitHub-flavoured markdown table row's cells, as a reader sees them: ``\\`` escapes
+    the next character, an unescaped ``|`` ends a cell."""
+    cells, cell, chars = [], "", iter(line.strip().strip("|"))
+    for char in chars:
+        if char == "\\":
+            cell += next(chars, "")
+        elif char == "|":
+            cells.append(cell.strip())
+            cell = ""
+        else:
+            cell += char
+    return [*cells, cell.strip()]
+
+
+def test_a_name_with_a_pipe_or_backslash_stays_one_markdown_cell():
+    names = ["scope|op", "a\\|b", "tail\\", "plain"]
+    text = table([{"name": n, "status": "none"} for n in names], style="github")
+    assert [_gfm_cells(line) for line in text.splitlines()[2:]] == \
+        [[n, "none"] for n in names]
