@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,6 +152,24 @@ def test_raise_stops_before_the_variables_change():
             assert "Floor 'Floor'" in str(error.value) and "'raised'" in str(error.value)
     assert [e.count for e in guard.session.policy.found] == [2]
     assert np.array_equal(v.numpy(), before[0]) and np.array_equal(w.numpy(), before[1])
+
+
+def test_raise_inside_a_tf_function_is_our_error_not_autographs():
+    """autograph re-raises errors from converted code; ours stays ours (catchable as
+    ``NonDifferentiableError``, with what was lost), not a ``StagingError``."""
+    v = tf.Variable([1.0, 2.0], name="raised_in_function")
+
+    @tf.function  # autograph on, as users write it
+    def step() -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.round(v))
+        return tape.gradient(loss, v)
+
+    with opregistry.guard(action="raise", summary=False):
+        with pytest.raises(opregistry.NonDifferentiableError) as error:
+            step()
+    assert "Round 'Round'" in str(error.value) and "in user code" in str(error.value)
+    assert [lost.target for lost in error.value.lost] == ["variable 'raised_in_function'"]
 
 
 def test_ignore_with_reasons_is_in_the_summary():

@@ -36,8 +36,7 @@ def _lossy_step(variable, op, compiled):
             loss = tf.reduce_sum(op(variable * 2.0)) + tf.reduce_sum(partner * partner)
         return tape.gradient(loss, [variable, partner])
 
-    # autograph=False: autograph would wrap the guard's error in its StagingError
-    return (tf.function(body, autograph=False) if compiled else body), partner
+    return (tf.function(body) if compiled else body), partner
 
 
 def _run_guarded(name, op, action, compiled, started, results):

@@ -22,13 +22,29 @@ class NonDifferentiableWarning(UserWarning):
 
 
 class NonDifferentiableError(OpregistryError):
-    """``action="raise"``: raised from the gradient call, before anything is applied."""
+    """``action="raise"``: raised from the gradient call, before anything is applied.
+
+    Inside a ``tf.function`` too: autograph re-raises an error whose ``__init__`` is
+    ``Exception``'s as the same type with its "in user code" message (any other as its
+    own ``StagingError``), so this class keeps that ``__init__``; ``lost`` follows the
+    re-raised copy through its ``__context__``, the error autograph caught."""
 
     exit_code = 1
+    _lost: tuple[Lost, ...] | None = None
 
-    def __init__(self, message: str, lost: tuple[Lost, ...] = ()):
-        super().__init__(message)
-        self.lost = lost
+    @classmethod
+    def of(cls, message: str, lost: tuple[Lost, ...]) -> NonDifferentiableError:
+        error = cls(message)
+        error._lost = lost
+        return error
+
+    @property
+    def lost(self) -> tuple[Lost, ...]:
+        """What was lost, by target and gradient call."""
+        if self._lost is not None:
+            return self._lost
+        caught = self.__context__
+        return caught.lost if isinstance(caught, NonDifferentiableError) else ()
 
 
 @dataclass(frozen=True)
@@ -159,8 +175,8 @@ class GuardPolicy:
             if new:
                 fresh.append(lost)
         if self.action == "raise" and kept:  # every time: no step may apply them
-            raise NonDifferentiableError("\n".join(lost.message() for lost in kept),
-                                         tuple(kept))
+            raise NonDifferentiableError.of("\n".join(lost.message() for lost in kept),
+                                            tuple(kept))
         if fresh:
             self._report(fresh)
 
