@@ -5,11 +5,8 @@ upgrade or a lookup under a lock, and `--db` values that are not databases)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,21 +16,7 @@ from opregistry.db import migrate
 from opregistry.db.engine import make_engine
 from opregistry.db.location import resolve
 from opregistry.db.vocabulary import HEAD_REVISION
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return dict(env, **extra)
-
-
-def _cli(*args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "opregistry", *args], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(**env))
-
-
-def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=300)
-    return proc.returncode, out, err
+from tests.unit.db_processes import cli, finish, hold_lock
 
 
 def _releases(path: Path) -> list[tuple[str, int]]:
@@ -57,8 +40,8 @@ def docs(tf_document: dict, tmp_path: Path) -> tuple[Path, Path, int]:
 def test_two_loads_of_the_same_release_queue_and_the_second_replaces_it(docs, tmp_path):
     first, _, n_ops = docs
     db = tmp_path / "same.sqlite"
-    procs = [_cli("db", "load", str(first), "--db", str(db)) for _ in range(2)]
-    results = [_finish(p) for p in procs]
+    procs = [cli("db", "load", str(first), "--db", str(db)) for _ in range(2)]
+    results = [finish(p) for p in procs]
     for code, _, err in results:
         assert code == 0 and "Traceback" not in err, err
     assert sorted("(replaced)" in err for _, _, err in results) == [False, True]
@@ -69,38 +52,21 @@ def test_two_loads_of_different_releases_both_land(docs, tmp_path):
     first, second, n_ops = docs
     db = tmp_path / "two.sqlite"
     migrate.upgrade(make_engine(resolve(db), create=True))
-    procs = [_cli("db", "load", str(path), "--db", str(db)) for path in (first, second)]
-    for code, _, err in (_finish(p) for p in procs):
+    procs = [cli("db", "load", str(path), "--db", str(db)) for path in (first, second)]
+    for code, _, err in (finish(p) for p in procs):
         assert code == 0 and "Traceback" not in err, err
     found = _releases(db)
     assert len(found) == 2 and all(n == n_ops for _, n in found)
 
 
-_HOLD_LOCK = (
-    "import sqlite3, sys, time\n"
-    "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-    "conn.execute('BEGIN IMMEDIATE')\n"
-    "print('locked', flush=True)\n"
-    "time.sleep(float(sys.argv[2]))\n"
-    "conn.execute('ROLLBACK')\n"
-)
-
-
-def _hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-    return holder
-
-
 def test_a_load_while_another_process_holds_the_lock_is_one_line(docs, db_copy):
     first, _, _ = docs
     before = _releases(db_copy)
-    holder = _hold_lock(db_copy, 20)
+    holder = hold_lock(db_copy, 20)
     try:
         started = time.monotonic()
-        code, out, err = _finish(_cli("db", "load", str(first), "--db", str(db_copy),
-                                      OPREGISTRY_BUSY_TIMEOUT="1"))
+        code, out, err = finish(cli("db", "load", str(first), "--db", str(db_copy),
+                                    OPREGISTRY_BUSY_TIMEOUT="1"))
         waited = time.monotonic() - started
     finally:
         holder.kill()
@@ -113,9 +79,9 @@ def test_a_load_while_another_process_holds_the_lock_is_one_line(docs, db_copy):
 
 def test_a_load_waits_for_a_lock_that_is_released_in_time(docs, db_copy):
     first, _, _ = docs
-    holder = _hold_lock(db_copy, 2)
-    code, _, err = _finish(_cli("db", "load", str(first), "--db", str(db_copy),
-                                OPREGISTRY_BUSY_TIMEOUT="60"))
+    holder = hold_lock(db_copy, 2)
+    code, _, err = finish(cli("db", "load", str(first), "--db", str(db_copy),
+                              OPREGISTRY_BUSY_TIMEOUT="60"))
     holder.wait()
     assert code == 0 and "(replaced)" in err, err
 
@@ -129,7 +95,7 @@ def test_a_killed_db_upgrade_leaves_a_sound_database(db_copy, tf_document):
     outcomes = set()
     for delay in (0.0, 0.4, 0.8, 1.2, 1.6, 2.0, 2.5, 3.0):
         migrate.downgrade(engine, "0002_probes")
-        proc = _cli("db", "upgrade", "--db", str(db_copy))
+        proc = cli("db", "upgrade", "--db", str(db_copy))
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)

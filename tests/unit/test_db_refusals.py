@@ -3,58 +3,25 @@ upgrade or a lookup while another process holds the lock, and `--db` values that
 not databases (loads under contention, with a real harvest: tests/test_db_contention.py)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from db_processes import cli, env, finish, hold_lock  # tests/unit is on sys.path
 
 from opregistry.db import migrate
 from opregistry.db.engine import make_engine
 from opregistry.db.location import resolve
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return dict(env, **extra)
-
-
-def _cli(*args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "opregistry", *args], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(**env))
-
-
-def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=300)
-    return proc.returncode, out, err
-
-
-_HOLD_LOCK = (
-    "import sqlite3, sys, time\n"
-    "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-    "conn.execute('BEGIN IMMEDIATE')\n"
-    "print('locked', flush=True)\n"
-    "time.sleep(float(sys.argv[2]))\n"
-    "conn.execute('ROLLBACK')\n"
-)
-
-
-def _hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(db), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-    return holder
-
-
 def test_db_upgrade_under_a_lock_is_one_line(tmp_path):
     db = tmp_path / "old.sqlite"
     migrate.upgrade(make_engine(resolve(db), create=True), "0002_probes")
-    holder = _hold_lock(db, 20)
+    holder = hold_lock(db, 20)
     try:
-        code, _, err = _finish(_cli("db", "upgrade", "--db", str(db),
-                                    OPREGISTRY_BUSY_TIMEOUT="1"))
+        code, _, err = finish(cli("db", "upgrade", "--db", str(db),
+                                  OPREGISTRY_BUSY_TIMEOUT="1"))
     finally:
         holder.kill()
         holder.wait()
@@ -70,7 +37,7 @@ def test_a_db_that_is_not_a_database_is_one_line(tmp_path, db, command):
     (tmp_path / "file.txt").write_text("not a database")
     (tmp_path / "doc.json").write_text("{}")
     args = [a.format(tmp=tmp_path) for a in command] + ["--db", db.format(tmp=tmp_path)]
-    code, _, err = _finish(_cli(*args))
+    code, _, err = finish(cli(*args))
     assert code == 2 and err.count("\n") == 1 and err.startswith("Error: "), (args, err)
     assert "Traceback" not in err
 
@@ -79,39 +46,35 @@ def test_a_text_file_as_db_is_one_line(tmp_path):
     bogus = tmp_path / "bogus.sqlite"
     bogus.write_text("hello, I am not SQLite" * 100)
     for args in (["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"]):
-        code, _, err = _finish(_cli(*args, "--db", str(bogus)))
+        code, _, err = finish(cli(*args, "--db", str(bogus)))
         assert code == 2 and err.count("\n") == 1 and "not a database" in err, (args, err)
 
 
 def test_db_upgrade_to_an_unknown_revision_is_one_line(tmp_path):
-    code, _, err = _finish(_cli("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite")))
+    code, _, err = finish(cli("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite")))
     assert code == 2 and err.count("\n") == 1 and "zzz" in err, err
 
 
 def test_harvest_save_json_into_an_impossible_directory_fails_before_harvesting(tmp_path):
     (tmp_path / "file.txt").write_text("x")
     started = time.monotonic()
-    code, _, err = _finish(_cli("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
-                                "--db", str(tmp_path / "h.sqlite")))
+    code, _, err = finish(cli("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
+                              "--db", str(tmp_path / "h.sqlite")))
     assert code == 2 and err.count("\n") == 1 and "save" in err.lower(), err
     assert time.monotonic() - started < 30  # refused up front, not after a harvest
 
 
 def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(small_db):
     db_copy = small_db()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK.replace("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"),
-         str(db_copy), "20"], stdout=subprocess.PIPE, text=True)
+    holder = hold_lock(db_copy, 20, exclusive=True)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        code, _, err = _finish(_cli("lookup", "ArgMax", "--db", str(db_copy),
-                                    OPREGISTRY_BUSY_TIMEOUT="1"))
+        code, _, err = finish(cli("lookup", "ArgMax", "--db", str(db_copy),
+                                OPREGISTRY_BUSY_TIMEOUT="1"))
     finally:
         holder.kill()
         holder.wait()
     assert code == 2 and err.count("\n") == 1, err
     assert "is locked by another process; retried for 1 s" in err
-
 
 
 _UPGRADE = (
@@ -138,7 +101,7 @@ def test_a_new_file_migrated_by_another_writer_between_our_reads_is_not_foreign(
 
     def inspect_after_another_writer(target: object) -> object:
         other = subprocess.Popen([sys.executable, "-c", _UPGRADE, str(path)], text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
         others.append(other)
         assert other.stdout is not None and other.stdout.readline() == "start\n"
         try:  # done in well under a second unless our read holds the lock, as it should
@@ -150,7 +113,7 @@ def test_a_new_file_migrated_by_another_writer_between_our_reads_is_not_foreign(
     monkeypatch.setattr(migrate, "inspect", inspect_after_another_writer)
     migrate.ensure_current(ours)
     [other] = others
-    code, _, err = _finish(other)
+    code, _, err = finish(other)
     assert code == 0, err
     assert migrate.current(ours) == migrate.heads()[0]
     ours.dispose()
