@@ -20,28 +20,35 @@ from cli_run import run_cli
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-import opregistry  # noqa: E402
 from test_sarif_multitool import multitool  # noqa: E402,F401  (the fixture: installs it)
 
-
-class ArgmaxPool(keras.layers.Layer):
-    """A pooling layer through tf.nn.max_pool_with_argmax: XLA has no kernel for it."""
-
-    def call(self, x):
-        return tf.nn.max_pool_with_argmax(x, 2, 2, "VALID")[0]
+import opregistry  # noqa: E402
 
 
-class Expm(keras.layers.Layer):
-    """tf.linalg.expm of 2x2 blocks: it compiles forward, but its while_loop has no
-    maximum_iterations, so its gradient needs TensorLists of unknown size."""
+def _layers():
+    """(ArgmaxPool, Expm): the layers whose training step XLA cannot compile."""
+    import keras
 
-    def call(self, x):
-        return tf.reshape(tf.linalg.expm(tf.reshape(x, [-1, 2, 2])), [-1, 4])
+    class ArgmaxPool(keras.layers.Layer):
+        """A pooling layer through tf.nn.max_pool_with_argmax: XLA has no kernel for it."""
+
+        def call(self, x):
+            return tf.nn.max_pool_with_argmax(x, 2, 2, "VALID")[0]
+
+    class Expm(keras.layers.Layer):
+        """tf.linalg.expm of 2x2 blocks: it compiles forward, but its while_loop has no
+        maximum_iterations, so its gradient needs TensorLists of unknown size."""
+
+        def call(self, x):
+            return tf.reshape(tf.linalg.expm(tf.reshape(x, [-1, 2, 2])), [-1, 4])
+
+    return ArgmaxPool, Expm
 
 
 def _model(name):
     """(model, x, y): small Keras 3 models, each with one output."""
     L = keras.layers
+    ArgmaxPool, Expm = _layers()
     if name in ("argmax_pool", "argmax_pool_without"):
         inputs = keras.Input((4, 4, 1))
         h = L.Conv2D(2, 1)(inputs)
@@ -236,8 +243,8 @@ def harvested_db_without_xla(registry_document, tmp_path_factory):
     return _database(registry_document, tmp_path_factory.mktemp("plain_db") / "plain.sqlite")
 
 
-def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(built, xla_db, tmp_path,
-                                                              multitool):
+def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(
+        built, xla_db, tmp_path, multitool):  # noqa: F811
     logs = []
     for name in ("argmax_pool", "expm"):
         done = run_cli("check", str(built[name][2]["export"]), "--xla", "--db", str(xla_db),
