@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -266,3 +267,61 @@ def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(
     problems = [(r["ruleId"], r["message"]) for r in validation["results"]
                 if r.get("level", levels.get(r["ruleId"], "warning")) in ("error", "warning")]
     assert problems == []
+
+
+# ---------------------------------------------------------------- the guard (xla=True)
+
+
+def _fit_under_guard(name, db, jit_compile=True):
+    """Fit ``name`` under ``guard(xla=True)`` with its warnings as errors: the guard's
+    warning, raised at trace time, ends fit before XLA compiles anything."""
+    from opregistry.guard import XlaCompileWarning
+
+    model, x, y = _model(name)
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", XlaCompileWarning)
+        with opregistry.guard(xla=True, db=db, summary=False):
+            model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+
+
+def test_the_guard_warns_at_trace_time_before_xla_fails(built, xla_db):
+    from opregistry.guard import XlaCompileWarning
+
+    for name, cause in (("argmax_pool", "MaxPoolWithArgmax"),
+                        ("expm", "tensor_list_unknown_size")):
+        assert built[name][0] is False  # TF: fit with jit_compile fails
+        with pytest.raises(XlaCompileWarning) as raised:
+            _fit_under_guard(name, xla_db)
+        text = str(raised.value)
+        assert cause in text and "will not compile under XLA" in text, text
+        assert f"{Path(__file__).name}:" in text  # the line of the layer that made it
+
+
+def test_the_guard_is_quiet_where_xla_compiles_or_is_not_used(built, xla_db):
+    for name in ("argmax_pool_without", "expm_without", "dense"):
+        assert built[name][0] is True
+        _fit_under_guard(name, xla_db)  # no XlaCompileWarning: fit runs under XLA
+    _fit_under_guard("argmax_pool", xla_db, jit_compile=False)  # not compiled: no word
+
+
+def test_the_guard_tells_a_jit_compile_function_from_a_plain_one_and_eager(xla_db):
+    from opregistry.guard import XlaCompileWarning
+
+    v = tf.Variable(tf.ones([1, 4, 4, 1]))
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(tf.nn.max_pool_with_argmax(x * v, 2, 2, "VALID")[0])
+        return tape.gradient(y, v)
+
+    x = tf.ones([1, 4, 4, 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(xla=True, db=xla_db, summary=False):
+            step(x)  # eager: nothing is compiled
+            tf.function(step)(x)  # traced without XLA
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                tf.function(step, jit_compile=True)(x)  # TF: XLA refuses it
+    found = [w for w in caught if issubclass(w.category, XlaCompileWarning)]
+    assert len(found) == 1 and "MaxPoolWithArgmax" in str(found[0].message)
