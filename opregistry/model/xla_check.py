@@ -22,6 +22,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
+from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
 from opregistry.model.flatten import INST, Flat, tensor_id
 from opregistry.model.results import XlaFinding
 
@@ -39,9 +40,6 @@ WHILE_OPS = ("While", "StatelessWhile")
 _UNSIZED_LISTS = {"EmptyTensorList": 1, "TensorListReserve": 1}
 TENSOR_LIST_UNKNOWN_SIZE = "tensor_list_unknown_size"
 TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
-# the harvest's reason for an op whose gradient gives nothing to compile (Floor's None,
-# an op without a gradient: opregistry/harvest/inenv/xla.py): nothing for XLA to refuse
-NOTHING_TO_COMPILE = "no gradient to compile"
 
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
