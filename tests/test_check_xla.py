@@ -27,7 +27,7 @@ import opregistry  # noqa: E402
 
 
 def _layers():
-    """(ArgmaxPool, Expm): the layers whose training step XLA cannot compile."""
+    """(ArgmaxPool, Expm, Loop): layers whose training step XLA cannot compile."""
     import keras
 
     class ArgmaxPool(keras.layers.Layer):
@@ -43,13 +43,25 @@ def _layers():
         def call(self, x):
             return tf.reshape(tf.linalg.expm(tf.reshape(x, [-1, 2, 2])), [-1, 4])
 
-    return ArgmaxPool, Expm
+    class Loop(keras.layers.Layer):
+        """Three steps of a tf.while_loop, with or without maximum_iterations."""
+
+        def __init__(self, bounded: bool):
+            super().__init__()
+            self.bounded = bounded
+
+        def call(self, x):
+            return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h) * 1.5),
+                                 (tf.constant(0), x),
+                                 maximum_iterations=3 if self.bounded else None)[1]
+
+    return ArgmaxPool, Expm, Loop
 
 
 def _model(name):
     """(model, x, y): small Keras 3 models, each with one output."""
     L = keras.layers
-    ArgmaxPool, Expm = _layers()
+    ArgmaxPool, Expm, Loop = _layers()
     if name in ("argmax_pool", "argmax_pool_without"):
         inputs = keras.Input((4, 4, 1))
         h = L.Conv2D(2, 1)(inputs)
@@ -60,6 +72,10 @@ def _model(name):
         h = L.Dense(4)(inputs)
         h = Expm()(h) if name == "expm" else h
         outputs = L.Dense(1)(h)
+    elif name in ("while_loop", "while_loop_bounded"):
+        inputs = keras.Input((4,))
+        h = Loop(bounded=name == "while_loop_bounded")(L.Dense(4)(inputs))
+        outputs = L.Dense(1)(h)
     elif name == "dense":
         inputs = keras.Input((6,))
         outputs = L.Dense(1)(L.Dense(8, activation="relu")(inputs))
@@ -67,6 +83,9 @@ def _model(name):
         inputs = keras.Input((8, 8, 3))
         h = L.Conv2D(4, 3, activation="relu")(inputs)
         outputs = L.Dense(2)(L.GlobalAveragePooling2D()(h))
+    elif name == "lstm":  # a While with maximum_iterations, TensorLists of known size
+        inputs = keras.Input((5, 3))
+        outputs = L.Dense(1)(L.LSTM(4)(inputs))
     elif name == "resize_bilinear":
         inputs = keras.Input((4, 4, 2))
         h = L.Conv2D(2, 1)(inputs)
@@ -81,8 +100,10 @@ def _model(name):
     return model, x, y
 
 
-FAILING = {"argmax_pool": "argmax_pool_without", "expm": "expm_without"}
-ORDINARY = ["dense", "conv", "resize_bilinear"]
+# a failing model -> the same without the layer (or, for the loop, with a bound)
+FAILING = {"argmax_pool": "argmax_pool_without", "expm": "expm_without",
+           "while_loop": "while_loop_bounded"}
+ORDINARY = ["dense", "conv", "resize_bilinear", "lstm"]
 NAMES = [*FAILING, *FAILING.values(), *ORDINARY]
 
 
@@ -176,6 +197,7 @@ def test_the_models_really_fail_under_xla_and_compile_without_the_layer(built):
         assert built[without][0] is True, without
     assert "MaxPoolWithArgmax" in built["argmax_pool"][1]
     assert "fixed tensor list size" in built["expm"][1]
+    assert "fixed tensor list size" in built["while_loop"][1]
     assert all(built[name][0] for name in ORDINARY)
 
 
@@ -195,6 +217,15 @@ def test_a_gradient_only_failure_names_the_while_loop_of_expm(built, xla_db, sav
         ("StatelessWhile", "structure", "fails", "tensor_list_unknown_size")}
     assert all(x.node.endswith("matrix_exponential/while") for x in result.xla)
     assert all("maximum_iterations" in (x.reason or "") for x in result.xla)
+
+
+@pytest.mark.parametrize("saved", ["export", "saved_model"])
+def test_a_while_loop_fails_without_maximum_iterations_and_compiles_with(built, xla_db,
+                                                                          saved):
+    result = _check(built["while_loop"][2][saved], xla_db)
+    assert {(x.part, x.cause) for x in result.xla or ()} == {
+        ("structure", "tensor_list_unknown_size")}
+    assert _check(built["while_loop_bounded"][2][saved], xla_db).xla == []
 
 
 def test_clean_models_have_no_xla_finding_at_all(built, xla_db):
@@ -289,7 +320,8 @@ def test_the_guard_warns_at_trace_time_before_xla_fails(built, xla_db):
     from opregistry.guard import XlaCompileWarning
 
     for name, cause in (("argmax_pool", "MaxPoolWithArgmax"),
-                        ("expm", "tensor_list_unknown_size")):
+                        ("expm", "tensor_list_unknown_size"),
+                        ("while_loop", "tensor_list_unknown_size")):
         assert built[name][0] is False  # TF: fit with jit_compile fails
         with pytest.raises(XlaCompileWarning) as raised:
             _fit_under_guard(name, xla_db)
@@ -299,7 +331,7 @@ def test_the_guard_warns_at_trace_time_before_xla_fails(built, xla_db):
 
 
 def test_the_guard_is_quiet_where_xla_compiles_or_is_not_used(built, xla_db):
-    for name in ("argmax_pool_without", "expm_without", "dense"):
+    for name in ("argmax_pool_without", "expm_without", "while_loop_bounded", "dense"):
         assert built[name][0] is True
         _fit_under_guard(name, xla_db)  # no XlaCompileWarning: fit runs under XLA
     _fit_under_guard("argmax_pool", xla_db, jit_compile=False)  # not compiled: no word

@@ -68,7 +68,10 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
         if inst in flat.transparent or op in FRAME_OPS:
             continue
         if op in _UNSIZED_LISTS or op == "TensorArrayV3":
+            # a list's making compiles when its size is known: the structure decides
+            # (the harvest cannot build one alone: its size is an argument)
             _list_structure(flat, inst, add)
+            continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
         if facts is None or xla is None:
@@ -136,7 +139,9 @@ def _while_structure(flat: Flat, inst: int, below: set[int], reach: set[int], ad
         add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
             "a while_loop without maximum_iterations on a gradient path: its gradient "
             "needs TensorList accumulators of unknown size (XLA compilation requires a "
-            "fixed tensor list size)")
+            "fixed tensor list size); give the loop maximum_iterations (autograph gives "
+            "a `for ... in tf.range(n)` loop one when it traces under XLA, so a step "
+            "traced again from Python may compile where this graph does not)")
 
 
 def _list_structure(flat: Flat, inst: int, add: Any) -> None:
