@@ -389,3 +389,95 @@ def test_the_matrix_shows_rows_on_the_first_screen_of_a_phone(site: Path, browse
     p = wide.open(site, "index.html")
     assert p.locator("#in").is_visible() and not p.locator("#filters").is_visible()
     wide.page.close()
+
+
+# ------------------------------------------------------------------- under XLA (issue 25)
+
+
+def test_the_matrix_under_xla_says_not_harvested_where_no_release_was(site: Path, data: dict,
+                                                                      watched):
+    """The shipped database: the view under XLA says so for every release harvested
+    without XLA (today all of them), never a guess."""
+    harvested = [r["key"] for r in data["releases"] if r["xla"]]
+    page = watched.open(site, "index.html")
+    assert not page.locator("#xla-note").is_visible()
+    page.select_option("#view", "xla")
+    note = page.inner_text("#xla-note")
+    if harvested:
+        assert f"{len(harvested)} of {len(data['releases'])} releases harvested" in note
+    else:
+        assert note.startswith("Not harvested: no release of this database was harvested")
+    assert "view=xla" in page.url
+    assert page.locator("#legend-xla").is_visible()
+    page.fill("#q", "ArgMax")
+    for r in data["releases"]:
+        entry = data["ops"]["ArgMax"]["releases"].get(r["key"])
+        shown = cell(page, 0, r["key"], data)
+        if entry is None:
+            assert shown.get_attribute("class") == "s x-absent"
+        elif "xla" not in entry:
+            assert shown.get_attribute("class") == "s x-not_harvested", r["key"]
+            assert shown.get_attribute("title") == f"ArgMax {r['key']}: under XLA not harvested"
+    op = watched.open(site, "ops/ArgMax.html", ready=False)
+    rows = op.locator("table.xla tbody tr")
+    assert rows.count() == len(data["ops"]["ArgMax"]["releases"])
+    if not harvested:
+        assert "Not harvested" in op.inner_text(".xla-note")
+        assert set(rows.locator("td").all_inner_texts()) == {"– not harvested with XLA"}
+
+
+@pytest.fixture(scope="module")
+def xla_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A site of this TensorFlow's registry with four ops harvested with XLA (a real
+    harvest: the probe workers with --xla)."""
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import resolve
+    from opregistry.harvest import runner
+    from opregistry.harvest.inenv import workers
+
+    wanted = ["MaxPoolWithArgmax", "ResizeNearestNeighbor", "Relu", "Floor"]
+    document = runner.collect(probes=False)
+    records, _ = workers.run_probes(wanted, numeric=False, libraries=["--xla"])
+    document["probes"] = {"seconds": 1.0, "numeric": False, "xla": True}
+    for op in document["ops"]:
+        if op["name"] in records:
+            op["probe"] = records[op["name"]]
+    base = tmp_path_factory.mktemp("xla_site")
+    engine = make_engine(resolve(base / "xla.sqlite"), create=True)
+    load(engine, document)
+    engine.dispose()
+    done = run_cli("site", str(base / "site"), "--db", str(base / "xla.sqlite"))
+    assert done.returncode == 0, done.stderr
+    return base / "site", json.loads((base / "site" / "data" / "ops.json").read_text())
+
+
+def test_the_matrix_under_xla_shows_what_the_harvest_compiled(xla_site, watched):
+    site, data = xla_site
+    (release,) = [r["key"] for r in data["releases"]]
+    page = watched.open(site, "index.html#view=xla")
+    assert page.inner_text("#xla-note").startswith("Under XLA on the CPU: 1 of 1 releases")
+    expected = {"MaxPoolWithArgmax": "fails", "ResizeNearestNeighbor": "gradient_fails",
+                "Relu": "compiles", "Floor": "compiles", "ArgMax": "not_harvested"}
+    for op, state in expected.items():
+        page.fill("#q", op)
+        assert page.locator("#rows tr[data-i='0'] th a").inner_text() == op
+        shown = cell(page, 0, release, data)
+        assert shown.get_attribute("class") == f"s x-{state}", op
+    page.fill("#q", "")
+    page.select_option("#state", "fails")  # the status filter speaks the view's states
+    names = page.locator("#rows tr[data-i] th a").all_inner_texts()
+    assert "MaxPoolWithArgmax" in names and "Relu" not in names
+    page.select_option("#view", "")  # back to gradients: their states again
+    assert page.locator("#state option").all_inner_texts()[1:] == list(STATES)
+    assert page.locator("#legend-gradient").is_visible()
+
+
+def test_the_op_page_has_a_row_per_release_under_xla(xla_site, watched):
+    site, _ = xla_site
+    page = watched.open(site, "ops/ResizeNearestNeighbor.html", ready=False)
+    (row,) = page.locator("table.xla tbody tr").all()
+    cells = row.locator("td").all_inner_texts()
+    assert cells[0].endswith("gradient_fails")
+    assert "forward compiles" in cells[1] and "ResizeNearestNeighborGrad" in cells[1]
+    assert "compiled by the harvest" in page.inner_text(".xla-note")

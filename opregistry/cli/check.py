@@ -40,6 +40,11 @@ def check_command(
         False, "--strict", help="Also exit 1 for partial paths (an op of concern on a "
                                 "gradient path where the gradient still arrives by another) "
                                 "and for policy rules that expired or matched nothing."),
+    xla: bool = typer.Option(
+        False, "--xla", help="Also whether each output's training step compiles under XLA "
+                             "(jit_compile) on the CPU: every op of the forward pass, the "
+                             "gradient of every op on a gradient path, and the structures XLA "
+                             "cannot size; exit 1 when something will not compile."),
     ignore: OptionalList = IgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
@@ -50,7 +55,7 @@ def check_command(
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
     code = run_check(model, release, output, tags, strict, ignore, policy_file, fmt,
-                     output_file, db)
+                     output_file, db, xla)
     if code:
         raise typer.Exit(code=code)
 

@@ -9,3 +9,6 @@ EFFECTIVE_STATES = ("differentiable", "partial", "none", "no_gradient", "missing
 INPUT_RESULTS = ("gradient", "none", "zero", "raises")
 VERIFICATION_STATES = ("verified", "flagged", "not_verified")
 XLA_STATES = ("compiles", "fails", "unknown")
+# the harvest's reason (opregistry/harvest/inenv/xla.py) for an op whose gradient gives
+# XLA nothing to compile (Floor's None, an op without a gradient): nothing to refuse
+XLA_NOTHING_TO_COMPILE = "no gradient to compile"

@@ -32,7 +32,18 @@ def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
                              function=b.function if b else None,
                              reason=b.reason if b else "no path",
                              library=b.library if b else None))
-    return rows
+    return rows + xla_rows(result)
+
+
+def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
+    """One row per XLA finding (``check --xla``): status ``xla_fails`` or ``xla_unknown``,
+    the forward op, the part that does not compile as the reason (forward, gradient,
+    structure), what XLA refuses in ``xla`` and the line that created the op."""
+    return [{"meta_graph": x.meta_graph, "signature": x.signature, "output": x.output,
+             "target_kind": None, "target": None, "status": f"xla_{x.status}",
+             "node": x.node, "op": x.op, "function": x.function, "reason": x.part,
+             "library": None, "xla": x.cause, "xla_reason": x.reason, "site": x.site}
+            for x in result.xla or ()]
 
 
 def summary_line(result: CheckResult) -> str:
@@ -45,6 +56,8 @@ def summary_line(result: CheckResult) -> str:
                + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
                   if len(result.meta_graphs) > 1 else "")
                + f" against TensorFlow {result.release}")
+    if result.xla is not None:
+        summary += "; under XLA: " + xla_summary(result)
     if result.library_ops:
         by_library: dict[str, list[str]] = {}
         for op, library in result.library_ops.items():
@@ -55,6 +68,17 @@ def summary_line(result: CheckResult) -> str:
         summary += "; ops unknown to the database: " + ", ".join(
             printable(op) for op in result.unknown_ops)
     return summary
+
+
+def xla_summary(result: CheckResult) -> str:
+    """How many outputs' training steps compile, fail or cannot be told under XLA."""
+    counts: dict[str, int] = {}
+    for o in result.outputs:
+        counts[o.xla or "unknown"] = counts.get(o.xla or "unknown", 0) + 1
+    said = {"fails": "will not compile", "unknown": "unknown",
+            "compiles": "compiles" if counts.get("compiles") == 1 else "compile"}
+    return ", ".join(f"{plural(counts[s], 'output')} {said[s]}"
+                     for s in ("fails", "unknown", "compiles") if counts.get(s)) or "no output"
 
 
 def serving_version_line(base: str, newest: ServingVersion) -> str:
@@ -96,6 +120,9 @@ class CheckRenderer(Renderer["CheckResult"]):
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
         if any(f.library for f in _ops(result)):  # which op library a blocking op is from
             columns = [*columns, "library"]
+        if result.xla:  # check --xla: what XLA refuses, and where the op was created
+            columns = [*columns, "xla", "xla_reason"] + (
+                ["site"] if any(x.site for x in result.xla) else [])
         return columns
 
     def summary(self, result: CheckResult) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from opregistry.text import printable
 
 if TYPE_CHECKING:
-    from opregistry.model.results import CheckResult
+    from opregistry.model.results import CheckResult, XlaFinding
 
 
 def check_result_dot(result: CheckResult) -> str:
@@ -35,8 +35,30 @@ def check_result_dot(result: CheckResult) -> str:
         for a, b in edges:
             lines.append(f'    "{index}:{_dot_escape(a)}" -> "{index}:{_dot_escape(b)}";')
         lines.append("  }")
+    lines += _xla_clusters(result)
     lines.append("}")
     return "\n".join(lines)
+
+
+def _xla_clusters(result: CheckResult) -> list[str]:
+    """``check --xla``: per output, the ops that do not compile (orange) or that cannot
+    be told (grey), each labelled with what XLA refuses."""
+    by_output: dict[tuple[str, str], list[XlaFinding]] = {}
+    for x in result.xla or ():
+        by_output.setdefault((x.signature, x.output), []).append(x)
+    lines = []
+    for index, ((signature, output), found) in enumerate(by_output.items()):
+        where = f"{signature}:" if signature else ""
+        lines += [f"  subgraph cluster_xla_{index} {{",
+                  f'    label="{_dot_escape(where + output)} under XLA";']
+        for x in found:
+            color = "orange" if x.status == "fails" else "lightgrey"
+            name, what = x.node.rsplit("/", 1)[-1], f"{x.part}: {x.cause or x.status}"
+            lines.append(f'    "xla{index}:{_dot_escape(x.node)}" [label="{_dot_escape(name)}'
+                         f'\\n{_dot_escape(x.op)}\\n{_dot_escape(what)}", style=filled, '
+                         f'fillcolor="{color}"];')
+        lines.append("  }")
+    return lines
 
 
 def _dot_escape(text: str) -> str:

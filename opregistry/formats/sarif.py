@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.model.results import (
+        BlockingOp,
+        CheckResult,
+        Finding,
+        PartialPath,
+        XlaFinding,
+    )
     from opregistry.numerical.results import GradcheckResult
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes
 from opregistry.model.results import REASONS
+from opregistry.text import printable
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/opregistry/opregistry"
@@ -67,6 +74,18 @@ RULES: dict[str, tuple[str, str]] = {
     "partial_path": ("An op of concern on a gradient path that still gets a gradient",
                      "One path through the op gives no gradient, but another path does: "
                      "the gradient is smaller than it looks."),
+    "xla/fails": ("The training step will not compile under XLA",
+                  "With jit_compile=True (tf.function, Keras compile/fit), XLA refuses an op "
+                  "of the forward pass, the gradient of an op on a gradient path, or a "
+                  "structure (a while_loop without maximum_iterations on a gradient path "
+                  "needs TensorList accumulators of unknown size), as the release's XLA "
+                  "harvest compiled it on the CPU: the first training step fails. Replace "
+                  "the op, give the loop a maximum_iterations, or train without "
+                  "jit_compile."),
+    "xla/unknown": ("Whether the training step compiles under XLA is unknown",
+                    "The release was not harvested with XLA for an op on the training "
+                    "step (or the harvest could not compile it alone): opregistry cannot "
+                    "say whether it compiles."),
     "gradcheck/mismatch": ("TensorFlow's gradient differs from finite differences",
                            "The analytic gradient and central finite differences disagree "
                            "beyond the tolerance."),
@@ -95,6 +114,8 @@ RULE_NAMES: dict[str, str] = {
     "gradient_raises": "GradientRaisesInSavedFunction",
     "no_path": "NoGradientPath",
     "partial_path": "OpOfConcernOnGradientPath",
+    "xla/fails": "TrainingStepDoesNotCompileUnderXla",
+    "xla/unknown": "XlaCompilationUnknown",
     "gradcheck/mismatch": "GradientMismatch",
     "gradcheck/none": "GradientIsNone",
     "gradcheck/zero": "GradientIsZero",
@@ -108,7 +129,8 @@ def _rules() -> list[dict[str, Any]]:
              "help": {"text": help_text, "markdown": help_text + (
                  "\n\n" + help_markdown(rule_id) if rule_id in REASONS else "")},
              "defaultConfiguration": {"level": "warning" if rule_id in (
-                 "partial_path", "unknown_op", "gradcheck/non-smooth") else "error"}}
+                 "partial_path", "unknown_op", "gradcheck/non-smooth", "xla/unknown")
+                 else "error"}}
             for rule_id, (short, help_text) in RULES.items()]
 
 
@@ -205,8 +227,8 @@ def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[
         related = _related(ops)
         if related:
             result["relatedLocations"] = related
-        fixes = sarif_fixes(ops, uri, result["locations"][0]["physicalLocation"]["region"][
-            "startLine"])
+        line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
+        fixes = sarif_fixes(result.pop("fix_ops", ops), uri, line)
         if fixes:
             result["fixes"] = fixes
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [{
@@ -257,8 +279,39 @@ def check_sarif(result: CheckResult) -> str:
                            "meta_graph": item.meta_graph,
                            "ops": [b.op for b in ops]},
         })
+    results += [_xla_result(x, uri) for x in result.xla or ()]
     return _log(results, result.source, uri,
                 {"release": result.release, "ignored": len(result.ignored)})
+
+
+def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
+    """A ``check --xla`` finding: rule xla/fails (or xla/unknown), at the op."""
+    from opregistry.model.results import BlockingOp
+
+    where = f"{x.signature}/{x.output}" if x.signature else x.output
+    what = {"forward": "the op does not compile", "gradient": "its gradient does not compile",
+            "structure": "the structure does not compile"}[x.part] if x.status == "fails" \
+        else f"whether its {x.part} compiles is unknown"
+    cause = f" ({x.cause})" if x.cause else ""
+    why = f": {x.reason}" if x.reason else ""
+    return {
+        "ruleId": f"xla/{x.status}",
+        "level": "error" if x.status == "fails" else "warning",
+        "message": {"text": printable(f"the training step of {where} under XLA: {x.node} "
+                                      f"({x.op}): {what}{cause}{why}")},
+        "logical": [{"name": x.output, "kind": "member",
+                     "fullyQualifiedName": _qualified(x.signature, x.output)},
+                    {"name": x.node, "kind": "function",
+                     "fullyQualifiedName": _qualified(x.signature, x.function, x.node)}],
+        "ops": [BlockingOp(x.node, x.op, x.function, f"xla_{x.part}", x.site)],
+        "fix_ops": [],  # the remedies are for gradients that stop, not for XLA
+        "partialFingerprints": {"opregistryXla/v1": _fingerprint(
+            uri, x.meta_graph, x.signature, x.output, x.node, x.op, x.part, x.status,
+            x.cause)},
+        "properties": {"signature": x.signature, "output": x.output,
+                       "meta_graph": x.meta_graph, "op": x.op, "part": x.part,
+                       "status": x.status, "cause": x.cause},
+    }
 
 
 def gradcheck_sarif(result: GradcheckResult, target: str | None = None) -> str:

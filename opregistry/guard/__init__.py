@@ -24,7 +24,16 @@ from opregistry.guard.actions import (
 )
 
 __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
-           "GuardPolicy", "current", "guard", "install", "uninstall"]
+           "GuardPolicy", "XlaCompileWarning", "current", "guard", "install", "uninstall"]
+
+
+
+def __getattr__(name: str) -> Any:
+    if name == "XlaCompileWarning":  # without importing the analysis with the guard
+        from opregistry.guard.xla import XlaCompileWarning
+
+        return XlaCompileWarning
+    raise AttributeError(name)
 
 
 class Guard:
@@ -33,10 +42,10 @@ class Guard:
 
     def __init__(self, action: str = "warn", ignore: Any = None, *,
                  release: str | None = None, db: DbLike = None, summary: bool = True,
-                 program_wide: bool = False):
+                 program_wide: bool = False, xla: bool = False):
         from opregistry.guard.session import Session
 
-        self.session = Session(action, ignore, release, db)
+        self.session = Session(action, ignore, release, db, xla)
         self.print_summary = summary
         # False: the gradient calls of the thread that starts it; True: those of every
         # thread that has no guard of its own (install(), opregistry run)
@@ -85,7 +94,7 @@ _program: list[Guard] = []  # the guard of install(), if any
 
 
 def guard(action: str = "warn", ignore: Any = None, *, release: str | None = None,
-          db: DbLike = None, summary: bool = True) -> Guard:
+          db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """A guard to use as a context manager: ``with opregistry.guard(action="raise"):``.
 
     ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
@@ -95,17 +104,20 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
     ``node:*/argmax``, ``target:frozen/*``, ``output:...`` or a bare glob for any) or a
     Policy (``opregistry.policy.load_policy()`` reads the project's policy file).
     ``release``: whose facts (default: the installed TensorFlow's, else the nearest in
-    the database). The summary goes to stderr at the end when anything was seen."""
-    return Guard(action, ignore, release=release, db=db, summary=summary)
+    the database). The summary goes to stderr at the end when anything was seen.
+    ``xla``: also, while a ``jit_compile`` function (Keras ``jit_compile=True``) traces
+    a gradient call, an ``XlaCompileWarning`` naming each op, gradient or structure
+    the release's XLA harvest says will not compile, before XLA fails at run time."""
+    return Guard(action, ignore, release=release, db=db, summary=summary, xla=xla)
 
 
 def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
-            db: DbLike = None, summary: bool = True) -> Guard:
+            db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """Guard the whole program, every thread without a guard of its own, until
     ``uninstall()`` (the summary is printed at exit)."""
     uninstall()
     installed = Guard(action, ignore, release=release, db=db, summary=summary,
-                      program_wide=True).start()
+                      program_wide=True, xla=xla).start()
     _program.append(installed)
     return installed
 

@@ -350,12 +350,15 @@ def _inspect(session: Any, *args: Any) -> None:
     """The analysis of one call; a fault of the guard itself is one warning, never the
     end of the user's training (NonDifferentiableError is the policy's, and passes)."""
     from opregistry.guard.actions import NonDifferentiableError
+    from opregistry.guard.xla import XlaCompileWarning
 
     try:
         session.inspect(*args)
     except NonDifferentiableError:
         if session.on_raise is not None:
             session.on_raise()
+        raise
+    except XlaCompileWarning:  # a warning the program turned into an error: its own
         raise
     except Exception as exc:  # noqa: BLE001 - any fault in the analysis
         import warnings

@@ -40,8 +40,11 @@ class GraphCache:
 
 class Session:
     def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
-                 db: DbLike = None):
+                 db: DbLike = None, xla: bool = False):
         self.policy = GuardPolicy(action, ignore)
+        # xla: in a jit_compile function, warn at trace time what XLA will refuse
+        self.xla = xla
+        self._xla_seen: set[tuple[str, str, str | None]] = set()
         self._release, self._db = release, db
         self._facts: Facts | None = None
         self.cache = GraphCache()
@@ -80,6 +83,8 @@ class Session:
         symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
         if symbolic:
             verdicts, loss, loss_site = self._graph_verdicts(tf, targets, flat_sources, names)
+            if self.xla:
+                self._xla_check(tf, targets, flat_sources, names)
         elif isinstance(log, eager.EagerLog):
             verdicts, loss, loss_site = self._eager_verdicts(tf, log, targets, flat_sources,
                                                              names)
@@ -149,6 +154,22 @@ class Session:
             cache[key] = graphs.judge(model, self.facts, graphs.graph_site_of(graph))
         loss = targets[0].op
         return cache[key], f"{loss.type} '{loss.name}'", traceback_site(loss)
+
+    def _xla_check(self, tf: Any, targets: list[Any], sources: list[Any],
+                   names: list[str]) -> None:
+        """In a function traced for XLA: warn what will not compile, once per op."""
+        from opregistry.guard import xla
+
+        graph = targets[0].graph
+        if not xla.in_xla_context(graph):
+            return
+        key = ("xla", tuple(t.name for t in targets), tuple(names), graph.version)
+        state, cache = self.cache.for_graph(graph)
+        if key not in cache:
+            model = graphs.graph_call_model(tf, state, graph, targets, sources, names)
+            cache[key] = xla.xla_failures(model, self.facts)
+        xla.warn(cache[key], graphs.graph_site_of(graph), self.facts.release or "installed",
+                 self._xla_seen)
 
     def _eager_verdicts(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                         sources: list[Any], names: list[str]

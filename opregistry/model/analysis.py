@@ -36,6 +36,7 @@ from opregistry.model.results import (
     OutputReport,
     PartialPath,
     Target,
+    XlaFinding,
     with_sites,
 )
 from opregistry.model.walks import (
@@ -48,19 +49,24 @@ from opregistry.model.walks import (
     relevant_stops,
     subgraph,
 )
+from opregistry.model.xla_check import verdict as xla_verdict
+from opregistry.model.xla_check import xla_findings
 
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
             outputs: list[tuple[str | None, str]] | None = None,
-            flat: Flat | None = None) -> CheckResult:
+            flat: Flat | None = None, xla: bool = False) -> CheckResult:
     """Every (signature output, target) pair: with a gradient (and ops of concern on a
     path that still carries one), blocked (a finding, with the ops where its paths
-    stop) or unrelated (the output does not depend on the target)."""
+    stop) or unrelated (the output does not depend on the target). With ``xla``, also
+    whether each output's training step compiles under XLA (``xla_check``)."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
     variables, inputs = model_targets(model, flat)
     meta_graph = ",".join(model.tags)
     reports, findings, partials, subgraphs = [], [], [], []
+    xla_found: list[XlaFinding] = []
+    downstream: dict[tuple[int, ...], set[int]] = {}
     by_signature: dict[str, list[tuple[str, int]]] = {}
     for signature, output, tensor in model_outputs(model, flat, outputs):
         by_signature.setdefault(signature, []).append((output, tensor))
@@ -70,7 +76,14 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         fatal = _fatal_ops(flat, state, sig_outputs, stops)
         for output, tensor in sig_outputs:
             graded = state.reach(tensor)
-            report = OutputReport(signature, output, meta_graph=meta_graph)
+            xla_status = None
+            if xla:  # the training step's targets: its variables, else its inputs
+                found = xla_findings(flat, state, signature, output, tensor, [
+                    s for t in (variables or targets) for s in t.sources], downstream,
+                    meta_graph)
+                xla_found += found
+                xla_status = xla_verdict(found)
+            report = OutputReport(signature, output, meta_graph=meta_graph, xla=xla_status)
             for target in targets:
                 sources = target.sources
                 if not fatal and any(s in graded for s in sources):
@@ -108,13 +121,16 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         findings = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
                     for f in findings]
         partials = [replace(p, ops=with_sites(model.sites, p.ops)) for p in partials]
+        xla_found = [replace(x, site=model.sites.get(x.node)) if x.function is None else x
+                     for x in xla_found]
     all_targets = [t.public for t in variables] + [t.public for sig in sorted(inputs)
                                                     for t in inputs[sig]]
     return CheckResult(release=release, source=model.source, findings=findings,
                        outputs=reports, unknown_ops=sorted(flat.unknown),
                        unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients),
                        partial_paths=partials, targets=all_targets,
-                       unused_variables=list(model.unused_variables), subgraphs=subgraphs)
+                       unused_variables=list(model.unused_variables), subgraphs=subgraphs,
+                       xla=xla_found if xla else None)
 
 
 class _State:

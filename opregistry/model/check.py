@@ -74,8 +74,8 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
 
 
 def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
-          outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None
-          ) -> CheckResult:
+          outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None,
+          xla: bool = False) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
     the gradient stops.
 
@@ -83,7 +83,9 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     or a live tf.function / callable / tf.Module / Keras model traced on ``inputs``.
     Every MetaGraph of a SavedModel is checked unless ``tags`` names one.
     ``release`` defaults to the installed TensorFlow when the database has it, else the
-    newest release in the database."""
+    newest release in the database. With ``xla``, also whether each output's training
+    step compiles under XLA on the CPU (``CheckResult.xla``, from the release's XLA
+    harvest: ``docs/xla.md``)."""
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
@@ -93,7 +95,8 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     op_types = set().union(*(m.op_types for m in models))
     version, facts = op_facts(release or default_release(db), sorted(op_types), db=db)
     with _no_gc():
-        result = CheckResult.merge([analyse(m, facts, version, outputs) for m in models])
+        result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
+                                     for m in models])
     return result.with_libraries({op: f.library for op, f in facts.items() if f.library})
 
 

@@ -72,6 +72,33 @@ class PartialPath:
     meta_graph: str = ""
 
 
+# what does not compile under XLA (XlaFinding.part): the op itself in the forward pass,
+# its gradient, or a structure of the graph (a While without a maximum iteration count
+# on a gradient path needs TensorList accumulators XLA cannot size)
+XLA_PARTS = ("forward", "gradient", "structure")
+
+
+@dataclass(frozen=True)
+class XlaFinding:
+    """Why an output's training step will not compile under XLA (``status`` fails), or
+    cannot be told (``unknown``): an op of its forward pass, an op whose gradient is
+    built, or a structure of the graph."""
+
+    signature: str
+    output: str
+    node: str
+    op: str  # the forward op (the While, for a structure)
+    function: str | None
+    part: str  # one of XLA_PARTS
+    status: str  # fails | unknown
+    # what XLA refuses: the first unsupported op (ResizeNearestNeighborGrad) or the
+    # structure (tensor_list_unknown_size); None where unknown
+    cause: str | None = None
+    reason: str | None = None  # TF's message when the harvest compiled it, or why unknown
+    site: str | None = None  # "file:line" that created the op, where known
+    meta_graph: str = ""
+
+
 @dataclass(frozen=True)
 class OutputReport:
     signature: str
@@ -82,6 +109,9 @@ class OutputReport:
     meta_graph: str = ""
     # target -> ops where one of its gradient paths stops (it still gets a gradient)
     partial_path: dict[str, list[str]] = field(default_factory=dict)
+    # with ``check --xla``: whether the training step compiles under XLA on the CPU
+    # (compiles | fails | unknown); None when not asked
+    xla: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +134,8 @@ class CheckResult:
     ignored: list[Any] = field(default_factory=list)
     # op type -> the op library whose release gave its facts ("tensorflow-text 2.21.1")
     library_ops: dict[str, str] = field(default_factory=dict)
+    # with ``check --xla``: what will not compile (or cannot be told); None when not asked
+    xla: list[XlaFinding] | None = None
 
     def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
         """A new result naming, for each op of an op library, the library."""
@@ -119,7 +151,12 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.findings and not self.xla_failures
+
+    @property
+    def xla_failures(self) -> list[XlaFinding]:
+        """What will not compile under XLA (not the unknowns)."""
+        return [x for x in self.xla or () if x.status == "fails"]
 
     @property
     def stopping_ops(self) -> list[BlockingOp]:
@@ -147,7 +184,8 @@ class CheckResult:
                    partial_paths=[p for r in results for p in r.partial_paths],
                    targets=list(dict.fromkeys(t for r in results for t in r.targets)),
                    unused_variables=sorted({v for r in results for v in r.unused_variables}),
-                   subgraphs=[s for r in results for s in r.subgraphs])
+                   subgraphs=[s for r in results for s in r.subgraphs],
+                   xla=None if first.xla is None else [x for r in results for x in r.xla or ()])
 
     def to_dict(self) -> dict[str, Any]:
         return {"release": self.release, "source": self.source,
@@ -159,4 +197,5 @@ class CheckResult:
                 "unknown_ops": self.unknown_ops,
                 "library_ops": self.library_ops,
                 "unsaved_custom_gradients": self.unsaved_custom_gradients,
-                "ignored": [i.to_dict() for i in self.ignored]}
+                "ignored": [i.to_dict() for i in self.ignored],
+                **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]})}

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from opregistry.db.location import DbLike
 from opregistry.db.store import Store, using
-from opregistry.registry.lookup import InputGradient, input_gradients
+from opregistry.registry.lookup import InputGradient, Xla, input_gradients, xla_of
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class OpFacts:
     definition: dict[str, Any]  # the OpDef as harvested (inputs/outputs/attrs)
     verification: str | None = None  # verified | flagged | not_verified (numeric probe)
     library: str | None = None  # "tensorflow-text 2.21.1": the op library it comes from
+    xla: Xla | None = None  # XLA on the CPU; None where the release was harvested without
 
 
 def op_facts(release: str | None, op_names: Sequence[str], *, db: DbLike = None
@@ -50,4 +51,4 @@ def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFact
     library = rel.label if rel.library else None
     return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
                                tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),
-                               row["verification"], library) for row in rows}
+                               row["verification"], library, xla_of(row)) for row in rows}

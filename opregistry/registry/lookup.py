@@ -242,10 +242,11 @@ def op_release(row: dict[str, Any], via: str | None = None,
                      second_order=row["second_order"],
                      second_order_blockers=_blockers(row["second_order_blockers"]),
                      verification=verification, library=row["library"] or None,
-                     library_version=row["library_version"] or None, xla=_xla(row))
+                     library_version=row["library_version"] or None, xla=xla_of(row))
 
 
-def _xla(row: dict[str, Any]) -> Xla | None:
+def xla_of(row: dict[str, Any]) -> Xla | None:
+    """The XLA facts of an ``op_rows`` row (None: harvested without XLA)."""
     if row["xla"] is None:
         return None  # harvested without XLA
     agrees = row["xla_gradient_agrees"]

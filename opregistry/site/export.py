@@ -28,7 +28,10 @@ was harvested with. ``label`` names it in full, ``short`` under its library's co
                                          "reason"},
                         "function": {"module", "qualname", "source_file", "line",
                                      "source_hash", "url"},
-                        "needs_import": ..., "probe_reason": ...}}}}}
+                        "needs_import": ..., "probe_reason": ...,
+                        "xla": {"state", "forward", "gradient", "forward_op",
+                                "forward_reason", "gradient_op", "gradient_structure",
+                                "gradient_reason", "gradient_agrees"}}}}}}
 
 ``python_names`` gives, per public Python name, the runs of consecutive releases (first
 and last key, in column order) in which it leads to the op. A key whose value would be
@@ -37,12 +40,17 @@ null, false or empty is left out of a release entry (``state``, ``gradient`` and
 ``state`` is what the matrix shows: ``effective`` where the release was probed, else the
 registry status (``registered`` for an unprobed gradient function). ``hidden``: a ``_``
 name, or in no release's ``tf.raw_ops``. ``page`` is the op's page in the site.
+``xla`` (issue 25) is there where the release was harvested with XLA: whether the op and
+its gradient compile with XLA on the CPU, and ``state`` the matrix's cell under XLA
+(``xla_states``: compiles, gradient_fails, fails, unknown, not_harvested, absent); a
+release's ``xla`` is true when it was harvested with XLA.
 
 ``data/matrix.js`` is the compact index the matrix page reads
 (``window.OPREGISTRY_MATRIX``): ``releases`` as above (each with its ``page``), ``codes``
 (state -> one character; ``.`` is absent) and ``ops``, a list of ``[name, codes, public,
 python_names, page]``, where ``codes`` holds one character per release in column order
-and ``public`` is 0 for a hidden op, else 1.
+and ``public`` is 0 for a hidden op, else 1; a sixth element holds the op's codes under
+XLA (``xla_codes``: state -> one character; ``-`` is not harvested).
 """
 from __future__ import annotations
 
@@ -54,6 +62,8 @@ from opregistry.registry.history import History, ReleaseRecord
 from opregistry.registry.lookup import OpRelease
 from opregistry.registry.names import ranked
 from opregistry.registry.sources import source_url
+from opregistry.site.xla import XLA_STATES, xla_entry
+from opregistry.site.xla import codes as xla_codes
 
 SCHEMA = "opregistry-site/1"
 ABSENT = "absent"
@@ -114,7 +124,7 @@ def op_entry(row: OpRelease) -> dict[str, Any]:
                                   for b in row.second_order_blockers],
         "verification": verification, "function": function and _compact(function),
         "needs_import": row.needs_import,
-        "probe_reason": row.probe_reason}))
+        "probe_reason": row.probe_reason, "xla": xla_entry(row)}))
     return entry
 
 
@@ -158,10 +168,14 @@ def export(history: History, pages: dict[str, str]) -> dict[str, Any]:
         ops[name] = {"page": pages[name], "summary": summary, "hidden": hidden,
                      "python_names": {n: _spans(names[n], history.releases) for n in order},
                      "releases": per}
+    harvested = {key for op in ops.values() for key, e in op["releases"].items() if "xla" in e}
     return {"schema": SCHEMA, "generator": f"opregistry {__version__}",
             "states": {s: {"code": c, "glyph": g, "label": label}
                        for s, (c, g, label) in STATES.items()},
-            "releases": [release_entry(r) for r in history.releases], "ops": ops}
+            "xla_states": {s: {"code": c, "glyph": g, "label": label}
+                           for s, (c, g, label) in XLA_STATES.items()},
+            "releases": [dict(release_entry(r), xla=r.key in harvested)
+                         for r in history.releases], "ops": ops}
 
 
 def matrix(data: dict[str, Any], release_pages: dict[str, str]) -> dict[str, Any]:
@@ -174,10 +188,11 @@ def matrix(data: dict[str, Any], release_pages: dict[str, str]) -> dict[str, Any
         per = op["releases"]
         cells = "".join(codes[per[k]["state"]] if k in per else codes[ABSENT] for k in keys)
         rows.append([name, cells, 0 if op["hidden"] else 1, list(op["python_names"]),
-                     op["page"]])
+                     op["page"], xla_codes(per, keys)])
     releases = [dict(r, page=release_pages[r["key"]]) for r in data["releases"]]
     return {"schema": SCHEMA, "releases": releases, "states": data["states"],
-            "codes": codes, "ops": rows}
+            "codes": codes, "ops": rows, "xla_states": data["xla_states"],
+            "xla_codes": {s: c for s, (c, _, _) in XLA_STATES.items()}}
 
 
 def as_json(data: dict[str, Any]) -> str:

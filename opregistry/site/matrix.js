@@ -16,13 +16,31 @@
   // the name shown beside an op: a plain public one before compat, raw_ops and dunder names
   // the export lists an op's names canonical first (opregistry/registry/names.py)
   const shortName = (names) => names[0] || "";
+  // under XLA (issue 25): a second set of codes per op, shown when the view is "xla"
+  const xlaStateOf = {}, xlaGlyphOf = {};
+  for (const state in M.xla_codes) {
+    xlaStateOf[M.xla_codes[state]] = state;
+    xlaGlyphOf[M.xla_codes[state]] = M.xla_states[state].glyph;
+  }
   const ops = M.ops.map((r) => ({
-    name: r[0], codes: r[1], pub: r[2], names: r[3], page: r[4],
+    name: r[0], codes: r[1], pub: r[2], names: r[3], page: r[4], xla: r[5],
     lname: r[0].toLowerCase(), lnames: r[3].map((n) => n.toLowerCase()), shown: shortName(r[3]),
   }));
   const grid = $("grid"), body = $("rows"), head = $("head");
   const controls = { q: $("q"), pub: $("public"), rel: $("in"), state: $("state"),
-                     from: $("from"), to: $("to") };
+                     from: $("from"), to: $("to"), view: $("view") };
+  const underXla = () => controls.view.value === "xla";
+  const gradientStates = [...controls.state.options].map((o) => [o.value, o.textContent]);
+  function setStates() {  // the status filter offers the states of the view shown
+    const chosen = controls.state.value;
+    const states = underXla() ? [["", "any status"], ...Object.keys(M.xla_codes).map((s) => [s, s])]
+                              : gradientStates;
+    controls.state.innerHTML = states.map(([v, t]) => `<option value="${esc(v)}">${esc(t)}</option>`).join("");
+    controls.state.value = states.some(([v]) => v === chosen) ? chosen : "";
+    $("legend-gradient").hidden = underXla();
+    $("legend-xla").hidden = !underXla();
+    $("xla-note").hidden = !underXla();
+  }
   let view = ops, rowHeight = 26, focusIndex = -1;
 
   function renderHead() {
@@ -71,13 +89,14 @@
   function keep(op) {
     if (controls.pub.checked && !op.pub) return false;
     const r = keyIndex.get(controls.rel.value), state = controls.state.value;
+    const codes = underXla() ? op.xla : op.codes, of = underXla() ? M.xla_codes : M.codes;
     if (r !== undefined) {
-      if (state ? op.codes[r] !== M.codes[state] : op.codes[r] === M.codes.absent) return false;
-    } else if (state && !op.codes.includes(M.codes[state])) {
+      if (state ? codes[r] !== of[state] : codes[r] === of.absent) return false;
+    } else if (state && !codes.includes(of[state])) {
       return false;
     }
     const a = keyIndex.get(controls.from.value), b = keyIndex.get(controls.to.value);
-    if (a !== undefined && b !== undefined && op.codes[a] === op.codes[b]) return false;
+    if (a !== undefined && b !== undefined && codes[a] === codes[b]) return false;
     return true;
   }
 
@@ -102,10 +121,12 @@
     const py = matchedName(op, view.query);
     let html = `<tr data-i="${i}"><th scope="row"><a href="${esc(op.page)}">${esc(op.name)}</a>` +
                (py ? `<span class="py">${esc(py)}</span>` : "") + "</th>";
+    const xla = underXla();
     for (let c = 0; c < releases.length; c++) {
-      const code = op.codes[c], state = stateOf[code];
-      html += `<td class="s s-${state}" title="${esc(op.name)} ${esc(releases[c].key)}: ${state}">` +
-              `${glyphOf[code]}<span class="sr"> ${state}</span></td>`;
+      const code = xla ? op.xla[c] : op.codes[c], state = xla ? xlaStateOf[code] : stateOf[code];
+      const shown = xla ? state.replace(/_/g, " ") : state;
+      html += `<td class="s ${xla ? "x" : "s"}-${state}" title="${esc(op.name)} ${esc(releases[c].key)}: ` +
+              `${xla ? "under XLA " : ""}${shown}">${xla ? xlaGlyphOf[code] : glyphOf[code]}<span class="sr"> ${shown}</span></td>`;
     }
     return html + "</tr>";
   }
@@ -174,7 +195,7 @@
     if (e.key === "Escape" && document.activeElement === controls.q) { controls.q.value = ""; apply(); }
   });
 
-  const params = { q: "q", pub: "public", rel: "in", state: "state", from: "from", to: "to" };
+  const params = { q: "q", pub: "public", view: "view", rel: "in", state: "state", from: "from", to: "to" };
   function saveHash() {
     const parts = [];
     for (const [k, name] of Object.entries(params)) {
@@ -188,10 +209,12 @@
     for (const [k, name] of Object.entries(params)) {
       const el = controls[k], value = found.get(name) || "";
       if (el.type === "checkbox") el.checked = value === "1"; else el.value = value;
+      if (k === "view") setStates();  // the states of the view, before the state is set
     }
   }
   controls.q.addEventListener("input", apply);
   for (const k of ["pub", "rel", "state", "from", "to"]) controls[k].addEventListener("change", apply);
+  controls.view.addEventListener("change", () => { setStates(); apply(); });
   $("reset").addEventListener("click", () => { location.hash = ""; loadHash(); apply(); });
   window.addEventListener("hashchange", () => { loadHash(); showToggle(); apply(); });
 

@@ -12,6 +12,7 @@ from typing import Any
 from opregistry.formats.remedies import remedies_html
 from opregistry.site.export import ABSENT, STATES
 from opregistry.site.html import esc, glyph, layout, state_badge
+from opregistry.site.xla import op_section
 
 # "changes" second: on a narrow screen the table scrolls, and what changed must show
 _COLUMNS = ("release", "changes", "gradient", "effective", "per-input", "second order",
@@ -56,6 +57,9 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any] | None,
     for key in ("gradient", "effective", "second_order"):
         if before.get(key) != after.get(key):
             out.append(f"{key} {before.get(key) or '—'} → {after.get(key) or '—'}")
+    xla = [e["xla"]["state"] if "xla" in e else None for e in (before, after)]
+    if None not in xla and xla[0] != xla[1]:  # both harvested with XLA
+        out.append(f"under XLA {xla[0]} → {xla[1]}")
     old_inputs = {i["name"]: i["result"] for i in before.get("inputs", [])}
     for i in after.get("inputs", []):
         if i["name"] in old_inputs and old_inputs[i["name"]] != i["result"]:
@@ -243,6 +247,7 @@ def render(name: str, op: dict[str, Any], releases: list[dict[str, Any]],
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             f'<p class="dim">The same facts in <a href="../data.html">the export</a> '
             f'(<code>data/ops.json</code>, key <code>ops["{esc(name)}"]</code>).</p>'
+            + op_section(per, releases, esc)
             + remedies_html(name, _newest_state(per, releases))
             + f'<h2 id="python-names">Python names</h2>{_names_section(op)}')
     return layout(name, body, "../", page_class="op")

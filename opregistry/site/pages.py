@@ -7,6 +7,7 @@ from typing import Any
 
 from opregistry.site import export as export_module
 from opregistry.site.html import esc, layout, legend
+from opregistry.site.xla import legend_html as xla_legend
 
 
 def _release_options(releases: list[dict[str, Any]], blank: str = "") -> str:
@@ -29,6 +30,8 @@ def matrix_page(data: dict[str, Any]) -> str:
         '<label>Search <input id="q" type="search" autocomplete="off" spellcheck="false" '
         'placeholder="ArgMax or tf.math.floor"></label>'
         '<label><input id="public" type="checkbox"> public only</label>'
+        '<label>View <select id="view" aria-label="view"><option value="">gradient</option>'
+        '<option value="xla">under XLA</option></select></label>'
         '<fieldset><legend>status in a release</legend>'
         f'<select id="in" aria-label="release">{_release_options(releases, "any release")}'
         f'</select><select id="state" aria-label="status"><option value="">any status</option>'
@@ -37,7 +40,10 @@ def matrix_page(data: dict[str, Any]) -> str:
         f'<select id="from" aria-label="from release">{_release_options(releases, "A")}</select>'
         f'<select id="to" aria-label="to release">{_release_options(releases, "B")}</select>'
         '</fieldset><button type="button" id="reset">Reset</button></form>'
-        f'<details class="legend-box" open><summary>Legend</summary>{legend()}</details>'
+        f'<details class="legend-box" open><summary>Legend</summary>'
+        f'<div id="legend-gradient">{legend()}</div>'
+        f'<div id="legend-xla" hidden>{xla_legend(esc)}</div></details>'
+        f'<p id="xla-note" class="xla-note" hidden>{_xla_note(releases)}</p>'
         '<p id="count" class="count" aria-live="polite"></p>'
         '<div id="grid" class="grid" tabindex="-1"><table id="matrix" class="matrix">'
         '<thead id="head"></thead><tbody id="rows"></tbody></table></div>'
@@ -45,6 +51,18 @@ def matrix_page(data: dict[str, Any]) -> str:
         'its own: <a href="releases/index.html">releases</a>.</p></noscript>')
     return layout("Matrix", body, "", scripts=("data/matrix.js", "static/matrix.js"),
                   page_class="matrix-page")
+
+
+def _xla_note(releases: list[dict[str, Any]]) -> str:
+    """What the view under XLA rests on: the releases harvested with XLA, or none."""
+    harvested = [r for r in releases if r.get("xla")]
+    if not harvested:
+        return ("Not harvested: no release of this database was harvested with XLA "
+                "(<code>opregistry harvest --xla</code>), so every cell says "
+                "<b>not harvested</b>.")
+    return (f"Under XLA on the CPU: {len(harvested)} of {len(releases)} releases harvested "
+            "with XLA (the op and its gradient compiled by the harvest); the others say "
+            "<b>not harvested</b>.")
 
 
 def compare_page(data: dict[str, Any]) -> str:

@@ -52,7 +52,7 @@ KINDS: dict[str, dict[str, str]] = {
     "diff": {"before": "release", "after": "release", "library": "text", "source": "flag",
              "fmt": "fmt", "output_file": "out", "db": "db"},
     "check": {"model": "model", "release": "release", "output": "text", "tags": "text",
-              "strict": "flag", "ignore": "text", "policy_file": "file", "fmt": "fmt",
+              "strict": "flag", "xla": "flag", "ignore": "text", "policy_file": "file", "fmt": "fmt",
               "output_file": "out", "db": "db"},
     "upgrade-check": {"model": "model", "before": "release", "after": "release",
                       "tags": "text", "source": "flag", "ignore": "text",

@@ -36,7 +36,12 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
                   ("i", 3, _I64, _OPT, None), ("f", 4, _F, _OPT, None),
                   ("b", 5, _BOOL, _OPT, None), ("type", 6, _ENUM, _OPT, _DT),
                   ("shape", 7, _MSG, _OPT, "TensorShapeProto"),
+                  ("tensor", 8, _MSG, _OPT, "TensorProto"),
                   ("placeholder", 9, _S, _OPT, None), ("func", 10, _MSG, _OPT, "NameAttrList")],
+    # only a Const's small integers (check --xla reads a While's maximum_iterations);
+    # a weight's tensor_content stays unparsed
+    "TensorProto": [("dtype", 1, _ENUM, _OPT, _DT), ("int_val", 7, _I32, _REP, None),
+                    ("int64_val", 10, _I64, _REP, None)],
     "NameAttrList": [("name", 1, _S, _OPT, None), ("attr", 2, _MSG, _REP, "map:AttrValue")],
     "NodeDef": [("name", 1, _S, _OPT, None), ("op", 2, _S, _OPT, None),
                 ("input", 3, _S, _REP, None), ("device", 4, _S, _OPT, None),
