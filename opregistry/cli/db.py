@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from opregistry.db.location import DatabaseLocation
-from opregistry.formats import OutputFormat, tabular
+from opregistry.formats import OutputFormat, render, summary
 
 # the ``db`` group's help (app.py registers the group and its commands)
 GROUP_HELP = "Create, migrate and fill databases."
@@ -128,24 +128,23 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
         revision = migrate.current(engine)
     except OpregistryError as exc:
         raise fail(exc) from None
-    head = migrate.heads()
-    row = {"revision": revision or "base", "head": ", ".join(head),
-           "at_head": revision in head}
-    if fmt == OutputFormat.table:
-        emit(output_file, revision or "base")  # the bare revision, for scripts
-    else:
-        emit(output_file, tabular(fmt, dict(row, head=list(head)), [row], list(row)))
-    note("at head" if revision in head else f"head is {', '.join(head)}")
+    from opregistry.formats.db import SchemaRevision
+
+    result = SchemaRevision(revision, tuple(migrate.heads()))
+    emit(output_file, render(result, fmt))
+    note(summary(result))
 
 
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
+    from opregistry.db.loader import LoadResult
     from opregistry.db.loader import load as load_document
     from opregistry.db.validate import read_document
+    from opregistry.formats.db import LoadedDocuments, loaded_line
 
-    loaded: list[dict[str, object]] = []
+    loaded: list[tuple[str, LoadResult]] = []
     for path in files:  # before the database is opened (or created)
         if not path.is_file():
             raise fail(OpregistryError(f"{path}: no such file or directory"
@@ -154,12 +153,10 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
         _, engine = _engine(db, create=True)
         for path in files:
             result = load_document(engine, read_document(path))
-            loaded.append({"file": str(path), "release": result.release,
-                           "package": result.package, "ops": result.ops,
-                           "replaced": result.replaced})
-            note(f"loaded {result.release} ({result.package}): {result.ops} ops"
-                 + (" (replaced)" if result.replaced else ""))
+            loaded.append((str(path), result))
+            note(loaded_line(result))
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:
-        emit(output_file, tabular(fmt, loaded, loaded))  # on stdout, the table is stderr's lines
+        # on stdout, the table is stderr's lines
+        emit(output_file, render(LoadedDocuments(tuple(loaded)), fmt))
