@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from opregistry.db.location import DatabaseLocation
-from opregistry.formats import OutputFormat, render, summary
+from opregistry.formats import OutputFormat, plural, render, summary
 
 # the ``db`` group's help (app.py registers the group and its commands)
 GROUP_HELP = "Create, migrate and fill databases."
@@ -62,7 +62,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
     try:
         location, engine = _engine(db, create=False, write=True)
-        lost = _lost_by_downgrade(engine, revision)
+        lost = [plural(n, what) for n, what in migrate.downgrade_losses(engine, revision)]
         if lost and not yes:
             raise OpregistryError(f"downgrading {location.describe()} to {revision} deletes "
                                   f"{'; '.join(lost)}: pass --yes to do it")
@@ -72,50 +72,6 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
         note(f"{location.describe()} is at {migrate.current(engine) or 'base'}")
     except OpregistryError as exc:
         raise fail(exc) from None
-
-
-# what each revision's downgrade deletes: (revision, SQL counting it, what it is)
-_DOWNGRADE_LOSSES = [
-    ("0006_xla", "SELECT COUNT(*) FROM op_xla", "XLA verdict"),
-    ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
-     "op-library release"),
-    ("0004_function_sources", "SELECT COUNT(*) FROM function_sources",
-     "gradient function source text"),
-    ("0002_probes", "SELECT COUNT(*) FROM op_inputs", "per-input probe result"),
-    ("0001_initial", "SELECT COUNT(*) FROM releases", "release"),
-]
-
-
-def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
-    """What migrating down to ``revision`` deletes, counted ("6 op-library releases")."""
-    from alembic.script import ScriptDirectory
-    from sqlalchemy import text
-
-    from opregistry.db import migrate
-    from opregistry.formats import plural
-
-    config = migrate.alembic_config(engine)
-    scripts = ScriptDirectory.from_config(config)
-    current = migrate.current(engine)
-    if current is None:
-        return []
-    try:
-        undone = [s.revision for s in scripts.iterate_revisions(current, revision)
-                  if s.revision != (None if revision == "base" else
-                                    scripts.get_revision(revision).revision)]
-    except Exception as exc:  # noqa: BLE001 - alembic's errors for unknown revisions
-        raise OpregistryError(f"unknown revision {revision!r} ({exc})") from None
-    lost = []
-    with engine.connect() as connection:
-        for name, sql, what in _DOWNGRADE_LOSSES:
-            if name in undone:
-                try:
-                    n = int(connection.execute(text(sql)).scalar() or 0)
-                except Exception:  # noqa: BLE001 - a table an older schema lacks: nothing
-                    continue
-                if n:
-                    lost.append(plural(n, what))
-    return lost
 
 
 def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
