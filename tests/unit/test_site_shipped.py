@@ -32,13 +32,11 @@ def _site(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    done = _site(str(out), "--db", str(SHIPPED))
-    assert done.returncode == 0, done.stderr
+def site(shipped_site: tuple[Path, str]) -> Path:
+    out, stderr = shipped_site  # (conftest.py: built once per session)
     releases = len(opregistry.releases(db=SHIPPED))  # TF's, the nightly, op libraries'
     assert re.fullmatch(rf".*: \d+ pages for \d+ ops in {releases} releases, [\d.]+ MB in "
-                        r"[\d.]+ s\n", done.stderr), done.stderr
+                        r"[\d.]+ s\n", stderr), stderr
     return out
 
 
@@ -80,6 +78,29 @@ def test_the_export_says_what_lookup_says(data: dict, op: str):
             assert entry["function"]["qualname"] == row.function.qualname
             assert entry["function"]["url"] == source_url(row.release, row.function.source_file,
                                                           row.function.line)
+
+
+def test_the_site_shows_the_canonical_name_first(data: dict):
+    """Python names lead home (tests/unit/test_python_names.py): the canonical public
+    name first, then ``tf.math.*``-style aliases, ``tf.compat.v1.*`` last."""
+    add_n = _names(data, "AddN")
+    assert add_n[0] == "tf.add_n"
+    assert add_n.index("tf.math.add_n") < add_n.index("tf.compat.v1.add_n")
+    assert "tf.accumulate_n" not in add_n
+    argmax = _names(data, "ArgMax")
+    assert argmax[:2] == ["tf.argmax", "tf.math.argmax"]
+    assert not [n for n in argmax if "specificity_at_sensitivity" in n]
+    assert argmax.index("tf.argmax") < argmax.index("tf.arg_max")  # gone since 2.0
+    assert all(n.startswith("tf.compat.v1.") for n in argmax[argmax.index(
+        next(n for n in argmax if n.startswith("tf.compat.v1."))):])
+    floor = _names(data, "Floor")
+    assert floor[:2] == ["tf.floor", "tf.math.floor"]
+    assert "tf.nn.dropout" not in floor and "tf.linalg.expm" not in floor
+    assert "tf.raw_ops.Floor" in floor
+
+
+def _names(data: dict, op: str) -> list[str]:
+    return list(data["ops"][op]["python_names"])
 
 
 def test_a_folder_that_is_not_a_site_is_refused_with_or_without_force(tmp_path: Path):
