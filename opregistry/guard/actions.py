@@ -59,7 +59,7 @@ class Lost:
     loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
     hint: str = ""  # what the guard cannot tell, said (an eager tape's unseen past)
     # each stop's reason in a sentence, from the release's facts (what only the guard says)
-    why: Mapping[BlockingOp, str] = field(default_factory=dict)
+    why: Mapping[BlockingOp, str] = field(default_factory=dict, hash=False)
 
     def keys(self) -> list[tuple[str, str, str | None]]:
         """(target, op, "file:line") for once-per-site reporting (the call's line where

@@ -20,7 +20,7 @@ class Verdict:
 
     status: str  # gradient | blocked | unrelated
     stops: tuple[BlockingOp, ...] = ()  # with the line that created each ("file:line")
-    why: dict[BlockingOp, str] = field(default_factory=dict)  # each stop's reason, said
+    why: dict[BlockingOp, str] = field(default_factory=dict, hash=False)  # each stop, said
 
 
 def variable_of(source: Any) -> Any:

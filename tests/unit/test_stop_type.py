@@ -51,6 +51,7 @@ def test_a_guard_warning_names_each_stop_with_its_line_and_reason():
                 "TensorFlow 2.21.0 from the database", why=why)
     assert lost.keys() == [("variable 'dense/kernel'", "ArgMax", "train.py:12"),
                            ("variable 'dense/kernel'", "Round", None)]
+    assert hash(lost) == hash(Lost(**{**lost.__dict__, "why": {}}))  # hashable, as before
     policy = GuardPolicy("warn")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
