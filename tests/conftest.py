@@ -68,11 +68,3 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list:
 @pytest.fixture(scope="session")
 def corpus_by_name(corpus: list) -> dict:
     return {entry.name: entry for entry in corpus}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The fuzz runs at CI size (files named test_fuzz_*.py) carry the ``fuzz`` marker: a
-    developer may skip them locally with ``-m "not fuzz"``; CI runs everything."""
-    for item in items:
-        if item.path.name.startswith("test_fuzz_"):
-            item.add_marker(pytest.mark.fuzz)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 
 import pytest
 
@@ -14,9 +15,11 @@ def line_of(fn, marker: str) -> str:
     return f"{inspect.getsourcefile(fn)}:{hits[0]}"
 
 
-def site(lost_or_stop) -> str:
-    filename, line = lost_or_stop.site
-    return f"{filename}:{line}"
+def site(stop) -> str:
+    """``file:line`` of a stop (a BlockingOp: its site is shown relative to the working
+    directory, as check shows it), the file absolute as ``line_of`` gives it."""
+    filename, line = stop.site.rsplit(":", 1)
+    return f"{os.path.abspath(filename)}:{line}"
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,8 @@ from tests.fuzz import server  # noqa: E402
 from tests.fuzz.__main__ import build_seeds, report  # noqa: E402
 from tests.fuzz.cases import Case  # noqa: E402
 
+pytestmark = pytest.mark.fuzz  # CI-sized: CI runs it, a developer may skip it
+
 INPUTS = 4_000  # the figure the README states
 CLI_INPUTS = 1_000
 

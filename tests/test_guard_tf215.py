@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent("""
     print(json.dumps({
         "tf_none": sorted(v.name[:-2] for v, g in zip(model.trainable_weights, grads) if g is None),
         "lost": sorted(l.target for l in callback.guard.lost),
-        "stops": sorted({(s.op, s.reason, s.site[1]) for l in callback.guard.lost for s in l.stops}),
+        "stops": sorted({(s.op, s.reason, int(s.site.rsplit(":", 1)[1])) for l in callback.guard.lost for s in l.stops}),
         "facts": callback.guard.lost[0].facts if callback.guard.lost else "",
     }))
 """)

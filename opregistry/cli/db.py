@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from opregistry.db.location import DatabaseLocation
-from opregistry.formats import OutputFormat, tabular
+from opregistry.formats import OutputFormat, plural, render, summary
 
 # the ``db`` group's help (app.py registers the group and its commands)
 GROUP_HELP = "Create, migrate and fill databases."
@@ -62,7 +62,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
     try:
         location, engine = _engine(db, create=False, write=True)
-        lost = _lost_by_downgrade(engine, revision)
+        lost = [plural(n, what) for n, what in migrate.downgrade_losses(engine, revision)]
         if lost and not yes:
             raise OpregistryError(f"downgrading {location.describe()} to {revision} deletes "
                                   f"{'; '.join(lost)}: pass --yes to do it")
@@ -72,50 +72,6 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
         note(f"{location.describe()} is at {migrate.current(engine) or 'base'}")
     except OpregistryError as exc:
         raise fail(exc) from None
-
-
-# what each revision's downgrade deletes: (revision, SQL counting it, what it is)
-_DOWNGRADE_LOSSES = [
-    ("0006_xla", "SELECT COUNT(*) FROM op_xla", "XLA verdict"),
-    ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
-     "op-library release"),
-    ("0004_function_sources", "SELECT COUNT(*) FROM function_sources",
-     "gradient function source text"),
-    ("0002_probes", "SELECT COUNT(*) FROM op_inputs", "per-input probe result"),
-    ("0001_initial", "SELECT COUNT(*) FROM releases", "release"),
-]
-
-
-def _lost_by_downgrade(engine: Engine, revision: str) -> list[str]:
-    """What migrating down to ``revision`` deletes, counted ("6 op-library releases")."""
-    from alembic.script import ScriptDirectory
-    from sqlalchemy import text
-
-    from opregistry.db import migrate
-    from opregistry.formats import plural
-
-    config = migrate.alembic_config(engine)
-    scripts = ScriptDirectory.from_config(config)
-    current = migrate.current(engine)
-    if current is None:
-        return []
-    try:
-        undone = [s.revision for s in scripts.iterate_revisions(current, revision)
-                  if s.revision != (None if revision == "base" else
-                                    scripts.get_revision(revision).revision)]
-    except Exception as exc:  # noqa: BLE001 - alembic's errors for unknown revisions
-        raise OpregistryError(f"unknown revision {revision!r} ({exc})") from None
-    lost = []
-    with engine.connect() as connection:
-        for name, sql, what in _DOWNGRADE_LOSSES:
-            if name in undone:
-                try:
-                    n = int(connection.execute(text(sql)).scalar() or 0)
-                except Exception:  # noqa: BLE001 - a table an older schema lacks: nothing
-                    continue
-                if n:
-                    lost.append(plural(n, what))
-    return lost
 
 
 def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
@@ -128,24 +84,23 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
         revision = migrate.current(engine)
     except OpregistryError as exc:
         raise fail(exc) from None
-    head = migrate.heads()
-    row = {"revision": revision or "base", "head": ", ".join(head),
-           "at_head": revision in head}
-    if fmt == OutputFormat.table:
-        emit(output_file, revision or "base")  # the bare revision, for scripts
-    else:
-        emit(output_file, tabular(fmt, dict(row, head=list(head)), [row], list(row)))
-    note("at head" if revision in head else f"head is {', '.join(head)}")
+    from opregistry.formats.db import SchemaRevision
+
+    result = SchemaRevision(revision, tuple(migrate.heads()))
+    emit(output_file, render(result, fmt))
+    note(summary(result))
 
 
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
+    from opregistry.db.loader import LoadResult
     from opregistry.db.loader import load as load_document
     from opregistry.db.validate import read_document
+    from opregistry.formats.db import LoadedDocuments, loaded_line
 
-    loaded: list[dict[str, object]] = []
+    loaded: list[tuple[str, LoadResult]] = []
     for path in files:  # before the database is opened (or created)
         if not path.is_file():
             raise fail(OpregistryError(f"{path}: no such file or directory"
@@ -154,12 +109,10 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
         _, engine = _engine(db, create=True)
         for path in files:
             result = load_document(engine, read_document(path))
-            loaded.append({"file": str(path), "release": result.release,
-                           "package": result.package, "ops": result.ops,
-                           "replaced": result.replaced})
-            note(f"loaded {result.release} ({result.package}): {result.ops} ops"
-                 + (" (replaced)" if result.replaced else ""))
+            loaded.append((str(path), result))
+            note(loaded_line(result))
     except OpregistryError as exc:
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:
-        emit(output_file, tabular(fmt, loaded, loaded))  # on stdout, the table is stderr's lines
+        # on stdout, the table is stderr's lines
+        emit(output_file, render(LoadedDocuments(tuple(loaded)), fmt))

@@ -15,11 +15,10 @@ from opregistry.cli.options import (
 )
 from opregistry.cli.output import emit, fail, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
-from opregistry.formats import plural, tabular
+from opregistry.formats import render, summary
+from opregistry.formats.db import Harvested
 from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
 from opregistry.text import printable
-
-COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced", "seconds", "error"]
 
 
 # long: most of its lines declare the command's options
@@ -115,15 +114,14 @@ def harvest_command(
             probes=probes, numeric=numeric, xla=xla))
     except OpregistryError as exc:
         raise fail(exc) from None
-    failed = [o for o in outcomes if not o.ok]
+    result = Harvested(tuple(outcomes), location.describe())
+    failed = result.failed
     if len(outcomes) == 1 and failed:
         note(f"Error: {failed[0].error}")
         raise typer.Exit(code=EXIT_USAGE)
-    data = [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in outcomes]
     if len(failed) < len(outcomes) or output_file is None:  # -o FILE is never written on exit 2
-        emit(output_file, tabular(fmt, data, data, COLUMNS))
-    note(f"harvested {plural(len(outcomes) - len(failed), 'release')} into "
-         f"{location.describe()}" + (f", {len(failed)} failed" if failed else ""))
+        emit(output_file, render(result, fmt))
+    note(summary(result))
     if failed:
         raise typer.Exit(code=EXIT_USAGE if len(failed) == len(outcomes) else EXIT_FINDINGS)
 

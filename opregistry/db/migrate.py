@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from opregistry.db.engine import translated
 from opregistry.db.location import DatabaseLocation
 from opregistry.db.vocabulary import HEAD_REVISION
-from opregistry.errors import DatabaseError
+from opregistry.errors import DatabaseError, OpregistryError
 
 # the PostgreSQL advisory lock under which migrations run (migrations/env.py takes it)
 MIGRATION_LOCK = 7306071887
@@ -132,3 +132,42 @@ def ensure_current(engine: Engine) -> None:
     raise DatabaseError(
         f"the database schema is at {revision}, this opregistry needs {HEAD_REVISION}: "
         "run `opregistry db upgrade`")
+
+
+# what each revision's downgrade deletes: (revision, SQL counting it, what it is)
+_DOWNGRADE_LOSSES = [
+    ("0006_xla", "SELECT COUNT(*) FROM op_xla", "XLA verdict"),
+    ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
+     "op-library release"),
+    ("0004_function_sources", "SELECT COUNT(*) FROM function_sources",
+     "gradient function source text"),
+    ("0002_probes", "SELECT COUNT(*) FROM op_inputs", "per-input probe result"),
+    ("0001_initial", "SELECT COUNT(*) FROM releases", "release"),
+]
+
+
+def downgrade_losses(engine: Engine, revision: str) -> list[tuple[int, str]]:
+    """What migrating down to ``revision`` deletes, counted: (6, "op-library release")."""
+    from sqlalchemy import text
+
+    scripts = ScriptDirectory.from_config(alembic_config(engine))
+    revision_now = current(engine)
+    if revision_now is None:
+        return []
+    try:
+        undone = [s.revision for s in scripts.iterate_revisions(revision_now, revision)
+                  if s.revision != (None if revision == "base" else
+                                    scripts.get_revision(revision).revision)]
+    except Exception as exc:  # noqa: BLE001 - alembic's errors for unknown revisions
+        raise OpregistryError(f"unknown revision {revision!r} ({exc})") from None
+    lost = []
+    with engine.connect() as connection:
+        for name, sql, what in _DOWNGRADE_LOSSES:
+            if name in undone:
+                try:
+                    n = int(connection.execute(text(sql)).scalar() or 0)
+                except Exception:  # noqa: BLE001 - a table an older schema lacks: nothing
+                    continue
+                if n:
+                    lost.append((n, what))
+    return lost

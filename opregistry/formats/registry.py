@@ -20,6 +20,9 @@ RENDERERS: dict[str, str] = {
     "opregistry.formats.lookup.OpList": "opregistry.formats.lookup:OpListRenderer",
     "opregistry.formats.lookup.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
     "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",
+    "opregistry.formats.db.Harvested": "opregistry.formats.db:HarvestedRenderer",
+    "opregistry.formats.db.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",
+    "opregistry.formats.db.SchemaRevision": "opregistry.formats.db:SchemaRevisionRenderer",
 }
 
 

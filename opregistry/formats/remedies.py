@@ -3,13 +3,16 @@ JSON, SARIF ``fixes`` and rule help, the guard's last words; and ``explain``'s t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import OutputFormat, Renderer, plural
 from opregistry.text import printable
 
+if TYPE_CHECKING:
+    from opregistry.model.results import BlockingOp
 
-def _pairs(blocking_ops: Iterable[Any]) -> list[tuple[str, str]]:
+
+def _pairs(blocking_ops: Iterable[BlockingOp]) -> list[tuple[str, str]]:
     """Distinct (op type, reason) of blocking ops, in order of first appearance."""
     seen: dict[tuple[str, str], None] = {}
     for b in blocking_ops:
@@ -35,13 +38,13 @@ def fix_text(op: str, reason: str) -> str:
     return text + f"; opregistry explain {op}"
 
 
-def fix_lines(blocking_ops: Iterable[Any]) -> list[str]:
+def fix_lines(blocking_ops: Iterable[BlockingOp]) -> list[str]:
     """One ``fix:`` line per blocking op type (and reason), for a table's foot."""
     return [printable(f"fix: {op} ({reason}): {fix_text(op, reason)}")
             for op, reason in _pairs(blocking_ops)]
 
 
-def with_fix_lines(text: str, blocking_ops: Iterable[Any]) -> str:
+def with_fix_lines(text: str, blocking_ops: Iterable[BlockingOp]) -> str:
     """A table (or markdown) text followed by its ``fix:`` lines."""
     lines = fix_lines(blocking_ops)
     if not lines or not text:
@@ -49,7 +52,7 @@ def with_fix_lines(text: str, blocking_ops: Iterable[Any]) -> str:
     return text + "\n\n" + "\n".join(lines)
 
 
-def remedies_data(blocking_ops: Iterable[Any],
+def remedies_data(blocking_ops: Iterable[BlockingOp],
                   definitions: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """JSON's ``remedies``: per blocking op type and reason, the remedies (id, title,
     snippet, when they apply), or why there is none (``definitions``: op -> OpDef, for
@@ -71,7 +74,7 @@ def remedies_data(blocking_ops: Iterable[Any],
     return out
 
 
-def sarif_fixes(blocking_ops: Iterable[Any], uri: str, line: int) -> list[dict[str, Any]]:
+def sarif_fixes(blocking_ops: Iterable[BlockingOp], uri: str, line: int) -> list[dict[str, Any]]:
     """SARIF ``fixes``: per blocking op type, its remedies as descriptions only. SARIF
     requires each fix to hold an artifact change: an empty one (nothing deleted, nothing
     inserted) at the result's line, so no consumer can apply an edit."""

@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opregistry.errors import OpregistryError
+from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, shown
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")
+UNKNOWN_LINE = shown(None)  # "an unknown line"
 
 
 class NonDifferentiableWarning(UserWarning):
@@ -47,20 +49,11 @@ class NonDifferentiableError(OpregistryError):
         return caught.lost if isinstance(caught, NonDifferentiableError) else ()
 
 
-@dataclass(frozen=True)
-class StopSite:
-    """An op where a target's gradient paths stop, with the line that created it."""
-
-    op: str
-    node: str
-    reason: str  # a BlockingOp reason (none, no_gradient, integer_edge...)
-    why: str  # the reason in a sentence, from the release's facts
-    site: Site | None
-    function: str | None = None  # the tf.function it belongs to (inlined by the analysis)
-
-    def describe(self) -> str:
-        inside = f" in function {self.function}" if self.function else ""
-        return f"{self.op} '{self.node}'{inside} created at {shown(self.site)}: {self.why}"
+def describe(stop: BlockingOp, why: str) -> str:
+    """One stop in a warning: the op, where it was created, and ``why`` (the reason in
+    a sentence, from the release's facts)."""
+    inside = f" in function {stop.function}" if stop.function else ""
+    return f"{stop.op} '{stop.node}'{inside} created at {stop.site or UNKNOWN_LINE}: {why}"
 
 
 @dataclass(frozen=True)
@@ -76,16 +69,24 @@ class Lost:
     call_site: Site | None
     loss: str  # the op that computed the differentiated tensor
     loss_site: Site | None
-    stops: tuple[StopSite, ...]
+    # the ops where its gradient paths stop, as check names them (site: "file:line")
+    stops: tuple[BlockingOp, ...]
     facts: str  # which release's facts were used, in words
     loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
     hint: str = ""  # what the guard cannot tell, said (an eager tape's unseen past)
+    # each stop's reason in a sentence, from the release's facts (what only the guard says)
+    why: Mapping[BlockingOp, str] = field(default_factory=dict, hash=False)
 
-    def keys(self) -> list[tuple[str, str, Site | None]]:
-        """(target, op, site) for once-per-site reporting (the loss line where no op)."""
+    def keys(self) -> list[tuple[str, str, str | None]]:
+        """(target, op, "file:line") for once-per-site reporting (the call's line where
+        no op is named)."""
         if not self.stops:
-            return [(self.target, self.kind, self.call_site)]
+            return [(self.target, self.kind, shown(self.call_site) if self.call_site
+                     else None)]
         return [(self.target, s.op, s.site) for s in self.stops]
+
+    def describe(self, stop: BlockingOp) -> str:
+        return describe(stop, self.why.get(stop, stop.reason))
 
     def message(self) -> str:
         what = {"none": "gets no gradient (None)",
@@ -100,7 +101,7 @@ class Lost:
         if self.stops:
             from opregistry.formats.remedies import guard_hint
 
-            lines = "\n".join(f"  {s.describe()}" for s in self.stops)
+            lines = "\n".join(f"  {self.describe(s)}" for s in self.stops)
             hints = "\n".join(f"  {h}" for h in dict.fromkeys(
                 guard_hint(s.op, s.reason) for s in self.stops))
             return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})\n{hints}"
@@ -157,7 +158,7 @@ class GuardPolicy:
             raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         self.action = action
         self.rules = ignore_rules(ignore)
-        self.entries: dict[tuple[str, str, Site | None], Entry] = {}
+        self.entries: dict[tuple[str, str, str | None], Entry] = {}
 
     def handle(self, found: list[Lost]) -> None:
         kept: list[Lost] = []
@@ -209,20 +210,20 @@ class GuardPolicy:
         return "\n".join([summary_text(list(self.entries.items()))] + self.rules.report())
 
 
-def summary_text(items: list[tuple[tuple[str, str, Site | None], Entry]]) -> str:
+def summary_text(items: list[tuple[tuple[str, str, str | None], Entry]]) -> str:
     """Everything seen: per (target, op site), how often, and what was ignored, why."""
     found = [(k, e) for k, e in items if e.ignored is None]
     ignored = [(k, e) for k, e in items if e.ignored is not None]
     targets = sorted({k[0] for k, _ in found})
-    sites = sorted({shown(k[2]) for k, _ in found})
+    sites = sorted({k[2] or UNKNOWN_LINE for k, _ in found})
     lines = [f"opregistry.guard: {_plural(len(targets), 'target')} without a gradient, "
              f"{_plural(len(sites), 'site')}"
              + (f", {len(ignored)} ignored" if ignored else "")]
-    for key, entry in sorted(found, key=lambda i: (i[0][0], shown(i[0][2]))):
+    for key, entry in sorted(found, key=lambda i: (i[0][0], i[0][2] or UNKNOWN_LINE)):
         lines.append(f"  {key[0]}: {_KINDS[entry.lost.kind]} in {entry.lost.call} at "
                      f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")
         lines.append(f"    {_stop_text(key, entry)}")
-    for key, entry in sorted(ignored, key=lambda i: (i[0][0], shown(i[0][2]))):
+    for key, entry in sorted(ignored, key=lambda i: (i[0][0], i[0][2] or UNKNOWN_LINE)):
         lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, by "
                      f"{entry.ignored.describe()}")
         lines.append(f"    {_stop_text(key, entry)}")
@@ -234,11 +235,11 @@ _KINDS = {"none": "no gradient (None)", "zero": "identically zero gradient",
           "unexplained": "no gradient (None)", "unrecorded": "no gradient (None)"}
 
 
-def _stop_text(key: tuple[str, str, Site | None], entry: Entry) -> str:
+def _stop_text(key: tuple[str, str, str | None], entry: Entry) -> str:
     for stop in entry.lost.stops:
         if (stop.op, stop.site) == key[1:]:
-            return stop.describe()
-    return f"(no op) the gradient call at {shown(key[2])}"
+            return entry.lost.describe(stop)
+    return f"(no op) the gradient call at {key[2] or UNKNOWN_LINE}"
 
 
 def _bare(target: str) -> str:

@@ -4,15 +4,14 @@ being traced (tf.function, Keras ``fit``, a TF1 graph) or from the ops recorded
 eagerly; then every source's verdict, with the ops where its paths stop."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from opregistry.guard.actions import StopSite
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
 from opregistry.model.results import BlockingOp
-from opregistry.sites import Site
+from opregistry.sites import Site, shown
 
 
 @dataclass(frozen=True)
@@ -20,7 +19,8 @@ class Verdict:
     """What the analysis says about one source of a gradient call."""
 
     status: str  # gradient | blocked | unrelated
-    stops: tuple[StopSite, ...] = ()
+    stops: tuple[BlockingOp, ...] = ()  # with the line that created each ("file:line")
+    why: dict[BlockingOp, str] = field(default_factory=dict, hash=False)  # each stop, said
 
 
 def variable_of(source: Any) -> Any:
@@ -96,11 +96,17 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
         for op in finding.blocking_ops:
             stops.setdefault(finding.target, {})[(op.node, op.function)] = op
     for name, ops in stops.items():
-        verdicts[name] = Verdict("blocked", tuple(
-            StopSite(op.op, op.node, op.reason, why(known, op.op, op.reason),
-                     site_of(op.node, op.function), op.function)
-            for _, op in sorted(ops.items(), key=lambda i: (i[0][1] or "", i[0][0]))))
+        placed = tuple(replace(op, site=shown_site(site_of(op.node, op.function)))
+                       for _, op in sorted(ops.items(), key=lambda i: (i[0][1] or "", i[0][0])))
+        verdicts[name] = Verdict("blocked", placed,
+                                 {op: why(known, op.op, op.reason) for op in placed})
     return verdicts
+
+
+def shown_site(site: Site | None) -> str | None:
+    """A creation site as ``check`` shows one (``file:line``, relative to the working
+    directory when inside it), or None where the op's line is unknown."""
+    return shown(site) if site is not None else None
 
 
 # ops whose NodeDef TF rewrites after creation (the gradient of a functional cond or

@@ -9,9 +9,10 @@ from typing import Any
 
 from opregistry.db.location import DbLike
 from opregistry.guard import eager, graphs
-from opregistry.guard.actions import GuardPolicy, Lost, StopSite
+from opregistry.guard.actions import GuardPolicy, Lost
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.live_facts import Facts
+from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, traceback_site
 
 _UNKNOWN = object()  # a result that does not line up with the sources
@@ -119,9 +120,9 @@ class Session:
         why = ("outside_tape: computed while the tape was not recording (before it was "
                "entered, or under stop_recording), so the tape has no record of it and "
                "no gradient flows back through it: compute it inside the tape")
-        return Verdict("blocked", tuple(
-            StopSite(op.type, op.name, "outside_tape", why, traceback_site(op))
-            for op in found))
+        stops = tuple(BlockingOp(op.name, op.type, None, "outside_tape",
+                                 graphs.shown_site(traceback_site(op))) for op in found)
+        return Verdict("blocked", stops, dict.fromkeys(stops, why))
 
     def _lost(self, name: str, gradient: Any, symbolic: bool, verdict: Verdict | None,
               call: str, site: Site | None, loss: str, loss_site: Site | None
@@ -142,7 +143,8 @@ class Session:
             kind = "zero"  # TF computes a gradient, and it is zero
         else:
             return None
-        return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description)
+        return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description,
+                    why=verdict.why if verdict else {})
 
     def _graph_verdicts(self, tf: Any, targets: list[Any], sources: list[Any],
                         names: list[str]) -> tuple[dict[str, Verdict], str, Site | None]:

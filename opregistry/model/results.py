@@ -16,10 +16,15 @@ FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_sav
 
 @dataclass(frozen=True)
 class BlockingOp:
+    """An op where a gradient path stops, with its reason: the one type ``check``'s
+    findings and partial paths, ``gradcheck``'s checks and the guard's warnings name."""
+
     node: str
     op: str
     function: str | None
-    reason: str  # one of REASONS
+    # one of REASONS; gradcheck's ops behind a problem add python_function,
+    # custom_gradient, gradient_flagged_by_probe, non_smooth; the guard outside_tape
+    reason: str
     # "file:line" where the op is, where known: the line of traced code that created it,
     # or its node's line in a .pbtxt
     site: str | None = None

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
 from opregistry.numerical.results import PROBLEMS, GradcheckResult
+
+if TYPE_CHECKING:
+    from opregistry.model.results import BlockingOp, CheckResult
 
 
 # long: one pass over the checks of both orders, each rule a few lines
@@ -138,7 +141,7 @@ def _names(subject: Any, owner: Any) -> dict[int, str]:
     return names
 
 
-def _blocked_pairs(result: Any) -> dict[tuple[str, str], tuple[Any, ...]]:
+def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[BlockingOp, ...]]:
     """(output, target) -> blocking ops, for every pair the analysis finds blocked."""
     return {(f.output, f.target): f.blocking_ops for f in result.findings}
 
@@ -152,7 +155,7 @@ def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
     return dict(zip(names, outputs))
 
 
-def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
+def _relevant(verdict: str, ops: list[tuple[str, BlockingOp]]) -> list[BlockingOp]:
     """The ops behind a verdict: where gradients stop (none, zero), plus custom
     gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
     (non-smooth)."""
@@ -162,7 +165,7 @@ def _relevant(verdict: str, ops: list[Any]) -> list[Any]:
     # one entry per node, by the kind that explains the verdict best: a custom gradient
     # is also where its forward computation's gradient "stops" (it replaces it)
     rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
-    best: dict[str, tuple[int, Any]] = {}
+    best: dict[str, tuple[int, BlockingOp]] = {}
     for kind, op in ops:
         if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
             best[op.node] = (rank[kind], op)

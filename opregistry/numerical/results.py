@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opregistry.errors import OpregistryError
+from opregistry.model.results import BlockingOp
 
 VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
 PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
@@ -42,7 +43,7 @@ class TargetCheck:
     numeric: float | None  # the same from finite differences
     gradient: str = "value"  # what TensorFlow returned: none | zero | value
     note: str = ""
-    blocking_ops: tuple[Any, ...] = ()  # BlockingOp: ops the static analysis names
+    blocking_ops: tuple[BlockingOp, ...] = ()  # the ops the static analysis names
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
@@ -74,8 +75,8 @@ class GradcheckResult:
         return [c for c in self.checks if c.verdict in PROBLEMS and not c.ignored_by]
 
     @property
-    def stopping_ops(self) -> list[Any]:
-        """The ops the static analysis names behind every problem (BlockingOp)."""
+    def stopping_ops(self) -> list[BlockingOp]:
+        """The ops the static analysis names behind every problem."""
         return [b for c in self.problems for b in c.blocking_ops]
 
     @property

@@ -4,12 +4,16 @@ reason where a gradient stops, the standard differentiable alternatives, each pr
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
+
+if TYPE_CHECKING:
+    from opregistry.model.results import BlockingOp
 
 CATALOGUE = Path(__file__).with_name("catalogue.toml")
 KINDS = ("function", "register", "save", "policy", "advice")
@@ -138,7 +142,7 @@ def snippet_for(remedy: Remedy, op: str, definition: dict[str, Any] | None = Non
     return remedy.snippet
 
 
-def definitions(release: str | None, blocking_ops: Any, db: DbLike = None
+def definitions(release: str | None, blocking_ops: Iterable[BlockingOp], db: DbLike = None
                 ) -> dict[str, dict[str, Any]]:
     """op -> OpDef (as harvested) for the blocking ops whose remedy is a registration
     template ({} where the database cannot say: the template then names no arguments)."""

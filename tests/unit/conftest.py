@@ -3,6 +3,9 @@ SQLite database (migrated by the real code, loaded by the real loader) from smal
 hand-written harvest documents (tests/unit/documents.py)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -11,7 +14,7 @@ from documents import default_document  # tests/unit is on sys.path
 
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
-from opregistry.db.location import resolve
+from opregistry.db.location import resolve, shipped_database_path
 
 SmallDb = Callable[..., Path]
 
@@ -29,3 +32,19 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> SmallDb:
         return path
 
     return build
+
+
+@pytest.fixture(scope="session")
+def shipped_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(folder, stderr) of ``opregistry site`` on the shipped database: built once per
+    session (it is the tier's most expensive input) for every test that reads it; a
+    test that changes a site copies it first. CI spreads the tier by file (xdist
+    ``--dist loadfile``, a session per worker), so the tests that read it live in one
+    file, tests/unit/test_site_shipped.py: the site is built once in CI too."""
+    out = tmp_path_factory.mktemp("shipped-site") / "site"
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    done = subprocess.run([sys.executable, "-m", "opregistry", "site", str(out), "--db",
+                           str(shipped_database_path())], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out, done.stderr

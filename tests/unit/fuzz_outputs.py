@@ -296,7 +296,10 @@ def output_case(index: int, seed: int, work: Path, figures: Figures) -> None:
     _remove(plain)
 
 
-def run(site_cases: int, output_cases: int, seed: int = 0) -> Figures:
+def run(site_cases: int, output_cases: int, seed: int = 0, first_site: int = 0,
+        first_output: int = 0) -> Figures:
+    """Site cases ``first_site ..`` and -o cases ``first_output ..`` of run ``seed``
+    (a case is the same whatever the cases around it: slices of one run are disjoint)."""
     figures = Figures()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opregistry-fuzz-outputs-") as tmp:
@@ -304,9 +307,9 @@ def run(site_cases: int, output_cases: int, seed: int = 0) -> Figures:
         db = small_db(work)
         built = work / "built"
         build_site(built, db=db)
-        for index in range(site_cases):
+        for index in range(first_site, first_site + site_cases):
             site_case(index, seed, db, built, work, figures)
-        for index in range(output_cases):
+        for index in range(first_output, first_output + output_cases):
             output_case(index, seed, work, figures)
     figures.seconds = time.monotonic() - started
     return figures

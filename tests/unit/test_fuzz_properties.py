@@ -8,6 +8,7 @@ real models is the fuzz harness's part (tests/fuzz, tests/test_fuzz_readers.py).
 ``derandomize`` and no example database: CI runs the same examples everywhere."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,7 @@ def graphs(draw):
     return graph
 
 
+@pytest.mark.fuzz  # CI-sized (CI runs it; a developer may skip it)
 @settings(max_examples=300, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(graph=graphs())

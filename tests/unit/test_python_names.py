@@ -1,24 +1,11 @@
 """Python names that lead home, on the shipped database: a name leads to the op it is
 implemented by (not to every op its code creates), and the canonical public name comes
-first (the current ``tf.*``, then ``tf.math.*``-style aliases, ``tf.compat.v1.*`` last)."""
+first (the current ``tf.*``, then ``tf.math.*``-style aliases, ``tf.compat.v1.*`` last;
+the site's order: tests/unit/test_site_shipped.py, beside the site it reads)."""
 from __future__ import annotations
 
-import pytest
-
 import opregistry
-from opregistry.registry.history import history
 from opregistry.registry.names import implemented_by, ranked, same_name
-from opregistry.site.export import export
-
-
-@pytest.fixture(scope="module")
-def shipped_export():
-    found = history()
-    return export(found, {op: f"ops/{op}.html" for op in found.op_names()})
-
-
-def _names(data, op):
-    return list(data["ops"][op]["python_names"])
 
 
 def test_lookup_of_a_name_gives_the_op_it_is_implemented_by():
@@ -33,23 +20,6 @@ def test_lookup_of_a_name_gives_the_op_it_is_implemented_by():
 def test_a_name_named_after_none_of_its_ops_still_answers_with_every_op():
     ops = {r.op for r in opregistry.lookup("tf.nn.dropout").rows}
     assert {"Floor", "RandomUniform"} <= ops
-
-
-def test_the_site_shows_the_canonical_name_first(shipped_export):
-    add_n = _names(shipped_export, "AddN")
-    assert add_n[0] == "tf.add_n"
-    assert add_n.index("tf.math.add_n") < add_n.index("tf.compat.v1.add_n")
-    assert "tf.accumulate_n" not in add_n
-    argmax = _names(shipped_export, "ArgMax")
-    assert argmax[:2] == ["tf.argmax", "tf.math.argmax"]
-    assert not [n for n in argmax if "specificity_at_sensitivity" in n]
-    assert argmax.index("tf.argmax") < argmax.index("tf.arg_max")  # gone since 2.0
-    assert all(n.startswith("tf.compat.v1.") for n in argmax[argmax.index(
-        next(n for n in argmax if n.startswith("tf.compat.v1."))):])
-    floor = _names(shipped_export, "Floor")
-    assert floor[:2] == ["tf.floor", "tf.math.floor"]
-    assert "tf.nn.dropout" not in floor and "tf.linalg.expm" not in floor
-    assert "tf.raw_ops.Floor" in floor
 
 
 def test_matching_and_ranking_rules():

@@ -63,16 +63,11 @@ def test_sarif_fixes_are_descriptions_with_no_edit(tmp_path, capfd):
 
 
 def test_no_remedy_is_said(capfd):
-    from dataclasses import dataclass
-
     from opregistry.formats.remedies import fix_lines, remedies_data
+    from opregistry.model.results import BlockingOp
 
-    @dataclass
-    class Op:
-        op: str
-        reason: str
-
-    ops = [Op("TensorArrayReadV2", "none"), Op("SomeCustomOp", "missing")]
+    ops = [BlockingOp("ta", "TensorArrayReadV2", None, "none"),
+           BlockingOp("c", "SomeCustomOp", None, "missing")]
     lines = fix_lines(ops)
     assert lines[0].startswith("fix: TensorArrayReadV2 (none): no remedy: Deprecated TF1")
     assert lines[1].startswith("fix: SomeCustomOp (missing): Register a gradient")

@@ -123,6 +123,30 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
         "opregistry.remedies.explain.Explanation": [
             (explain(name), {}) for name in ("Round", "AdjustContrastv2", "integer_edge",
                                             "MatMul", "Shape")],
+        **_database_samples(),
+    }
+
+
+def _database_samples() -> dict[str, list[tuple[Any, dict[str, Any]]]]:
+    """What harvest, db load and db current show (hand-built: a harvest needs TF)."""
+    from opregistry.db.loader import LoadResult
+    from opregistry.formats.db import Harvested, LoadedDocuments, SchemaRevision
+    from opregistry.harvest.runner import HarvestOutcome
+
+    ok = HarvestOutcome("tensorflow 2.21.0", True, "2.21.0", "tensorflow-cpu", 1500,
+                        seconds=12.345, document_path="h/2.21.0.json")
+    text = HarvestOutcome("tensorflow-text\x1b 2.21.1", True, "2.21.0", "tensorflow-cpu",
+                          40, replaced=True, library="tensorflow-text 2.21.1")
+    failed = HarvestOutcome("tensorflow 1.2.0", False, error="no wheel for Python 3.12")
+    loaded = LoadResult("2.21.0", "tensorflow-cpu", 1500, False, 1500, 700)
+    return {
+        "opregistry.formats.db.Harvested": [
+            (Harvested((ok, text, failed), "x.db"), {}), (Harvested((ok,), "x.db"), {})],
+        "opregistry.formats.db.LoadedDocuments": [
+            (LoadedDocuments((("a.json", loaded), ("b\x07.json", loaded))), {})],
+        "opregistry.formats.db.SchemaRevision": [
+            (SchemaRevision("0006_xla", ("0006_xla",)), {}),
+            (SchemaRevision(None, ("0006_xla",)), {})],
     }
 
 
@@ -193,6 +217,8 @@ def test_every_result_type_renders_in_every_format_of_its_renderer(name, fmt, sa
             _dot(text, result)
         elif type(renderer).rows is Renderer.rows:  # prose, not rows (explain)
             _prose(text, result, fmt)
+        elif name.endswith(".SchemaRevision") and fmt is OutputFormat.table:
+            assert text == (result.revision or "base")  # the bare revision, for scripts
         else:
             _rows_format(fmt)(text, renderer, result)
         assert isinstance(summary(result), str)

@@ -32,13 +32,11 @@ def _site(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    done = _site(str(out), "--db", str(SHIPPED))
-    assert done.returncode == 0, done.stderr
+def site(shipped_site: tuple[Path, str]) -> Path:
+    out, stderr = shipped_site  # (conftest.py: built once per session)
     releases = len(opregistry.releases(db=SHIPPED))  # TF's, the nightly, op libraries'
     assert re.fullmatch(rf".*: \d+ pages for \d+ ops in {releases} releases, [\d.]+ MB in "
-                        r"[\d.]+ s\n", done.stderr), done.stderr
+                        r"[\d.]+ s\n", stderr), stderr
     return out
 
 
@@ -80,6 +78,29 @@ def test_the_export_says_what_lookup_says(data: dict, op: str):
             assert entry["function"]["qualname"] == row.function.qualname
             assert entry["function"]["url"] == source_url(row.release, row.function.source_file,
                                                           row.function.line)
+
+
+def test_the_site_shows_the_canonical_name_first(data: dict):
+    """Python names lead home (tests/unit/test_python_names.py): the canonical public
+    name first, then ``tf.math.*``-style aliases, ``tf.compat.v1.*`` last."""
+    add_n = _names(data, "AddN")
+    assert add_n[0] == "tf.add_n"
+    assert add_n.index("tf.math.add_n") < add_n.index("tf.compat.v1.add_n")
+    assert "tf.accumulate_n" not in add_n
+    argmax = _names(data, "ArgMax")
+    assert argmax[:2] == ["tf.argmax", "tf.math.argmax"]
+    assert not [n for n in argmax if "specificity_at_sensitivity" in n]
+    assert argmax.index("tf.argmax") < argmax.index("tf.arg_max")  # gone since 2.0
+    assert all(n.startswith("tf.compat.v1.") for n in argmax[argmax.index(
+        next(n for n in argmax if n.startswith("tf.compat.v1."))):])
+    floor = _names(data, "Floor")
+    assert floor[:2] == ["tf.floor", "tf.math.floor"]
+    assert "tf.nn.dropout" not in floor and "tf.linalg.expm" not in floor
+    assert "tf.raw_ops.Floor" in floor
+
+
+def _names(data: dict, op: str) -> list[str]:
+    return list(data["ops"][op]["python_names"])
 
 
 def test_a_folder_that_is_not_a_site_is_refused_with_or_without_force(tmp_path: Path):
@@ -141,6 +162,16 @@ def test_every_internal_link_resolves(site: Path, data: dict):
             parsed[path].feed(path.read_text())
         return parsed[path]
 
+    # (folder, link path) -> the file it names, if one: every page links the same few
+    # pages (the matrix, the style), each resolved once
+    files: dict[tuple[Path, str], Path | None] = {}
+
+    def file_of(folder: Path, path: str) -> Path | None:
+        if (folder, path) not in files:
+            target = (folder / unquote(path)).resolve()
+            files[folder, path] = target if target.is_file() else None
+        return files[folder, path]
+
     checked = 0
     for html in sorted(site.rglob("*.html")):
         for link in page(html).links:
@@ -149,8 +180,8 @@ def test_every_internal_link_resolves(site: Path, data: dict):
                 assert url.netloc == "github.com", link  # only source links leave the site
                 continue
             assert not url.scheme and not url.netloc, f"{html}: {link}"
-            target = (html.parent / unquote(url.path)).resolve() if url.path else html
-            assert target.is_file(), f"{html.relative_to(site)}: {link}"
+            target = file_of(html.parent, url.path) if url.path else html
+            assert target is not None, f"{html.relative_to(site)}: {link}"
             if url.fragment and target.suffix == ".html" and "=" not in url.fragment:
                 assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
             checked += 1

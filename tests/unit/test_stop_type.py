@@ -1,0 +1,67 @@
+"""One name for an op where a gradient stops: ``check``'s findings and partial paths,
+``gradcheck``'s checks and the guard's warnings all hold ``BlockingOp``, and no other
+class of the package repeats its fields. No TensorFlow."""
+from __future__ import annotations
+
+import ast
+import typing
+import warnings
+from pathlib import Path
+
+import opregistry
+from opregistry.guard.actions import GuardPolicy, Lost, NonDifferentiableWarning
+from opregistry.guard.graphs import Verdict
+from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+from opregistry.numerical.results import GradcheckResult, TargetCheck
+
+PACKAGE = Path(opregistry.__file__).parent
+
+
+def test_check_gradcheck_and_the_guard_hold_the_same_stop_type():
+    stops = tuple[BlockingOp, ...]
+    assert typing.get_type_hints(Finding)["blocking_ops"] == stops
+    assert typing.get_type_hints(PartialPath)["ops"] == stops
+    assert typing.get_type_hints(TargetCheck)["blocking_ops"] == stops
+    assert typing.get_type_hints(Lost)["stops"] == stops
+    assert typing.get_type_hints(Verdict)["stops"] == stops
+    for owner in (CheckResult, GradcheckResult):
+        hints = typing.get_type_hints(getattr(owner, "stopping_ops").fget)
+        assert hints["return"] == list[BlockingOp], owner
+
+
+def test_no_other_class_repeats_the_stop_fields():
+    """A class with a node, an op and a reason is a second name for BlockingOp."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
+                          and isinstance(s.target, ast.Name)}
+                if {"node", "op", "reason"} <= fields:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    assert found == ["model/results.py:BlockingOp"]
+
+
+def test_a_guard_warning_names_each_stop_with_its_line_and_reason():
+    stop = BlockingOp("model/ArgMax", "ArgMax", None, "none", site="train.py:12")
+    inner = BlockingOp("Round", "Round", "step_fn", "none")  # its line unknown
+    why = {stop: "none: ArgMax's gradient returns None for every input"}
+    lost = Lost("variable 'dense/kernel'", "none", "GradientTape.gradient",
+                ("train.py", 20), "Mean 'Mean'", ("train.py", 14), (stop, inner),
+                "TensorFlow 2.21.0 from the database", why=why)
+    assert lost.keys() == [("variable 'dense/kernel'", "ArgMax", "train.py:12"),
+                           ("variable 'dense/kernel'", "Round", None)]
+    assert hash(lost) == hash(Lost(**{**lost.__dict__, "why": {}}))  # hashable, as before
+    policy = GuardPolicy("warn")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        policy.handle([lost])
+    (warning,) = [w for w in caught if w.category is NonDifferentiableWarning]
+    text = str(warning.message)
+    assert "  ArgMax 'model/ArgMax' created at train.py:12: none: ArgMax's gradient " \
+        "returns None for every input" in text
+    # no sentence from the facts: the reason itself; no line: said so
+    assert "  Round 'Round' in function step_fn created at an unknown line: none" in text
+    summary = policy.summary()
+    assert "opregistry.guard: 1 target without a gradient, 2 sites" in summary
+    assert "    ArgMax 'model/ArgMax' created at train.py:12: none: ArgMax's" in summary
