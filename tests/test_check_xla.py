@@ -216,7 +216,7 @@ def test_a_gradient_only_failure_names_the_while_loop_of_expm(built, xla_db, sav
     assert result.xla and {(x.op, x.part, x.status, x.cause) for x in result.xla} == {
         ("StatelessWhile", "structure", "fails", "tensor_list_unknown_size")}
     assert all(x.node.endswith("matrix_exponential/while") for x in result.xla)
-    assert all("maximum_iterations" in (x.reason or "") for x in result.xla)
+    assert all("maximum_iterations" in (x.message or "") for x in result.xla)
 
 
 @pytest.mark.parametrize("saved", ["export", "saved_model"])
@@ -262,7 +262,7 @@ def test_a_release_harvested_without_xla_says_unknown(built, harvested_db_withou
     result = _check(built["dense"][2]["saved_model"], harvested_db_without_xla)
     assert {o.xla for o in result.outputs} == {"unknown"}
     assert result.xla and {x.status for x in result.xla} == {"unknown"}
-    assert all("not harvested with XLA" in (x.reason or "") for x in result.xla)
+    assert all("not harvested with XLA" in (x.message or "") for x in result.xla)
     assert result.ok  # unknown is not a failure; --strict makes it one
     done = run_cli("check", str(built["dense"][2]["saved_model"]), "--xla", "--db",
                    str(harvested_db_without_xla), "--strict")

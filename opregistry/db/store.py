@@ -44,7 +44,7 @@ OP_COLUMNS: dict[str, str] = {
     "verification_tolerance": "ro.verification_tolerance",
     "verification_reason": "ro.verification_reason",
     "verification_detail": "ro.verification_detail",
-    "xla": "x.forward", "xla_op": "x.forward_op", "xla_reason": "x.forward_reason",
+    "xla": "x.forward", "xla_op": "x.forward_op", "xla_message": "x.forward_reason",
     "xla_gradient": "x.gradient", "xla_gradient_op": "x.gradient_op",
     "xla_gradient_structure": "x.gradient_structure",
     "xla_gradient_reason": "x.gradient_reason", "xla_gradient_agrees": "x.gradient_agrees",

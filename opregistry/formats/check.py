@@ -42,7 +42,7 @@ def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
     return [{"meta_graph": x.meta_graph, "signature": x.signature, "output": x.output,
              "target_kind": None, "target": None, "status": f"xla_{x.status}",
              "node": x.node, "op": x.op, "function": x.function, "reason": x.part,
-             "library": None, "xla": x.cause, "xla_reason": x.reason, "site": x.site}
+             "library": None, "xla": x.cause, "xla_message": x.message, "site": x.site}
             for x in result.xla or ()]
 
 
@@ -121,7 +121,7 @@ class CheckRenderer(Renderer["CheckResult"]):
         if any(f.library for f in _ops(result)):  # which op library a blocking op is from
             columns = [*columns, "library"]
         if result.xla:  # check --xla: what XLA refuses, and where the op was created
-            columns = [*columns, "xla", "xla_reason"] + (
+            columns = [*columns, "xla", "xla_message"] + (
                 ["site"] if any(x.site for x in result.xla) else [])
         return columns
 

@@ -293,7 +293,7 @@ def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
             "structure": "the structure does not compile"}[x.part] if x.status == "fails" \
         else f"whether its {x.part} compiles is unknown"
     cause = f" ({x.cause})" if x.cause else ""
-    why = f": {x.reason}" if x.reason else ""
+    why = f": {x.message}" if x.message else ""
     return {
         "ruleId": f"xla/{x.status}",
         "level": "error" if x.status == "fails" else "warning",

@@ -47,7 +47,7 @@ def message(found: list[XlaFinding], site_of: Callable[[str, str | None], Site |
         what = {"forward": "the op does not compile", "gradient": "its gradient does not "
                 "compile", "structure": "the structure does not compile"}[x.part]
         lines.append(f"  {x.op} '{x.node}'{where}: {what}"
-                     + (f" ({x.cause})" if x.cause else "") + (f": {x.reason}" if x.reason
+                     + (f" ({x.cause})" if x.cause else "") + (f": {x.message}" if x.message
                                                                 else ""))
     return "\n".join(lines)
 

@@ -99,7 +99,7 @@ class XlaFinding:
     # what XLA refuses: the first unsupported op (ResizeNearestNeighborGrad) or the
     # structure (tensor_list_unknown_size); None where unknown
     cause: str | None = None
-    reason: str | None = None  # TF's message when the harvest compiled it, or why unknown
+    message: str | None = None  # TF's message when the harvest compiled it, or why unknown
     site: str | None = None  # "file:line" that created the op, where known
     meta_graph: str = ""
 

@@ -54,11 +54,11 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
     reach = state.reach(tensor)
     found: list[XlaFinding] = []
 
-    def add(inst: int, part: str, status: str, cause: str | None, reason: str | None
+    def add(inst: int, part: str, status: str, cause: str | None, message: str | None
             ) -> None:
         node = flat.nodes[inst]
         found.append(XlaFinding(signature, output, node.name, node.op, flat.functions[inst],
-                                part, status, cause, reason, meta_graph=meta_graph))
+                                part, status, cause, message, meta_graph=meta_graph))
 
     for inst in sorted(state.dep_insts(tensor), key=flat.keys.__getitem__):
         op = flat.ops[inst]

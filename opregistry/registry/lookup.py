@@ -250,7 +250,7 @@ def xla_of(row: dict[str, Any]) -> Xla | None:
     if row["xla"] is None:
         return None  # harvested without XLA
     agrees = row["xla_gradient_agrees"]
-    return Xla(row["xla"], row["xla_gradient"], row["xla_op"], row["xla_reason"],
+    return Xla(row["xla"], row["xla_gradient"], row["xla_op"], row["xla_message"],
                row["xla_gradient_op"], row["xla_gradient_structure"],
                row["xla_gradient_reason"], None if agrees is None else bool(agrees),
                row["xla_kernels"])
