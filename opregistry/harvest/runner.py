@@ -37,6 +37,9 @@ __all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries",
 # the in-environment harvester's entry point, run by path (inenv/__init__.py)
 COLLECTOR = Path(__file__).resolve().parent / "inenv" / "__main__.py"
 COLLECTOR_TIMEOUT_S = 30 * 60
+# compiling ~420 ops and their gradients with XLA took over 30 minutes on a busy 2-core
+# machine (2.19 under `nice -n 19`): a harvest with --xla gets longer
+COLLECTOR_TIMEOUT_XLA_S = 3 * 60 * 60
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
 COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported
 # where a harvest compiles with XLA: the CPU here, a GPU on a host with one (``--device``)
@@ -94,9 +97,11 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
                                      xla=xla, device=device)
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                  timeout=COLLECTOR_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                                  timeout=collector_timeout(xla and probes),
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise HarvestError(f"{interpreter}: the collector timed out") from None
+            raise HarvestError(f"{interpreter}: the collector timed out after "
+                               f"{collector_timeout(xla and probes):.0f} s") from None
         except OSError as exc:
             raise HarvestError(f"{interpreter}: cannot run: {exc.strerror or exc}") from None
         if done.returncode == COLLECTOR_NO_TF:
@@ -115,6 +120,19 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
             return document
         except ValueError as exc:
             raise HarvestError(f"{interpreter}: the collector wrote invalid JSON: {exc}") from None
+
+
+def collector_timeout(xla: bool) -> float:
+    """Seconds the collector may take: ``OPREGISTRY_COLLECTOR_TIMEOUT`` if set, else 30
+    minutes (3 hours when it compiles with XLA)."""
+    explicit = os.environ.get("OPREGISTRY_COLLECTOR_TIMEOUT")
+    if explicit:
+        try:
+            return max(1.0, float(explicit))
+        except ValueError:
+            raise HarvestError(f"OPREGISTRY_COLLECTOR_TIMEOUT={explicit!r} is not a number "
+                               "of seconds") from None
+    return float(COLLECTOR_TIMEOUT_XLA_S if xla else COLLECTOR_TIMEOUT_S)
 
 
 def collector_command(interpreter: str, out: str | os.PathLike[str], *,
