@@ -185,3 +185,15 @@ def test_releases_xla_counts_per_release_and_device(cpu_db):
         "2.20.0,CPU,3,3,0,0,1,1,1,1",
         "2.21.0,CPU,2,2,0,0,2,0,0,0",
         "2.21.0,GPU,2,2,0,0,1,1,0,0"]
+
+
+def test_a_harvest_with_xla_may_take_hours_and_the_timeout_can_be_set(monkeypatch):
+    from opregistry.harvest.runner import collector_timeout
+
+    monkeypatch.delenv("OPREGISTRY_COLLECTOR_TIMEOUT", raising=False)
+    assert (collector_timeout(False), collector_timeout(True)) == (1800.0, 10800.0)
+    monkeypatch.setenv("OPREGISTRY_COLLECTOR_TIMEOUT", "60")
+    assert collector_timeout(True) == 60.0
+    monkeypatch.setenv("OPREGISTRY_COLLECTOR_TIMEOUT", "soon")
+    with pytest.raises(HarvestError, match="'soon' is not a number of seconds"):
+        collector_timeout(True)
