@@ -311,3 +311,37 @@ def test_a_worker_dying_while_compiling_keeps_the_probe_and_records_xla_unknown(
     assert records["Relu"]["xla"] == {"device": "CPU", "forward": stopped, "gradient": stopped}
     assert records["Tanh"]["xla"]["gradient"]["status"] == "compiles"
     assert records["Sign"]["xla"]["forward"]["status"] == "compiles"
+
+
+def test_a_gpu_harvest_where_tensorflow_sees_no_gpu_stops_before_probing(tmp_path):
+    """``harvest --xla --device GPU`` is for a host with a GPU: here (none visible) the
+    collector says so at once, in one Error line, and the database is left alone."""
+    from cli_run import run_cli  # tests/ is on sys.path
+
+    assert xla.device_missing(tf, "CPU") is None
+    missing = xla.device_missing(tf, "GPU")
+    assert missing is not None and missing.startswith("TensorFlow sees no GPU here")
+    db = tmp_path / "gpu.sqlite"
+    done = run_cli("harvest", "--xla", "--device", "GPU", "--db", str(db))
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "TensorFlow sees no GPU here" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert not db.exists() or opregistry_releases(db) == ()
+
+
+def opregistry_releases(db):
+    import opregistry
+
+    return opregistry.releases(db=db)
+
+
+def test_the_device_is_where_the_compiled_function_is_placed():
+    """The device reaches the session: a GPU that is not there is TF refusing to place
+    the compiled function there (the collector checks for the device before that)."""
+    graph, _, outputs, feeds, _ = _subject(tf.nn.relu, [2, 2])()
+    assert xla.check(tf, "jit_compile", graph, outputs, feeds, "CPU")[0] == {
+        "status": "compiles"}
+    verdict, _ = xla.check(tf, "jit_compile", graph, outputs, feeds, "GPU")
+    assert verdict["status"] in ("fails", "unknown")
+    assert "GPU" in (verdict.get("message") or verdict.get("reason") or "")

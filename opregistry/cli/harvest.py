@@ -71,6 +71,10 @@ def harvest_command(
     xla: bool = typer.Option(
         False, "--xla", help="Also compile each probed op and its gradient with XLA on the "
                              "CPU (about 0.3 s per op)."),
+    device: str = typer.Option(
+        "CPU", "--device", metavar="CPU|GPU",
+        help="With --xla, compile on this device: GPU on a host with one adds GPU rows to "
+             "the release already harvested on the CPU (see docs/xla.md)."),
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
     fmt: TableFormat = FormatOption,
@@ -83,13 +87,20 @@ def harvest_command(
     """
     from opregistry.db.location import resolve
     from opregistry.harvest.recipes import LIBRARIES, shipped_library_requirement
-    from opregistry.harvest.runner import RECIPES
+    from opregistry.harvest.runner import DEVICES, RECIPES
 
     versions = list(tf_versions or [])
     if all_releases:
         versions += [r.version for r in RECIPES.values()]
     if imports and not (plugins or op_libraries):
         raise fail(OpregistryError("--import needs --plugin or --op-library"))
+    if device != "CPU" and not (xla and probes):
+        raise fail(OpregistryError("--device needs --xla (it says where XLA compiles) and "
+                                   "the probes"))
+    if device not in DEVICES:
+        raise fail(OpregistryError(
+            f"--device {device}: the harvester compiles on CPU or GPU (TPU: not yet, see "
+            "docs/xla.md)"))
     target = partial(HarvestTarget, python=python, plugins=tuple(plugins or ()),
                      op_libraries=tuple(op_libraries or ()), imports=tuple(imports or ()),
                      library_name=library_name, library_version=library_version)
@@ -111,7 +122,7 @@ def harvest_command(
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(
             rebuild_env=rebuild_env, discard_env=discard_env, save_documents=save_json,
-            probes=probes, numeric=numeric, xla=xla))
+            probes=probes, numeric=numeric, xla=xla, device=device))
     except OpregistryError as exc:
         raise fail(exc) from None
     result = Harvested(tuple(outcomes), location.describe())

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import typer
+
 from opregistry.cli.options import (
     DbOption,
     FormatOption,
@@ -16,14 +18,17 @@ from opregistry.registry import lookup as query
 
 
 def releases(library: OptionalStr = LibraryOption, fmt: TableFormat = FormatOption,
-             output_file: OptionalStr = OutputFileOption, db: OptionalStr = DbOption) -> None:
+             output_file: OptionalStr = OutputFileOption, db: OptionalStr = DbOption,
+             xla: bool = typer.Option(
+                 False, "--xla", help="Instead of the op counts, how many ops and gradients "
+                 "compile with XLA, per release and device.")) -> None:
     """Releases in the database, TensorFlow's and op libraries', with op counts per
-    gradient status."""
+    gradient status (--xla: per XLA status)."""
     try:
         found = query.releases(db=db, library=library)
     except OpregistryError as exc:
         raise fail(exc) from None
-    listed = ReleaseList(tuple(found))
+    listed = ReleaseList(tuple(found), xla=xla)
     emit(output_file, render(listed, fmt))
     note(summary(listed))
 

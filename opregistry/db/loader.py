@@ -3,6 +3,11 @@
 Re-loading a release (same version and package) replaces it atomically; rows that
 only the replaced release used are removed in the same transaction. If anything
 fails, nothing changes.
+
+A device harvest (``harvest --xla --device GPU`` on a host with that device: the
+document's ``probes.xla_device``) adds only its XLA rows, for that device, to the
+release of the same version already stored (harvested on the CPU); re-loading the
+CPU harvest of a release keeps the other devices' rows.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from opregistry.db.models import (
     ReleasePythonName,
 )
 from opregistry.db.validate import validate
+from opregistry.errors import DocumentError
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
 _LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
@@ -141,7 +147,16 @@ def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
     with translated(engine, "load into"), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
+        device = xla_device(document)
+        if device != "CPU":
+            return _load_device(conn, document, rel, device)
         return _load(conn, document, rel)
+
+
+def xla_device(document: dict[str, Any]) -> str:
+    """The device a document's XLA verdicts were compiled on (``CPU`` unless a
+    ``--device`` harvest says otherwise)."""
+    return str((document.get("probes") or {}).get("xla_device") or "CPU")
 
 
 def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> LoadResult:
@@ -152,7 +167,12 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         releases.c.version == rel["version"], releases.c.package == package,
         releases.c.library == library.get("name", ""),
         releases.c.library_version == library.get("version", ""))).scalar()
+    kept: list[dict[str, Any]] = []
     if existing is not None:
+        # rows a GPU or TPU host added: that host's evidence, not this harvest's to drop
+        xla = _table(OpXla)
+        kept = [dict(row._mapping) for row in conn.execute(select(xla).where(
+            xla.c.release_id == existing, xla.c.device != "CPU"))]
         _delete_release(conn, existing)
 
     release_id = _insert_release(conn, document, rel, package)
@@ -191,6 +211,9 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
     _insert_chunks(conn, _table(OpXla), (
         _xla_row(release_id, op["name"], op["probe"]["xla"]) for op in ops
         if isinstance(op.get("probe"), dict) and isinstance(op["probe"].get("xla"), dict)))
+    names = {op["name"] for op in ops}
+    _insert_chunks(conn, _table(OpXla), (dict(row, release_id=release_id) for row in kept
+                                         if row["op_name"] in names))
     _insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
         "gradient_function_id": function_id(entry["name"]),
@@ -203,6 +226,42 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         new_op_defs=len(op_def_rows) - before_defs,
         new_gradient_functions=len(function_rows) - before_functions,
         library=f"{library['name']} {library['version']}" if library else None)
+
+
+def _load_device(conn: Connection, document: dict[str, Any], rel: dict[str, Any],
+                 device: str) -> LoadResult:
+    """Replace ``device``'s op_xla rows of the stored release this document is a
+    device harvest of: the same version (and op library), preferably the same package
+    (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``)."""
+    releases, xla, ro = _table(Release), _table(OpXla), _table(ReleaseOp)
+    library = document.get("library") or {}
+    found = conn.execute(select(releases.c.id, releases.c.package).where(
+        releases.c.version == rel["version"],
+        releases.c.library == library.get("name", ""),
+        releases.c.library_version == library.get("version", ""))).all()
+    label = (f"{library['name']} {library['version']}" if library else rel["version"])
+    if not found:
+        raise DocumentError(
+            f"a {device} harvest of {label}, which the database does not hold: harvest it "
+            f"on the CPU first (a {device} harvest adds only its XLA rows to that release)")
+    package = rel.get("package") or "unknown"
+    same = [r for r in found if r.package == package]
+    if not same and len(found) > 1:
+        raise DocumentError(
+            f"a {device} harvest of {label} with {package}: the database holds that "
+            f"release for {', '.join(sorted(r.package for r in found))}, none for {package}")
+    release_id, stored_package = (same or found)[0]
+    names = set(conn.execute(select(ro.c.op_name).where(ro.c.release_id == release_id))
+                .scalars())
+    before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
+                                            xla.c.device == device)).rowcount
+    rows = [dict(_xla_row(release_id, op["name"], op["probe"]["xla"]), device=device)
+            for op in document["ops"] if op["name"] in names
+            and isinstance(op.get("probe"), dict) and isinstance(op["probe"].get("xla"), dict)]
+    _insert_chunks(conn, xla, rows)
+    return LoadResult(release=rel["version"], package=stored_package, ops=len(rows),
+                      replaced=bool(before), new_op_defs=0, new_gradient_functions=0,
+                      library=label if library else None)
 
 
 def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, Any],

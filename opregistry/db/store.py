@@ -252,6 +252,12 @@ class Store:
         return self.rows("SELECT release_id, gradient, public, COUNT(*) AS n FROM release_ops "
                          "GROUP BY release_id, gradient, public")
 
+    def xla_counts(self) -> list[dict[str, Any]]:
+        """(release_id, device, forward, gradient, gradient_agrees, n) of the op_xla rows."""
+        return self.rows("SELECT release_id, device, forward, gradient, gradient_agrees, "
+                         "COUNT(*) AS n FROM op_xla GROUP BY release_id, device, forward, "
+                         "gradient, gradient_agrees")
+
     def orphan_counts(self) -> dict[int, int]:
         return {r["release_id"]: r["n"] for r in self.rows(
             "SELECT release_id, COUNT(*) AS n FROM orphan_gradients GROUP BY release_id")}

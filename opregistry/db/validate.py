@@ -255,7 +255,10 @@ DOCUMENT = obj({
     "python_names": array(obj({"name": text(), "op": text(pattern=OP_NAME),
                                "method": text(32)})),
     "probes": obj({}, {"seconds": number(0), "worker_restarts": integer(0, 10 ** 6),
-                       "numeric": boolean(nullable=True)}, nullable=True),
+                       "numeric": boolean(nullable=True), "xla": boolean(nullable=True),
+                       # a --device harvest: the device the XLA verdicts were compiled on
+                       "xla_device": text(16, pattern=r"[A-Z][A-Z0-9_]*", nullable=True)},
+                   nullable=True),
     # a library harvest: what an op library adds to the TF release it ran with
     "library": obj({"name": text(64, pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*"),
                     "version": text(64, pattern=r"[0-9A-Za-z][0-9A-Za-z.+\-]*")}, {

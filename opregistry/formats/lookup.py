@@ -133,11 +133,19 @@ RELEASE_COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered
                    "no_gradient", "missing", "public", "orphan_gradients"]
 
 
+# ``releases --xla``: per release and device, how many ops compile (issue 25)
+XLA_RELEASE_COLUMNS = ["release", "with_tf", "device", "ops", "forward_compiles",
+                       "forward_fails", "forward_unknown", "gradient_compiles",
+                       "gradient_fails", "gradient_unknown", "gradient_disagrees"]
+
+
 @dataclass(frozen=True)
 class ReleaseList:
-    """What ``releases`` shows: TensorFlow's and op libraries' releases."""
+    """What ``releases`` shows: TensorFlow's and op libraries' releases (``xla``: how
+    many of their ops compile with XLA, a row per device, instead of the op counts)."""
 
     releases: tuple[query.ReleaseSummary, ...]
+    xla: bool = False
 
 
 class ReleaseListRenderer(Renderer[ReleaseList]):
@@ -145,18 +153,34 @@ class ReleaseListRenderer(Renderer[ReleaseList]):
         return [r.to_dict() for r in result.releases]
 
     def rows(self, result: ReleaseList) -> list[dict[str, Any]]:
+        if result.xla:
+            return [row for r in result.releases for row in xla_release_rows(r)]
         return [release_row(r) for r in result.releases]
 
     def columns(self, result: ReleaseList) -> list[str]:
+        columns = XLA_RELEASE_COLUMNS if result.xla else RELEASE_COLUMNS
         if any(r.library for r in result.releases):
-            return RELEASE_COLUMNS
-        return [c for c in RELEASE_COLUMNS if c != "with_tf"]
+            return columns
+        return [c for c in columns if c != "with_tf"]
 
     def summary(self, result: ReleaseList) -> str:
         from_libraries = [r for r in result.releases if r.library]
         names = ", ".join(sorted({r.library or "" for r in from_libraries}))
         return f"{plural(len(result.releases), 'release')}" + (
             f" ({len(from_libraries)} of op libraries: {names})" if from_libraries else "")
+
+
+def xla_release_rows(summary: query.ReleaseSummary) -> list[dict[str, object]]:
+    """A row per device the release's ops were compiled on; one saying "not harvested"
+    where none was."""
+    base = release_row(summary)
+    named = {"release": base["release"], "with_tf": base["with_tf"]}
+    if not summary.xla:
+        return [dict(named, device="not harvested with XLA")]
+    return [dict(named, device=c.device, ops=c.ops,
+                 **{f"forward_{s}": n for s, n in c.forward.items()},
+                 **{f"gradient_{s}": n for s, n in c.gradient.items()},
+                 gradient_disagrees=c.gradient_disagrees) for c in summary.xla]
 
 
 def release_row(summary: query.ReleaseSummary) -> dict[str, object]:

@@ -31,14 +31,19 @@ from opregistry.harvest.recipes import (
     recipe_for,
 )
 
-__all__ = ["RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe", "collect",
-           "harvest", "iter_harvest", "recipe_for"]
+__all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe",
+           "collect", "collector_command", "harvest", "iter_harvest", "recipe_for"]
 
 # the in-environment harvester's entry point, run by path (inenv/__init__.py)
 COLLECTOR = Path(__file__).resolve().parent / "inenv" / "__main__.py"
 COLLECTOR_TIMEOUT_S = 30 * 60
+# compiling ~420 ops and their gradients with XLA took over 30 minutes on a busy 2-core
+# machine (2.19 under `nice -n 19`): a harvest with --xla gets longer
+COLLECTOR_TIMEOUT_XLA_S = 3 * 60 * 60
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
 COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported
+# where a harvest compiles with XLA: the CPU here, a GPU on a host with one (``--device``)
+DEVICES = ("CPU", "GPU")
 
 
 # ------------------------------------------------------------------------- collecting
@@ -73,34 +78,30 @@ class Libraries:
 
 def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool = True,
             probes: bool = True, numeric: bool = True,
-            libraries: Libraries | None = None, xla: bool = False) -> dict[str, Any]:
+            libraries: Libraries | None = None, xla: bool = False,
+            device: str = "CPU") -> dict[str, Any]:
     """Run the collector under ``python`` (default: this interpreter); return its document.
 
     With ``probes`` every registered gradient function is also called on a symbolic
     op (and, with ``numeric``, checked against finite differences). With ``libraries``
     the document holds what those op libraries add. With ``xla`` (and ``probes``) each
-    probed op and its gradient are also compiled with XLA on the CPU."""
+    probed op and its gradient are also compiled with XLA on ``device`` (``GPU``: a
+    device harvest, whose document the loader adds to the CPU harvest's release)."""
     interpreter = str(python or sys.executable)
     if not Path(interpreter).exists() and not shutil.which(interpreter):
         raise HarvestError(f"no such interpreter: {interpreter}")
     with tempfile.TemporaryDirectory(prefix="opregistry-") as tmp:
         out = Path(tmp) / "harvest.json"
-        cmd = [interpreter, "-I", str(COLLECTOR), "--out", str(out)]
-        if not extra_imports:
-            cmd.append("--no-extra-imports")
-        if probes:  # --xla: compile each probed op and its gradient with XLA (issue 25)
-            cmd += ["--probes"] + ["--no-numeric"] * (not numeric) + ["--xla"] * xla
-        if libraries:
-            for path in libraries.op_libraries:
-                if not Path(path).is_file():
-                    raise HarvestError(f"no such op library: {path}")
-            cmd += libraries.arguments()
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        cmd, env = collector_command(interpreter, out, extra_imports=extra_imports,
+                                     probes=probes, numeric=numeric, libraries=libraries,
+                                     xla=xla, device=device)
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                  timeout=COLLECTOR_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                                  timeout=collector_timeout(xla and probes),
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise HarvestError(f"{interpreter}: the collector timed out") from None
+            raise HarvestError(f"{interpreter}: the collector timed out after "
+                               f"{collector_timeout(xla and probes):.0f} s") from None
         except OSError as exc:
             raise HarvestError(f"{interpreter}: cannot run: {exc.strerror or exc}") from None
         if done.returncode == COLLECTOR_NO_TF:
@@ -119,6 +120,48 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
             return document
         except ValueError as exc:
             raise HarvestError(f"{interpreter}: the collector wrote invalid JSON: {exc}") from None
+
+
+def collector_timeout(xla: bool) -> float:
+    """Seconds the collector may take: ``OPREGISTRY_COLLECTOR_TIMEOUT`` if set, else 30
+    minutes (3 hours when it compiles with XLA)."""
+    explicit = os.environ.get("OPREGISTRY_COLLECTOR_TIMEOUT")
+    if explicit:
+        try:
+            return max(1.0, float(explicit))
+        except ValueError:
+            raise HarvestError(f"OPREGISTRY_COLLECTOR_TIMEOUT={explicit!r} is not a number "
+                               "of seconds") from None
+    return float(COLLECTOR_TIMEOUT_XLA_S if xla else COLLECTOR_TIMEOUT_S)
+
+
+def collector_command(interpreter: str, out: str | os.PathLike[str], *,
+                      extra_imports: bool = True, probes: bool = True, numeric: bool = True,
+                      libraries: Libraries | None = None, xla: bool = False,
+                      device: str = "CPU") -> tuple[list[str], dict[str, str]]:
+    """The collector's command line and environment (see ``collect``)."""
+    if device not in DEVICES:
+        raise HarvestError(f"cannot compile on device {device!r}: {' or '.join(DEVICES)} "
+                           "(TPU: not yet, see docs/xla.md)")
+    if device != "CPU" and not (xla and probes):
+        raise HarvestError(f"a {device} harvest compiles with XLA: it needs --xla and --probes")
+    cmd = [interpreter, "-I", str(COLLECTOR), "--out", str(out)]
+    if not extra_imports:
+        cmd.append("--no-extra-imports")
+    if probes:  # --xla: compile each probed op and its gradient with XLA (issue 25)
+        # a device harvest keeps only its XLA rows: no numeric check to spend time on
+        numeric = numeric and device == "CPU"
+        cmd += ["--probes"] + ["--no-numeric"] * (not numeric) + ["--xla"] * xla
+        if device != "CPU":
+            cmd += ["--xla-device", device]
+    if libraries:
+        for path in libraries.op_libraries:
+            if not Path(path).is_file():
+                raise HarvestError(f"no such op library: {path}")
+        cmd += libraries.arguments()
+    # the CPU harvest hides GPUs (the facts are the CPU's); a GPU harvest needs them
+    hidden = {"CUDA_VISIBLE_DEVICES": ""} if device == "CPU" else {}
+    return cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **hidden)
 
 
 # ---------------------------------------------------------------------------- harvest
@@ -195,17 +238,19 @@ def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
             rebuild_env: bool = False, discard_env: bool = False,
             save_documents: str | os.PathLike[str] | None = None,
             probes: bool = True, numeric: bool = True, xla: bool = False,
+            device: str = "CPU",
             on_start: Callable[[HarvestTarget], None] | None = None) -> list[HarvestOutcome]:
     """Harvest each target into ``db``; a failing target does not stop the others."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
                              save_documents=save_documents, probes=probes, numeric=numeric,
-                             xla=xla, on_start=on_start))
+                             xla=xla, device=device, on_start=on_start))
 
 
 def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
                  rebuild_env: bool = False, discard_env: bool = False,
                  save_documents: str | os.PathLike[str] | None = None,
                  probes: bool = True, numeric: bool = True, xla: bool = False,
+                 device: str = "CPU",
                  on_start: Callable[[HarvestTarget], None] | None = None
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
@@ -221,7 +266,8 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
             on_start(target)
         started = time.monotonic()
         try:
-            document = _collect_target(target, rebuild_env, discard_env, probes, numeric, xla)
+            document = _collect_target(target, rebuild_env, discard_env, probes, numeric, xla,
+                                       device)
             saved = None
             if save_documents:
                 saved = _save(document, Path(save_documents))
@@ -236,17 +282,17 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
 
 
 def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
-                    numeric: bool, xla: bool = False) -> dict[str, Any]:
+                    numeric: bool, xla: bool = False, device: str = "CPU") -> dict[str, Any]:
     libraries = target.libraries()
     if not target.tf_version:
         target.requirements()  # a requirement without an environment to install it in
         return collect(target.python, probes=probes, numeric=numeric, libraries=libraries,
-                       xla=xla)
+                       xla=xla, device=device)
     recipe = recipe_for(target.tf_version, target.package, target.requirements())
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
         return collect(python, probes=probes, numeric=numeric, libraries=libraries,
-                       xla=xla)
+                       xla=xla, device=device)
     finally:
         if discard_env:
             discard_venv(recipe)

@@ -142,6 +142,19 @@ class LookupResult:
 
 
 @dataclass(frozen=True)
+class XlaCounts:
+    """How many of a release's ops compile with XLA on one device: the op (forward)
+    and its gradient, per status (compiles | fails | unknown), and how many compiled
+    gradients disagree with TensorFlow's values."""
+
+    device: str
+    ops: int  # ops compiled (the probed ones: a registered gradient)
+    forward: dict[str, int]
+    gradient: dict[str, int]
+    gradient_disagrees: int = 0
+
+
+@dataclass(frozen=True)
 class ReleaseSummary:
     release: str  # the TensorFlow version (an op library's release: the one it ran with)
     package: str
@@ -159,6 +172,7 @@ class ReleaseSummary:
     library: str | None = None  # tensorflow-text
     library_version: str | None = None
     prerelease: bool = False  # a nightly, dev or rc TensorFlow
+    xla: tuple[XlaCounts, ...] = ()  # per device; () where harvested without XLA
 
     @property
     def label(self) -> str:
@@ -184,6 +198,7 @@ def releases(db: DbLike = None, *, library: str | None = None) -> tuple[ReleaseS
                 if row["public"]:
                     per["public"] += row["n"]
         orphans = store.orphan_counts()
+        xla = _xla_counts(store.xla_counts())
         out = []
         for rel in store.release_details():
             if library is not None and (rel["library"] or "tensorflow") != library:
@@ -200,12 +215,33 @@ def releases(db: DbLike = None, *, library: str | None = None) -> tuple[ReleaseS
                 orphan_gradients=orphans.get(rel["id"], 0),
                 import_failures=_count_json_list(rel["import_failures"]),
                 library=rel["library"] or None, library_version=rel["library_version"] or None,
-                prerelease=is_prerelease(rel["version"])))
+                prerelease=is_prerelease(rel["version"]), xla=xla.get(rel["id"], ())))
         if library is not None and library != "tensorflow" and not out:
             store.release("latest", library=library)  # the error that lists the libraries
         return tuple(sorted(out, key=lambda s: (
             s.library or "", version_key(s.library_version or ""), version_key(s.release),
             s.package)))
+
+
+def _xla_counts(rows: list[dict[str, Any]]) -> dict[int, tuple[XlaCounts, ...]]:
+    """release id -> XlaCounts per device (CPU first), from ``Store.xla_counts``."""
+    per: dict[tuple[int, str], dict[str, Any]] = {}
+    for row in rows:
+        counts = per.setdefault((row["release_id"], row["device"]),
+                                {"ops": 0, "forward": {}, "gradient": {}, "disagrees": 0})
+        counts["ops"] += row["n"]
+        for side in ("forward", "gradient"):
+            counts[side][row[side]] = counts[side].get(row[side], 0) + row["n"]
+        if row["gradient"] == "compiles" and row["gradient_agrees"] is not None and \
+                not row["gradient_agrees"]:
+            counts["disagrees"] += row["n"]
+    out: dict[int, list[XlaCounts]] = {}
+    for (release_id, device), c in sorted(per.items(), key=lambda kv: (
+            kv[0][0], kv[0][1] != "CPU", kv[0][1])):
+        out.setdefault(release_id, []).append(XlaCounts(
+            device, c["ops"], {s: c["forward"].get(s, 0) for s in XLA_STATES},
+            {s: c["gradient"].get(s, 0) for s in XLA_STATES}, c["disagrees"]))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _count_json_list(text: str | None) -> int:

@@ -119,7 +119,8 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
             (OpList(query.ops("2.21", status="no_gradient")), {}), (OpList(()), {})],
         "opregistry.formats.lookup.ReleaseList": [
             (ReleaseList(query.releases()), {}),
-            (ReleaseList(query.releases(library="tensorflow-text")), {})],
+            (ReleaseList(query.releases(library="tensorflow-text")), {}),
+            (ReleaseList(query.releases(), xla=True), {})],
         "opregistry.remedies.explain.Explanation": [
             (explain(name), {}) for name in ("Round", "AdjustContrastv2", "integer_edge",
                                             "MatMul", "Shape")],

@@ -200,16 +200,22 @@ def load_libraries(plugins, op_libraries):
 # -------------------------------------------------------------------------- main
 
 def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libraries=(),
-            library_name=None, library_version=None, xla=False):
+            library_name=None, library_version=None, xla=False, xla_device="CPU"):
     """Build the harvest document for the TensorFlow importable here.
 
     With ``plugins`` (modules or ``.py`` paths) or ``op_libraries`` (``.so`` paths) it
     is a library harvest: the document holds only what they add to the registries
     (ops, gradient entries, Python names), and names the library. With ``xla`` (and
-    ``probes``) each probed op and its gradient are compiled with XLA (issue 25)."""
+    ``probes``) each probed op and its gradient are compiled with XLA (issue 25), on
+    ``xla_device`` (CPU; GPU on a host with one)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
         import tensorflow as tf
+    if xla and xla_device != "CPU":  # before the minutes of probing, not after them
+        from . import xla as xla_module
+        missing = xla_module.device_missing(tf, xla_device)
+        if missing:
+            raise RuntimeError(missing)
     release = _release(tf)
     root, top = tf_source_root()
     site_dir = os.path.dirname(root)
@@ -263,7 +269,7 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
         from . import workers  # imports this module: loaded only when probing
         probe_info = workers.probe_ops(ops, op_defs, registry, numeric,
                                        workers.library_arguments(plugins, op_libraries),
-                                       xla)
+                                       xla, xla_device)
     orphans = [dict(gradient(name), name=name)
                for name in sorted(entries) if name not in op_names]
     major = int(str(release["version"]).split(".")[0])
@@ -289,16 +295,18 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
     return document
 
 
-_USAGE = ("usage: __main__.py [--out FILE] [--no-extra-imports] [--probes [--no-numeric] [--xla]] "
+_USAGE = ("usage: __main__.py [--out FILE] [--no-extra-imports] "
+          "[--probes [--no-numeric] [--xla [--xla-device CPU|GPU]]] "
           "[--plugin MODULE|FILE.py]... [--op-library FILE.so]... [--library-name NAME] "
           "[--library-version VERSION]")
 
 
 def parse_arguments(argv):
     options = {"out": None, "import_modules": True, "probes": False, "numeric": True, "xla": False,
+               "xla_device": "CPU",
                "plugins": [], "op_libraries": [], "library_name": None,
                "library_version": None}
-    valued = {"--out": "out", "--library-name": "library_name",
+    valued = {"--out": "out", "--library-name": "library_name", "--xla-device": "xla_device",
               "--library-version": "library_version"}
     listed = {"--plugin": "plugins", "--op-library": "op_libraries"}
     flags = {"--no-extra-imports": ("import_modules", False), "--probes": ("probes", True),

@@ -21,10 +21,11 @@ from .probe_symbolic import control_flow_v1, output_names
 _XLA_TOLERANCE = {"float32": _TOLERANCE["DT_FLOAT"][1], "float64": _TOLERANCE["DT_DOUBLE"][1]}
 
 
-def xla_check(api, op_def, record):
-    """``record["xla"]``: whether the op and its gradient compile with XLA on the CPU."""
+def xla_check(api, op_def, record, device="CPU"):
+    """``record["xla"]``: whether the op and its gradient compile with XLA on
+    ``device`` (the CPU, or a GPU in a ``--device GPU`` harvest)."""
     return xla.probe_xla(api.tf, api.np, lambda: _xla_subject(api, op_def, record),
-                         _XLA_TOLERANCE)
+                         _XLA_TOLERANCE, device)
 
 
 def _xla_subject(api, op_def, record):

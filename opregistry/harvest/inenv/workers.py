@@ -23,7 +23,8 @@ from .op_defs import all_op_defs
 PROBE_STALL_S = 60
 
 
-def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), xla=False):
+def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), xla=False,
+                 xla_device="CPU"):
     """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
@@ -58,10 +59,11 @@ def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), x
                 emit({"xla": name})
                 with contextlib.redirect_stdout(sys.stderr):
                     try:
-                        record["xla"] = probe.xla_check(api, op_defs[name], record)
+                        record["xla"] = probe.xla_check(api, op_defs[name], record,
+                                                        xla_device)
                     except Exception as exc:  # noqa: BLE001
                         failed = {"status": "unknown", "reason": one_line(exc)}
-                        record["xla"] = {"device": "CPU", "forward": failed,
+                        record["xla"] = {"device": xla_device, "forward": failed,
                                          "gradient": failed}
                 emit({"op": name, "record": record})
     return 0
@@ -85,6 +87,9 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
     records = {}
     remaining = list(names)
     restarts = 0
+    device = "CPU"  # where XLA compiles (a --xla-device harvest names another)
+    if "--xla-device" in libraries[:-1]:
+        device = libraries[list(libraries).index("--xla-device") + 1]
     while remaining:
         ops_path = os.path.join(workdir, "ops-%d.json" % restarts)
         results_path = os.path.join(workdir, "results-%d.jsonl" % restarts)
@@ -135,7 +140,7 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
             if xla_started is not None and started in records:
                 stopped = {"status": "unknown",
                            "reason": "compiling with XLA stopped the process (%s)" % why}
-                records[started]["xla"] = {"device": "CPU", "forward": stopped,
+                records[started]["xla"] = {"device": device, "forward": stopped,
                                            "gradient": stopped}
             elif numeric_started is not None and started in records:
                 records[started]["verification"] = {
@@ -174,9 +179,10 @@ def library_arguments(plugins, op_libraries):
     return out
 
 
-def probe_ops(ops, op_defs, registry, numeric, libraries, xla=False):
+def probe_ops(ops, op_defs, registry, numeric, libraries, xla=False, xla_device="CPU"):
     """Probe the registered gradients of ``ops``; returns the document's ``probes``.
-    With ``xla``, each op and its gradient are also compiled with XLA (issue 25)."""
+    With ``xla``, each op and its gradient are also compiled with XLA on ``xla_device``
+    (issue 25)."""
     import time
     started = time.time()
     # second order follows gradient paths through any op, the library's or TF's
@@ -188,13 +194,17 @@ def probe_ops(ops, op_defs, registry, numeric, libraries, xla=False):
                              "no_gradient" if fn is None else "registered")
     records, restarts = run_probes(
         [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric,
-        libraries=list(libraries) + (["--xla"] if xla else []))
+        libraries=list(libraries) + (["--xla"] if xla else []) +
+        (["--xla-device", xla_device] if xla and xla_device != "CPU" else []))
     probe.second_order(records, statuses)
     for op in ops:
         if op["name"] in records:
             op["probe"] = records[op["name"]]
-    return {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
+    info = {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
             "numeric": numeric, "xla": xla}
+    if xla and xla_device != "CPU":  # a device harvest: the loader keeps only these rows
+        info["xla_device"] = xla_device
+    return info
 
 
 def main(argv):
@@ -202,4 +212,4 @@ def main(argv):
     options = collector.parse_arguments(argv[3:]) or {}
     return probe_worker(argv[1], argv[2], options.get("numeric", True),
                         options.get("plugins", ()), options.get("op_libraries", ()),
-                        options.get("xla", False))
+                        options.get("xla", False), options.get("xla_device", "CPU"))

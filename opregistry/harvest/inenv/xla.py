@@ -172,8 +172,39 @@ def _subgraph(tf, graph, fetches, fed):
     return gd
 
 
-def run_compiled(tf, mode, graph, fetches, feeds):
-    """Values of ``fetches`` computed by XLA from ``feeds`` ({placeholder: array})."""
+def device_missing(tf, device):
+    """None when TensorFlow sees a ``device`` (CPU, GPU) to compile on, else why not."""
+    if device == "CPU":
+        return None
+    config = getattr(tf, "config", None)
+    listing = getattr(config, "list_physical_devices", None) or getattr(
+        getattr(config, "experimental", None), "list_physical_devices", None)
+    try:
+        if listing is not None:
+            found = [d.name for d in listing(device)]
+        else:  # 1.x: the session's devices (XLA_GPU beside GPU)
+            from tensorflow.python.client import device_lib
+            found = [d.name for d in device_lib.list_local_devices()
+                     if d.device_type == device]
+    except Exception as exc:  # noqa: BLE001
+        return "cannot list the %s devices: %s" % (device, _one_line(exc))
+    if found:
+        return None
+    return ("TensorFlow sees no %s here (a --device %s harvest runs on a host with one, "
+            "its drivers and a TensorFlow built for it)" % (device, device))
+
+
+def _placement(tf, device):
+    """The device scope compiled functions are placed in (the CPU: TF's default)."""
+    if device == "CPU":
+        import contextlib
+        return contextlib.nullcontext()
+    return tf.device("/device:%s:0" % device)
+
+
+def run_compiled(tf, mode, graph, fetches, feeds, device="CPU"):
+    """Values of ``fetches`` computed by XLA on ``device`` from ``feeds``
+    ({placeholder: array})."""
     v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
     args = [t for t in feeds if t.dtype.base_dtype.name in _FLOAT_DTYPES]
     consts = [t for t in feeds if t not in args]
@@ -195,7 +226,7 @@ def run_compiled(tf, mode, graph, fetches, feeds):
         return [tf.identity(mapping[n]) if n in mapping else next(imported) for n in wanted]
 
     run_graph = tf.Graph()
-    with run_graph.as_default():
+    with run_graph.as_default(), _placement(tf, device):
         inputs = [v1.placeholder(t.dtype.base_dtype, shape=feeds[t].shape) for t in args]
         if mode in ("jit_compile", "experimental_compile"):
             outputs = tf.function(body, **{mode: True})(*inputs)
@@ -214,10 +245,10 @@ def run_compiled(tf, mode, graph, fetches, feeds):
             session.close()
 
 
-def check(tf, mode, graph, fetches, feeds):
+def check(tf, mode, graph, fetches, feeds, device="CPU"):
     """(verdict, values): {status: compiles} or a failure; values when it compiled."""
     try:
-        values = run_compiled(tf, mode, graph, fetches, feeds)
+        values = run_compiled(tf, mode, graph, fetches, feeds, device)
     except tf.errors.OpError as exc:  # XLA's refusals are errors of the run
         return failure(exc, graph), None
     except Exception as exc:  # noqa: BLE001 - ours, or TF refusing the graph itself
@@ -249,10 +280,10 @@ def unknown(reason):
     return {"status": "unknown", "reason": reason[:300]}
 
 
-_CHOSEN = []
+_CHOSEN = {}  # device -> (mode, name)
 
 
-def _refuses(tf, mode):
+def _refuses(tf, mode, device="CPU"):
     """None if ``mode`` compiles x + 1 and refuses an op XLA has no kernel for (Print):
     an entry point that falls back to TensorFlow would call everything compiling."""
     import numpy
@@ -263,35 +294,35 @@ def _refuses(tf, mode):
         y = x + 1.0
         printed = v1.Print(x, [x])
     feeds = {x: numpy.ones([2], dtype=numpy.float32)}
-    verdict, _ = check(tf, mode, graph, [y], feeds)
+    verdict, _ = check(tf, mode, graph, [y], feeds, device)
     if verdict["status"] != "compiles":
         return "cannot compile x + 1: %s" % (verdict.get("message") or verdict.get("reason"))
-    verdict, _ = check(tf, mode, graph, [printed], feeds)
+    verdict, _ = check(tf, mode, graph, [printed], feeds, device)
     if verdict["status"] != "fails":
         return "compiles an op without XLA kernels (Print): it falls back to TensorFlow"
     return None
 
 
-def choose_compiler(tf):
-    """(mode, name) of the first entry point that really compiles with XLA here, or
-    (None, why none does). XLA registers its JIT kernels (XLA_CPU_JIT) on first use:
-    the kernel registry shows them only after this."""
-    if not _CHOSEN:
+def choose_compiler(tf, device="CPU"):
+    """(mode, name) of the first entry point that really compiles with XLA on
+    ``device`` here, or (None, why none does). XLA registers its JIT kernels
+    (XLA_CPU_JIT) on first use: the kernel registry shows them only after this."""
+    if device not in _CHOSEN:
         tried = []
         for mode, name in compilers(tf):
-            why = _refuses(tf, mode)
+            why = _refuses(tf, mode, device)
             if why is None:
-                _CHOSEN.append((mode, name))
+                _CHOSEN[device] = (mode, name)
                 break
             tried.append("%s %s" % (name, why))
         else:
-            _CHOSEN.append((None, "; ".join(tried) if tried else
-                            "this TensorFlow has no XLA compile API"))
-    return _CHOSEN[0]
+            _CHOSEN[device] = (None, "; ".join(tried) if tried else
+                               "this TensorFlow has no XLA compile API")
+    return _CHOSEN[device]
 
 
-def probe_xla(tf, np, build, tolerance):
-    """The ``xla`` entry of a probe record.
+def probe_xla(tf, np, build, tolerance, device="CPU"):
+    """The ``xla`` entry of a probe record: compiled on ``device`` (CPU, GPU).
 
     ``build()`` builds the subject afresh and returns (graph, op, outputs, feeds,
     make_gradient): ``make_gradient()`` adds the gradient to that graph and returns
@@ -300,17 +331,17 @@ def probe_xla(tf, np, build, tolerance):
     maps a dtype name (``float32``) to the numerical check's tolerance.
     """
     started = time.time()
-    mode, api_name = choose_compiler(tf)
+    mode, api_name = choose_compiler(tf, device)
     if mode is None:
-        return {"device": "CPU", "forward": unknown(api_name), "gradient": unknown(api_name)}
-    record = {"device": "CPU", "api": api_name}
+        return {"device": device, "forward": unknown(api_name), "gradient": unknown(api_name)}
+    record = {"device": device, "api": api_name}
     try:
         graph, op, outputs, feeds, make_gradient = build()
     except Exception as exc:  # noqa: BLE001 - the caller's builders raise anything
         why = "cannot build the op: %s" % _one_line(exc)
         record["forward"] = record["gradient"] = unknown(why)
         return record
-    record["forward"], _ = check(tf, mode, graph, outputs, feeds)
+    record["forward"], _ = check(tf, mode, graph, outputs, feeds, device)
     types = graph_op_types(outputs, ())
     try:
         made = make_gradient()
@@ -320,7 +351,7 @@ def probe_xla(tf, np, build, tolerance):
         grads, extra = made
         all_feeds = dict(feeds)
         all_feeds.update(extra)
-        verdict, values = check(tf, mode, graph, grads, all_feeds)
+        verdict, values = check(tf, mode, graph, grads, all_feeds, device)
         if values is not None:
             v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
             try:
