@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import differential
+import programs
 import pytest
 import random_differential as rd
 
@@ -160,30 +161,21 @@ def test_check_agrees_with_tensorflow(name: str, saved: dict[str, tuple[Any, Pat
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_guard_agrees_with_tensorflow(name: str, traced: bool,
                                       saved: dict[str, tuple[Any, Path]],
-                                      harvested_db: Path, monkeypatch: pytest.MonkeyPatch
-                                      ) -> None:
+                                      harvested_db: Path) -> None:
     """The guard names exactly the targets whose gradient TF gives as None or zeros by
     fact, in that very call, for every output."""
-    import opregistry
     import tensorflow as tf
 
     module, _ = saved[name]
-    kept = opregistry.guard.Guard.__init__
-
-    def with_db(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("db", harvested_db)
-        kept(self, *args, **kwargs)
-
-    monkeypatch.setattr(opregistry.guard.Guard, "__init__", with_db)
     at = [[tf.constant([[0.7]])], [tf.constant([[-1.3]])]]
     names = sorted(rd.module_vars(module)) + ["x0"]
     found = []
     for output in module.body(*at[0]):
-        (given, other), reported = rd.guard_calls(tf, module, output, at, traced)
+        (given, other), reported = rd.guard_calls(tf, module, output, at, traced,
+                                                  db=harvested_db)
         found += [d.detail for d in rd.judge_guard(
-            _Program(), "guard", output, names, given, other, reported)]
+            PROGRAM, "guard", output, names, given, other, reported)]
     assert not found, found
 
 
-class _Program:
-    seed, family = 0, "output_facts"
+PROGRAM = programs.Program(0, "output_facts", {}, [], [], {}, [])  # names the cells
