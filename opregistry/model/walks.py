@@ -79,10 +79,13 @@ def _input_row(flat: Flat, node: Node, facts: Any, position: int) -> Any:
 def per_output_ops(flat: Flat) -> frozenset[str]:
     """The op types of the model whose gradient gives some input nothing from some
     output's upstream (the per-output facts of revision 0007): FusedBatchNorm's batch
-    mean and variance give its input nothing."""
-    return frozenset(op for op, facts in flat.facts.items() if facts is not None and any(
-        row.by_output and any(r != "gradient" for r in row.by_output)
-        for row in facts.inputs))
+    mean and variance give its input nothing. Computed once per flattened graph."""
+    if flat.per_output is None:
+        flat.per_output = frozenset(
+            op for op, facts in flat.facts.items() if facts is not None and any(
+                row.by_output and any(r != "gradient" for r in row.by_output)
+                for row in facts.inputs))
+    return flat.per_output
 
 
 def output_passes(flat: Flat, inst: int, out_index: int, position: int) -> str | None:
