@@ -228,42 +228,45 @@ def by_fact_zero(tf: Any, concrete: Any, args: list[Any] | None = None) -> list[
     is, TF's gradient graph, as the call with ``args`` runs it, does not use the values
     of the upstream gradient (the node ``upstream``): a gradient is linear in its
     upstream, so one that does not read it is zero whatever the inputs. Read with every
-    function call inlined (custom gradients, a tf.function called eagerly) and control
-    flow kept as ops: a branch passes what some branch's body passes; a while loop
-    what its body passes run as many times as the loop ran in that call (TF asked: each
-    loop's counter, its first output), so the path of zero iterations of a loop that
-    always runs is not taken for one. Where TF cannot inline (a py_function), on the
-    graph as it is, a call counting as using all its inputs."""
+    function call inlined (custom gradients, cond and while bodies, a tf.function called
+    eagerly); where the call runs while loops, also with control flow kept as ops, a
+    loop passing what its body passes run as many times as the loop ran in that call
+    (TF asked: each loop's counter, its first output), so the path of zero iterations
+    of a loop that always runs is not taken for one. Where TF cannot inline (a
+    py_function), on the graph as it is, a call counting as using all its inputs."""
     import differential
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2_as_graph,
     )
 
     flat = tf.nest.flatten(concrete.structured_outputs)
-    loops: dict[str, int] = {}
-    graph_def = None
-    # control flow kept; else lowered (a variable as a loop variable cannot be frozen
-    # in a loop kept: any number of iterations then, as the lowered loop's Merge says)
-    for lower in (False, True):
+    readings = []  # (graph, its results' names, loop counts), each an over-approximation
+    traced = concrete.graph.as_graph_def()
+    loops_run = any(n.op in differential.WHILE_OPS for n in traced.node) or any(
+        n.op in differential.WHILE_OPS for f in traced.library.function for n in f.node_def)
+    for lower in (True, False) if loops_run else (True,):
         try:
             frozen, graph_def = convert_variables_to_constants_v2_as_graph(
                 concrete, lower_control_flow=lower)
-        except Exception:  # noqa: BLE001 - see below
+        except Exception:  # noqa: BLE001 - a variable as a loop variable (kept loops)
             continue
-        results = [t.name for t in frozen.outputs]
-        loops = loop_counts(tf, graph_def, [t.name for t in frozen.inputs], args)
-        break
-    if graph_def is None:  # a py_function: the graph as traced
-        graph_def = concrete.graph.as_graph_def()
-        results = [t.name for t in concrete.outputs]
-    carried = differential._downstream_tensors(graph_def, "upstream", loops)
-    found, produced = [], iter(results)
-    for g in flat:
-        if g is None:
-            found.append(False)
-            continue
-        found.append(not differential._carries(
-            carried, differential._producer(graph_def, next(produced))))
+        loops = {} if lower else loop_counts(tf, graph_def, [t.name for t in frozen.inputs],
+                                             args)
+        if lower or loops:  # kept control flow: only to count a loop's iterations
+            readings.append((graph_def, [t.name for t in frozen.outputs], loops))
+    if not readings:  # a py_function: the graph as traced
+        readings.append((traced, [t.name for t in concrete.outputs], {}))
+    # each reading carries at least what TF's run does (lowered: a loop's path of zero
+    # iterations; kept: every branch of a cond inside a loop's body): zero by fact
+    # where any of them finds the upstream not carried
+    found = [False] * len(flat)
+    for graph_def, results, loops in readings:
+        carried = differential._downstream_tensors(graph_def, "upstream", loops)
+        produced = iter(results)
+        for k, g in enumerate(flat):
+            if g is not None and not differential._carries(
+                    carried, differential._producer(graph_def, next(produced))):
+                found[k] = True
     return found
 
 
