@@ -3,9 +3,10 @@
 traced) and gradcheck compared with TensorFlow's (tests/random_differential.py).
 
 One test per (part, family): a disagreement fails the cell of the program's family.
-KNOWN lists the cells that disagree today because of bugs other branches fix; each is an
-expected failure, strict (it fails once fixed: remove the entry then), and only for the
-named kinds of disagreement: any other kind in the same cell fails the test outright.
+KNOWN lists the cells that disagree because of bugs other branches fix (none today);
+each is an expected failure, strict (it fails once fixed: remove the entry then), and
+only for the named kinds of disagreement: any other kind in the same cell fails the
+test outright.
 """
 from __future__ import annotations
 
@@ -19,44 +20,12 @@ import random_differential as rd
 COUNT, SEED = 300, 0
 GRADCHECK_EVERY = 3  # gradcheck is most of the time: every third program (100 of 300)
 
-CHECK = ("check: a disagreement of check with TF's gradients of the loaded model "
-         "(none known: kept for the list's shape)")
-FUSED_BATCH_NORM = ("check and the guard: the batch mean of a fused batch norm in training "
-                    "(FusedBatchNormV3's output 1) gives its input nothing (TF's gradient "
-                    "of the op ignores the upstream of that output: zeros by fact, None "
-                    "through a loaded signature); both take the op as passing it: its "
-                    "facts are per input, not per output (open, found by the new family)")
-# seeds 33, 87, 195, 249, 290 (traced): the gradient of a tf.while_loop whose body
-# rounds its variable; the guard says identically zero (every iteration stops at Round),
-# and so it is, as the loop always runs twice; the harness's structural test sees the
-# upstream reach the result through the lowered loop's Merge (the path of zero
-# iterations), as it cannot count iterations
-WHILE_ORACLE = ("harness: zeros by fact through a while loop that always iterates are "
-                "taken as zeros by value (the loop's zero-iteration path; open)")
-# seed 150: the batch mean's gradient in TF is zeros (the op's gradient ignores that
-# output's upstream) where the finite differences see the mean move with its input
-GRADCHECK_FBN = ("gradcheck: 'mismatch' on the batch mean of a fused batch norm, where TF's "
-                 "gradient is by design not the derivative (the template is not marked "
-                 "wrong_gradient while check and the guard are wrong there too; open)")
-# seed 282: out1 reaches v1 only through a py_function whose values a where mask drops
-GRADCHECK_WHERE = ("gradcheck: 'ok' where TF gives none through a py_function whose values "
-                   "a tf.where mask drops (zeros by value on both sides; the harness wants "
-                   "none by fact; open)")
-# (part, family) -> (kinds of disagreement, why): to be removed when the fix is merged
-KNOWN: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ('check-export', 'ceil'): (frozenset({'TF none, check gradient'}), FUSED_BATCH_NORM),
-    ('check-export', 'fused_batch_norm_mean'): (frozenset({'TF none, check gradient'}), FUSED_BATCH_NORM),
-    ('check-saved', 'ceil'): (frozenset({'TF none, check gradient'}), FUSED_BATCH_NORM),
-    ('check-saved', 'fused_batch_norm_mean'): (frozenset({'TF none, check gradient'}), FUSED_BATCH_NORM),
-    ('gradcheck', 'fused_batch_norm_mean'): (frozenset({'TF a gradient, gradcheck mismatch'}), GRADCHECK_FBN),
-    ('gradcheck', 'where_mask'): (frozenset({'TF none (the output depends on it), gradcheck ok'}), GRADCHECK_WHERE),
-    ('guard-eager', 'ceil'): (frozenset({'TF identically zero, guard silent'}), FUSED_BATCH_NORM),
-    ('guard-eager', 'fused_batch_norm_mean'): (frozenset({'TF identically zero, guard silent'}), FUSED_BATCH_NORM),
-    ('guard-traced', 'ceil'): (frozenset({'TF identically zero, guard silent'}), FUSED_BATCH_NORM),
-    ('guard-traced', 'fused_batch_norm_mean'): (frozenset({'TF identically zero, guard silent'}), FUSED_BATCH_NORM),
-    ('guard-traced', 'multinomial'): (frozenset({'TF zeros by value, not by fact, guard zero'}), WHILE_ORACLE),
-    ('guard-traced', 'while_blocked'): (frozenset({'TF zeros by value, not by fact, guard zero'}), WHILE_ORACLE),
-}
+# (part, family) -> (kinds of disagreement, why): none since the 300-program run of
+# docs/measurements.md (the fused batch norm's batch mean: per-output facts; the
+# while-loop oracle: iteration counts; gradcheck: the batch mean's template is a
+# gradient that is not the derivative, zeros by value told from by fact). A cell that
+# disagrees because of a bug another branch fixes goes here, with its kinds.
+KNOWN: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
 
 
 class KnownDisagreement(Exception):
