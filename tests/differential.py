@@ -254,12 +254,15 @@ SHAPE_ONLY_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "One
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 
 
-def _downstream_tensors(graph_def: Any, start: str) -> set[str]:
+def _downstream_tensors(graph_def: Any, start: str,
+                        loops: dict[str, int] | None = None) -> set[str]:
     """Every tensor (``node:k``) whose value the node ``start``'s value reaches along
     data edges, not through an op that reads only shapes. A function call left in the
     graph (a loaded model's custom gradient is called, not inlined) passes input j to
-    output k only where its body does; any other op passes every input to every output
-    (``node:*``)."""
+    output k only where its body does; so does a control-flow op not lowered (``If``,
+    ``Case``: where some branch does; ``While``: where its body does, run as many
+    times as ``loops`` says the node iterated in the call, else any number of times);
+    any other op passes every input to every output (``node:*``)."""
     nodes = {n.name: n for n in graph_def.node}
     functions = {f.signature.name: f for f in graph_def.library.function}
     consumers: dict[str, list[tuple[str, int]]] = {}  # tensor -> (node, input position)
@@ -289,16 +292,80 @@ def _downstream_tensors(graph_def: Any, start: str) -> set[str]:
                 node = nodes[consumer]
                 if node.op in SHAPE_ONLY_OPS:
                     continue
-                body = functions.get(node.attr["f"].func.name) if node.op in CALL_OPS \
-                    else None
-                passed = _body_outputs(body, position, functions) if body is not None \
-                    else None
+                if node.op in CONTROL_FLOW_OPS:
+                    passed = _control_flow_outputs(node, position, functions,
+                                                   (loops or {}).get(consumer))
+                else:
+                    body = functions.get(node.attr["f"].func.name) \
+                        if node.op in CALL_OPS else None
+                    passed = _body_outputs(body, position, functions) \
+                        if body is not None else None
                 new = {f"{consumer}:*"} if passed is None else \
                     {f"{consumer}:{k}" for k in passed}
                 if not new <= reached and f"{consumer}:*" not in reached:
                     reached |= new
                     stack.append(consumer)
     return reached
+
+
+WHILE_OPS = frozenset({"While", "StatelessWhile"})
+CONTROL_FLOW_OPS = WHILE_OPS | {"If", "StatelessIf", "Case", "StatelessCase"}
+
+
+def _control_flow_outputs(node: Any, position: int, functions: dict[str, Any],
+                          iterations: int | None) -> set[int] | None:
+    """The outputs of a control-flow node (not lowered) that its input ``position``
+    reaches: a branch op's where some branch's body does (its first input chooses the
+    branch: no value passes); a loop's, after exactly ``iterations`` runs of its body
+    (the loop variable itself after none), or after any number when not known."""
+    if node.op not in WHILE_OPS:
+        if position == 0:
+            return set()
+        names = [node.attr[a].func.name for a in ("then_branch", "else_branch")
+                 if a in node.attr] + [f.name for f in node.attr["branches"].list.func]
+        found: set[int] = set()
+        for name in names:
+            passed = _body_outputs(functions[name], position - 1, functions) \
+                if name in functions else None
+            if passed is None:
+                return None
+            found |= passed
+        return found
+    body = functions.get(node.attr["body"].func.name)
+    if body is None:
+        return None
+
+    def step(positions: frozenset[int]) -> frozenset[int] | None:
+        out: set[int] = set()
+        for p in positions:
+            passed = _body_outputs(body, p, functions)
+            if passed is None:
+                return None
+            out |= passed
+        return frozenset(out)
+
+    first = frozenset({position})
+    current: frozenset[int] | None = first
+    if iterations is None:  # any number of runs: every set on the way
+        reached, frontier = set(first), first
+        while frontier:
+            following = step(frontier)
+            if following is None:
+                return None
+            frontier = following - reached
+            reached |= following
+        return reached
+    seen: list[frozenset[int]] = []  # the sets repeat: at most 2^n distinct ones
+    for done in range(iterations):
+        assert current is not None
+        if current in seen:  # periodic from here: skip whole periods
+            start = seen.index(current)
+            return set(seen[start + (iterations - done) % (done - start)])
+        seen.append(current)
+        current = step(current)
+        if current is None:
+            return None
+    return set(current) if current is not None else None
 
 
 def _carries(reached: set[str], tensor: str) -> bool:

@@ -139,13 +139,15 @@ CONCERNS = [
     T("prevent_gradient", "tf.raw_ops.PreventGradient(input={a}, message='no') + {b}",
       ("PreventGradient",)),
     # batch normalisation, fused: training (the normalised value, and the batch mean:
-    # an output whose gradient TF drops) and inference (mean and variance inputs: None)
+    # an output whose upstream TF's gradient ignores, so not the derivative where the
+    # mean reaches an output: the op's per-output facts say so) and inference (mean
+    # and variance inputs: None)
     T("fused_batch_norm_training", "tf.reshape(tf.compat.v1.nn.fused_batch_norm("
       "tf.reshape({a}, [1, 2, 3, 1]), [1.5], [0.1], is_training=True)[0], [2, 3]) * {b}",
       ("FusedBatchNormV3",)),
     T("fused_batch_norm_mean", "tf.ones([2, 3]) * tf.compat.v1.nn.fused_batch_norm("
       "tf.reshape({a}, [1, 3, 2, 1]), [1.0], [0.0], is_training=True)[1] + {b}",
-      ("FusedBatchNormV3",)),
+      ("FusedBatchNormV3",), wrong_gradient=True),
     T("fused_batch_norm_inference", "tf.reshape(tf.compat.v1.nn.fused_batch_norm("
       "tf.reshape({a}, [1, 2, 3, 1]), [1.5], [0.1], mean={b}[0, :1], "
       "variance=tf.nn.softplus({c})[0, :1] + 0.1, is_training=False)[0], [2, 3])",

@@ -173,7 +173,8 @@ def _names(sources: list[Any]) -> list[str]:
 
 
 def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: bool,
-                guarded: bool = True) -> tuple[list[list[str]], dict[str, str]]:
+                guarded: bool = True, db: Any = None
+                ) -> tuple[list[list[str]], dict[str, str]]:
     """TF's gradients of ``output`` for every variable and input (the program's names),
     as none/zero/gradient, at each point of ``at``; the first call is made under the
     guard, and what it reported is returned (name -> kind). In the first call's
@@ -200,12 +201,13 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
         return [None if g is None else tf.convert_to_tensor(g) for g in grads]
 
     call = tf.function(step, autograph=False) if traced else step
-    guard = opregistry.guard.Guard(action="log", summary=False)
+    guard = opregistry.guard.Guard(action="log", summary=False, db=db)
     with guard if guarded else contextlib.nullcontext():
         first = call(tf.constant(1), *at[0])
     if traced:
         traced_call: Any = call  # a tf.function here
-        by_fact = by_fact_zero(tf, traced_call.get_concrete_function(tf.constant(1), *at[0]))
+        by_fact = by_fact_zero(tf, traced_call.get_concrete_function(tf.constant(1), *at[0]),
+                               [tf.constant(1), *at[0]])
     else:
         tape, value, sources = kept["call"]
         by_fact = by_fact_zero(tf, tf.function(
@@ -221,12 +223,16 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
     return given, {o: found[n] for o, n in zip(own, names) if n in found}
 
 
-def by_fact_zero(tf: Any, concrete: Any) -> list[bool]:
+def by_fact_zero(tf: Any, concrete: Any, args: list[Any] | None = None) -> list[bool]:
     """Per gradient a function returns (None: False): whether it is zero by fact, that
-    is, TF's gradient graph does not use the values of the upstream gradient (the node
-    ``upstream``): a gradient is linear in its upstream, so one that does not read it is
-    zero whatever the inputs. Read with every function call inlined (custom gradients,
-    cond and while bodies, a tf.function called eagerly); where TF cannot inline (a
+    is, TF's gradient graph, as the call with ``args`` runs it, does not use the values
+    of the upstream gradient (the node ``upstream``): a gradient is linear in its
+    upstream, so one that does not read it is zero whatever the inputs. Read with every
+    function call inlined (custom gradients, cond and while bodies, a tf.function called
+    eagerly); where the call runs while loops, also with control flow kept as ops, a
+    loop passing what its body passes run as many times as the loop ran in that call
+    (TF asked: each loop's counter, its first output), so the path of zero iterations
+    of a loop that always runs is not taken for one. Where TF cannot inline (a
     py_function), on the graph as it is, a call counting as using all its inputs."""
     import differential
     from tensorflow.python.framework.convert_to_constants import (
@@ -234,25 +240,61 @@ def by_fact_zero(tf: Any, concrete: Any) -> list[bool]:
     )
 
     flat = tf.nest.flatten(concrete.structured_outputs)
-    try:
-        frozen, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
-        results = [t.name for t in frozen.outputs]
-    except Exception:  # noqa: BLE001 - a py_function: the graph as traced
-        graph_def = concrete.graph.as_graph_def()
-        results = [t.name for t in concrete.outputs]
-    carried = differential._downstream_tensors(graph_def, "upstream")
-    found, produced = [], iter(results)
-    for g in flat:
-        if g is None:
-            found.append(False)
+    readings = []  # (graph, its results' names, loop counts), each an over-approximation
+    traced = concrete.graph.as_graph_def()
+    loops_run = any(n.op in differential.WHILE_OPS for n in traced.node) or any(
+        n.op in differential.WHILE_OPS for f in traced.library.function for n in f.node_def)
+    for lower in (True, False) if loops_run else (True,):
+        try:
+            frozen, graph_def = convert_variables_to_constants_v2_as_graph(
+                concrete, lower_control_flow=lower)
+        except Exception:  # noqa: BLE001 - a variable as a loop variable (kept loops)
             continue
-        found.append(not differential._carries(
-            carried, differential._producer(graph_def, next(produced))))
+        loops = {} if lower else loop_counts(tf, graph_def, [t.name for t in frozen.inputs],
+                                             args)
+        if lower or loops:  # kept control flow: only to count a loop's iterations
+            readings.append((graph_def, [t.name for t in frozen.outputs], loops))
+    if not readings:  # a py_function: the graph as traced
+        readings.append((traced, [t.name for t in concrete.outputs], {}))
+    # each reading carries at least what TF's run does (lowered: a loop's path of zero
+    # iterations; kept: every branch of a cond inside a loop's body): zero by fact
+    # where any of them finds the upstream not carried
+    found = [False] * len(flat)
+    for graph_def, results, loops in readings:
+        carried = differential._downstream_tensors(graph_def, "upstream", loops)
+        produced = iter(results)
+        for k, g in enumerate(flat):
+            if g is not None and not differential._carries(
+                    carried, differential._producer(graph_def, next(produced))):
+                found[k] = True
     return found
 
 
+def loop_counts(tf: Any, graph_def: Any, inputs: list[str], args: list[Any] | None
+                ) -> dict[str, int]:
+    """How many times each while loop of ``graph_def`` (its own nodes, not those inside
+    functions) ran when called with ``args``: a TF2 loop's first output is its counter.
+    Empty without ``args`` or where TF cannot run the graph again."""
+    import differential
+
+    loops = [n.name for n in graph_def.node if n.op in differential.WHILE_OPS]
+    if not loops or args is None or len(args) != len(inputs):
+        return {}
+
+    def run(*values: Any) -> list[Any]:
+        return tf.graph_util.import_graph_def(
+            graph_def, input_map=dict(zip(inputs, values)),
+            return_elements=[f"{name}:0" for name in loops])
+
+    try:
+        counts = tf.function(run, autograph=False)(*args)
+    except Exception:  # noqa: BLE001 - unknown: any number of iterations
+        return {}
+    return {name: int(count) for name, count in zip(loops, counts)}
+
+
 def compare_guard(tf: Any, report: Report, program: programs.Program, module: Any,
-                  at: list[list[Any]]) -> dict[str, list[list[str]]]:
+                  at: list[list[Any]], db: Any = None) -> dict[str, list[list[str]]]:
     """The guard against TF; returns TF's traced answers (output -> per point)."""
     import logging
 
@@ -263,7 +305,8 @@ def compare_guard(tf: Any, report: Report, program: programs.Program, module: An
         part = "guard-traced" if traced else "guard-eager"
         for output in program.outputs:
             try:
-                (given, other), reported = guard_calls(tf, module, output, at, traced)
+                (given, other), reported = guard_calls(tf, module, output, at, traced,
+                                                       db=db)
             except Exception as error:  # noqa: BLE001 - does TF raise without the guard?
                 try:
                     guard_calls(tf, module, output, at, traced, guarded=False)
@@ -349,7 +392,41 @@ def gradcheck_answers(tf: Any, module: Any, program: programs.Program,
     for key, (here, there) in per_point.items():
         truth[key] = "raises" if "raises" in (here, there) else "gradient" \
             if here == "gradient" else "gradient elsewhere" if there == "gradient" else "none"
+    # zeros at both points: by fact (no path TF's gradient graph takes: none), or by
+    # value (a mask a variable fixes drops what the path carries: TF's zeros are the
+    # derivative, 0, so gradcheck's ok is right), asked of the call at the first point
+    for output in program.outputs:
+        zeros = [n for n, name in enumerate(names)
+                 if per_point[(output, name)] == ["zero", "zero"]]
+        if zeros:
+            by_fact = _tape_by_fact(tf, module, output, at[0])
+            for n in zeros:
+                if by_fact is not None and not by_fact[n]:
+                    truth[(output, names[n])] = "zero by value"
     return truth
+
+
+def _tape_by_fact(tf: Any, module: Any, output: str, xs: list[Any]) -> list[bool] | None:
+    """``by_fact_zero`` of TF's tape on ``module(*xs)[output]`` for every variable and
+    input (None where TF cannot trace it)."""
+    value = module(*xs)[output]
+
+    def grads(upstream: Any) -> list[Any]:
+        with tf.GradientTape() as tape:
+            for x in xs:
+                tape.watch(x)
+            result = module(*xs)[output]
+        return tape.gradient(result, _sources(module, xs), output_gradients=upstream)
+
+    try:
+        concrete = tf.function(grads, autograph=False).get_concrete_function(
+            tf.TensorSpec(value.shape, value.dtype, name="upstream"))
+        found = by_fact_zero(tf, concrete, [tf.ones_like(value)])
+    except Exception:  # noqa: BLE001 - not known: as before (none)
+        return None
+    # a None in the traced call: no gradient at all, which is by fact too
+    return [fact or g is None
+            for fact, g in zip(found, tf.nest.flatten(concrete.structured_outputs))]
 
 
 def compare_gradcheck(tf: Any, report: Report, program: programs.Program, module: Any,
@@ -400,6 +477,8 @@ def judge_gradcheck(program: programs.Program, checks: list[Any],
             reasons = {b.reason for b in c.blocking_ops}
             if verdict == "none" and "gradient_raises" in reasons:
                 verdict = "none (gradient_raises)"
+        elif truth[key] == "zero by value":  # the derivative is 0 too, by the same mask
+            allowed, answer = {"ok", "zero"}, "zeros by value"
         elif truth[key].startswith("gradient"):
             allowed = GIVEN if mismatch_ok else GIVEN - {"mismatch"}
             answer = "a gradient"
@@ -463,7 +542,7 @@ def run(count: int, seed: int, root: Path, gradcheck_every: int = 1, db: Any = N
     for number, (program, module, _, _) in enumerate(built):
         at = points(tf, program)
         t0 = time.perf_counter()
-        compare_guard(tf, report, program, module, at)
+        compare_guard(tf, report, program, module, at, db)
         _lap(report, "guard", t0)
         if number % gradcheck_every == 0:
             t0 = time.perf_counter()

@@ -207,6 +207,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "carries_gradient": bool(row.get("trainable")),  # the document's name (format 1)
         "result": row["result"],
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
+        "by_output": json.dumps(row["outputs"]) if row.get("outputs") else None,
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
     _insert_chunks(conn, _table(OpXla), (
         _xla_row(release_id, op["name"], op["probe"]["xla"]) for op in ops

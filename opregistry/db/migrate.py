@@ -136,6 +136,8 @@ def ensure_current(engine: Engine) -> None:
 
 # what each revision's downgrade deletes: (revision, SQL counting it, what it is)
 _DOWNGRADE_LOSSES = [
+    ("0007_input_by_output", "SELECT COUNT(by_output) FROM op_inputs",
+     "per-output probe fact"),
     ("0006_xla", "SELECT COUNT(*) FROM op_xla", "XLA verdict"),
     ("0005_library_releases", "SELECT COUNT(*) FROM releases WHERE library != ''",
      "op-library release"),

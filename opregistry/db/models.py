@@ -152,6 +152,10 @@ class OpInput(Base):
     carries_gradient: Mapped[bool] = mapped_column(Boolean)  # float, complex, resource, variant
     result: Mapped[str] = mapped_column(String(16))  # gradient | none | zero | raises
     numeric_error: Mapped[float | None] = mapped_column(Float)
+    # revision 0007: JSON list, per output position of an op with several, what that
+    # output's upstream gradient gives this input (gradient | none | zero); NULL: not
+    # probed per output (one output, a function-running op, an older harvest)
+    by_output: Mapped[str | None] = mapped_column(Text)
 
 
 class OrphanGradient(Base):

@@ -25,6 +25,11 @@ from opregistry.db.location import (
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
+# a database one revision behind that the read store still reads: 0007 only added
+# op_inputs.by_output (NULL: no per-output facts), so a shipped database harvested
+# before it answers as it did
+READS_ALSO = "0006_xla"
+
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
 # r: releases, od: op_defs, gf: gradient_functions, x: op_xla on the CPU, NULL where
 # the release was harvested without XLA); tests/test_db.py checks every one
@@ -118,6 +123,7 @@ class Store:
                 raise DatabaseError(
                     f"cannot open database {location.describe()}: {first_line(exc)}") from None
         self._releases: list[ReleaseRow] | None = None
+        self._by_output = False  # whether op_inputs has by_output (revision 0007)
         self._check_revision()
 
     # -- plumbing --------------------------------------------------------------------
@@ -147,7 +153,9 @@ class Store:
                     f"{self.location.describe()} is not an opregistry database") from None
             raise
         revision = found[0]["version_num"] if found else None
-        if revision != HEAD_REVISION:
+        # the revision before head only lacks a nullable column: read as NULL
+        self._by_output = revision == HEAD_REVISION
+        if revision not in (HEAD_REVISION, READS_ALSO):
             raise DatabaseError(
                 f"{self.location.describe()} has schema {revision}, this opregistry reads "
                 f"{HEAD_REVISION}: run `opregistry db upgrade --db ...`")
@@ -292,8 +300,10 @@ class Store:
             where.append("op_name = :op")
             params["op"] = op
         _names_in("op_name", ops, where, params)
+        by_output = "by_output" if self._by_output else "NULL AS by_output"
         return self.rows("SELECT op_name, position, name, dtype, carries_gradient, result, "
-                         "numeric_error FROM op_inputs WHERE " + " AND ".join(where) +
+                         "numeric_error, " + by_output + " FROM op_inputs WHERE " +
+                         " AND ".join(where) +
                          " ORDER BY op_name, position", **params)
 
     def all_inputs(self) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from opregistry.db.vocabulary import (
 from opregistry.errors import DocumentError, first_line
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
-MIN_FORMAT_VERSION = 1  # documents before the XLA fields (format 2) load as they are
+MIN_FORMAT_VERSION = 1  # documents before the XLA (2) and per-output (3) fields load as they are
 MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
 MAX_DEPTH = 32  # nesting of free-form values (attr defaults, verification points)
@@ -219,7 +219,10 @@ PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
     "inputs": array(obj({"position": integer(0, 65_535),
                          "result": text(16, choices=INPUT_RESULTS)},
                         {"name": text(nullable=True), "dtype": text(32, nullable=True),
-                         "trainable": boolean(nullable=True)}),
+                         "trainable": boolean(nullable=True),
+                         # format 3: per output position, what its upstream gives it
+                         "outputs": array(text(16, choices=INPUT_RESULTS),
+                                          max_items=65_536)}),
                     max_items=65_536, unique="position"),
     "second_order": text(16, nullable=True),
     "verification": obj({"status": text(16, choices=VERIFICATION_STATES)}, {

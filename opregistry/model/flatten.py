@@ -121,6 +121,8 @@ class Flat:
         self._by_type: dict[str, tuple[str, dict[int, list[int]]]] = {}
         # passes_key(node) -> position -> why no gradient passes (None: it passes)
         self.passes_cache: dict[Any, dict[int, str | None]] = {}
+        # op types with per-output facts that stop some path (walks.per_output_ops)
+        self.per_output: frozenset[str] | None = None
         self._variadic: dict[str, tuple[str, ...]] = {}  # op -> its variadic attrs
         self._defaults: dict[str, dict[str, int]] = {}  # op -> type attr -> default
         self._custom_gradients: dict[tuple[str, int], tuple[set[int] | None, int]] = {}

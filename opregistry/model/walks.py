@@ -58,11 +58,7 @@ def op_passes(flat: Flat, node: Node, position: int) -> str | None:
     if facts.effective == "none":
         return "none"
     if facts.inputs:
-        # by argument name: a variadic op (ConcatV2, AddN) was probed with its own N
-        names = flat.input_arg_names(node)
-        name = names[position] if names is not None and position < len(names) else None
-        row = next((i for i in facts.inputs if i.name == name), None) if name else \
-            next((i for i in facts.inputs if i.position == position), None)
+        row = _input_row(flat, node, facts, position)
         if row is not None and row.result != "gradient" and facts.effective == "partial":
             return "partial_input"
         if row is not None and row.result in ("none", "zero", "raises") and \
@@ -71,13 +67,50 @@ def op_passes(flat: Flat, node: Node, position: int) -> str | None:
     return None
 
 
+def _input_row(flat: Flat, node: Node, facts: Any, position: int) -> Any:
+    """The probe's row for input ``position`` of ``node``: by argument name, as a
+    variadic op (ConcatV2, AddN) was probed with its own N."""
+    names = flat.input_arg_names(node)
+    name = names[position] if names is not None and position < len(names) else None
+    return next((i for i in facts.inputs if i.name == name), None) if name else \
+        next((i for i in facts.inputs if i.position == position), None)
+
+
+def per_output_ops(flat: Flat) -> frozenset[str]:
+    """The op types of the model whose gradient gives some input nothing from some
+    output's upstream (the per-output facts of revision 0007): FusedBatchNorm's batch
+    mean and variance give its input nothing. Computed once per flattened graph."""
+    if flat.per_output is None:
+        flat.per_output = frozenset(
+            op for op, facts in flat.facts.items() if facts is not None and any(
+                row.by_output and any(r != "gradient" for r in row.by_output)
+                for row in facts.inputs))
+    return flat.per_output
+
+
+def output_passes(flat: Flat, inst: int, out_index: int, position: int) -> str | None:
+    """None if ``inst``'s gradient passes to input ``position`` what arrives at its
+    output ``out_index`` (or nothing is known per output), else ``partial_input``.
+    Only asked where ``passes`` says the input gets a gradient at all."""
+    node = flat.nodes[inst]
+    facts = flat.facts.get(node.op)
+    row = _input_row(flat, node, facts, position) if facts is not None else None
+    table = row.by_output if row is not None else None
+    if not table:
+        return None
+    if len(table) != len(flat.out_types[inst]):  # variadic outputs: only if uniform
+        return None if len(set(table)) != 1 or table[0] == "gradient" else "partial_input"
+    return None if out_index >= len(table) or table[out_index] == "gradient" \
+        else "partial_input"
+
+
 # ops that run Python: their gradient is whatever the Python side gives (often none)
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 # formats whose files hold no Python: a py_function's callback is not in them
 STATIC_FORMATS = frozenset({"savedmodel", "graphdef", "pbtxt"})
 
 
-def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
+def relevant_stops(flat: Flat, raw: list[tuple[int, int, int, int]]
                     ) -> list[tuple[int, int, int, str]]:
     """From the edges where a gradient walk stopped, the stops that matter: an edge that
     could carry a gradient into an op that passes none, or an integer edge whose value
@@ -85,9 +118,11 @@ def relevant_stops(flat: Flat, raw: list[tuple[int, int, int]]
     integer that only reaches a condition, an index or a shape is not followed."""
     found: dict[tuple[int, int], tuple[int, int, int, str]] = {}
     values: list[int] = []  # integer tensors whose value the gradient region uses
-    for inst, position, ref in raw:
+    for inst, position, ref, out in raw:
         if flat.carries_gradient(ref):
             reason = passes(flat, inst, position)
+            if reason is None:  # it passes from some output, not from this one
+                reason = output_passes(flat, inst, out, position)
             if reason is not None and reason != REPLACED:
                 found[(inst, position)] = (inst, position, ref, reason)
         elif passes(flat, inst, position) is None:
@@ -173,17 +208,19 @@ def add_consumers(flat: Flat, inst: int, consumers: Any) -> None:
 
 
 def gradient_reach(flat: Flat, output: int, record: bool = False
-                    ) -> tuple[set[int], list[tuple[int, int, int]]]:
+                    ) -> tuple[set[int], list[tuple[int, int, int, int]]]:
     """Every tensor a gradient of ``output`` reaches: one backward pass along edges
-    that carry gradients, through inputs their consumer passes a gradient to. With
-    ``record``, also the edges (instance, position, input) where it stopped."""
+    that carry gradients, through inputs their consumer passes a gradient to (from
+    the output it arrives at). With ``record``, also the edges (instance, position,
+    input, the output the gradient arrived at) where it stopped."""
     reached: set[int] = set()
-    stopped: list[tuple[int, int, int]] = []
+    stopped: list[tuple[int, int, int, int]] = []
     if not flat.carries_gradient(output):
         return reached, stopped
     inputs, out_types, ops, transparent = flat.inputs, flat.out_types, flat.ops, \
         flat.transparent
     carries, cache, carriers = flat.carries_gradient, flat.passes_cache, GRADIENT_CARRIERS
+    per_output = per_output_ops(flat)
     stack = [output]
     pop, push, add, stop = stack.pop, stack.append, reached.add, stopped.append
     while stack:  # depth-first: the order does not matter, the set does
@@ -210,15 +247,17 @@ def gradient_reach(flat: Flat, output: int, record: bool = False
             if (types[index] if index < len(types) else (types[0] if types else 0)) \
                     not in carriers:
                 if record:
-                    stop((inst, position, ref))
+                    stop((inst, position, ref, t >> OUT))
                 continue
             reason = reasons.get(position, _MISSING)
             if reason is _MISSING:
                 reason = passes(flat, inst, position)
+            if reason is None and op in per_output:
+                reason = output_passes(flat, inst, t >> OUT, position)
             if reason is None:
                 push(ref)
             elif record:
-                stop((inst, position, ref))
+                stop((inst, position, ref, t >> OUT))
     return reached, stopped
 
 
@@ -249,7 +288,11 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
                 continue  # the body consumes the input through its arguments
             for out_index in range(len(flat.out_types[inst])):
                 out = tensor_id(inst, out_index)
-                if carries(out):
+                if carries(out) and output_passes(flat, inst, out_index, position):
+                    if out in dep:  # the gradient of this output gives the input nothing
+                        blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
+                                                    "partial_input")
+                elif carries(out):
                     queue.append(out)
                 elif out in dep:
                     blocking[inst] = BlockingOp(node.name, node.op, functions[inst],

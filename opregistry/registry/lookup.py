@@ -2,6 +2,7 @@
 returning frozen dataclasses, reading through the read store (``opregistry.db.store``)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
@@ -40,6 +41,9 @@ class InputGradient:
     carries_gradient: bool  # float, complex, resource or variant (its type)
     result: str  # gradient | none | zero | raises
     numeric_error: float | None = None  # relative, from the numerical check
+    # per output position of an op with several, what that output's upstream gradient
+    # gives this input (gradient | none | zero); None where not probed per output
+    by_output: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -313,7 +317,8 @@ def input_gradients(store: Store, release_id: int, op: str | None = None,
     for row in store.inputs(release_id, op, ops):
         out.setdefault(row["op_name"], []).append(InputGradient(
             row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
-            row["result"], row["numeric_error"]))
+            row["result"], row["numeric_error"],
+            tuple(json.loads(row["by_output"])) if row.get("by_output") else None))
     return out
 
 

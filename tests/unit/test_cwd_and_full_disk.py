@@ -72,12 +72,12 @@ def test_db_upgrade_on_a_full_disk_leaves_no_file_and_an_old_database_intact(tmp
     assert list(tmp_path.iterdir()) == []  # not an empty database file, no temporary file
     done = cli("db", "upgrade", "--db", "new.sqlite", cwd=tmp_path)
     assert done.returncode == 0 and list(tmp_path.iterdir()) == [tmp_path / "new.sqlite"]
-    assert done.stderr == f"{tmp_path / 'new.sqlite'} is at 0006_xla\n"
+    assert done.stderr == f"{tmp_path / 'new.sqlite'} is at 0007_input_by_output\n"
     done = cli("db", "downgrade", "0001", "--db", "new.sqlite", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     before = dump(tmp_path / "new.sqlite")
     size_kb = (tmp_path / "new.sqlite").stat().st_size >> 10
-    done = cli("db", "upgrade", "--db", "new.sqlite", cwd=tmp_path, limit_kb=size_kb - 8)
+    done = cli("db", "upgrade", "--db", "new.sqlite", cwd=tmp_path, limit_kb=size_kb // 2)
     assert done.returncode == 2 and "disk I/O error" in done.stderr, done.stderr
     # the same database (byte for byte but for free pages, which SQLite does not journal)
     assert dump(tmp_path / "new.sqlite") == before

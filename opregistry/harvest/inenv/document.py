@@ -5,6 +5,7 @@ A leaf module with no imports, read by both sides: the collector (in-environment
 loading the rest of the harvester.
 """
 FORMAT = "opregistry-harvest"
-# 2: probe records may hold ``xla`` (issue 25); readers accept 1 and 2
-FORMAT_VERSION = 2
+# 2: probe records may hold ``xla`` (issue 25); 3: a probe's input rows may hold
+# ``outputs``, what each output's upstream gives the input; readers accept 1 to 3
+FORMAT_VERSION = 3
 MAX_SOURCE = 256 * 1024  # a gradient function's source; longer ones are not kept

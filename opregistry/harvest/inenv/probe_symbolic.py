@@ -137,6 +137,7 @@ def _upstream(api, op, index, output):
 
 
 def _call_gradient(api, fn, graph, op):
+    """(what the gradient function returns, the upstream gradient given per output)."""
     with graph.as_default():
         # TensorArray gradients take their source name from the gradient's name scope.
         with graph.name_scope("gradients"):
@@ -144,7 +145,57 @@ def _call_gradient(api, fn, graph, op):
             returned = fn(op, *upstream)
     if not isinstance(returned, (list, tuple)):
         returned = [returned]
-    return list(returned)
+    return list(returned), upstream
+
+
+# ops whose result depends on the shape of their input only: an upstream gradient that
+# reaches a returned gradient through one of them gives it no value
+_SHAPE_ONLY = ("Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
+               "BroadcastGradientArgs", "VariableShape", "TensorListLength",
+               "TensorListElementShape")
+
+
+def _reads(value, upstream, forward):
+    """The positions of ``upstream`` whose values ``value`` (a returned gradient) reads
+    along data edges, not through an op that reads only shapes; a function call (While,
+    If) reads all its inputs."""
+    tensors = [value.values] if hasattr(value, "values") and hasattr(value, "indices") \
+        else [value]
+    wanted = dict((id(t.op), k) for k, t in enumerate(upstream) if t is not None)
+    found, seen = set(), set()
+    stack = [t.op for t in tensors]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or node is forward:
+            continue
+        seen.add(id(node))
+        if id(node) in wanted:
+            found.add(wanted[id(node)])
+            continue
+        if node.type in _SHAPE_ONLY:
+            continue
+        stack.extend(t.op for t in node.inputs)
+    return found
+
+
+def by_output(rows, returned, upstream, forward, op_def):
+    """For an op of several outputs, what each output's upstream gradient gives each
+    input (``outputs`` of a row, one result per output position): ``gradient`` where
+    the input's gradient reads that upstream's values, else ``zero`` (a gradient is
+    linear in its upstream: one that does not read it is zero by fact), ``none`` where
+    the input's gradient is None. FusedBatchNorm's gradient reads only the normalised
+    value's upstream: the batch mean and variance give the input nothing. Not recorded
+    where some output has no upstream to give (a resource), nor for ops that run a
+    function (While, If): what passes there is the body's, not the op's."""
+    if len(upstream) < 2 or any(u is None for u in upstream) or \
+            any(a.type in ("func", "list(func)") for a in op_def.attr):
+        return
+    for row, value in zip(rows, returned):
+        if row["result"] in ("none", "zero"):
+            row["outputs"] = [row["result"]] * len(upstream)
+            continue
+        read = _reads(value, upstream, forward)
+        row["outputs"] = ["gradient" if k in read else "zero" for k in range(len(upstream))]
 
 
 def probe_symbolic(api, op_def):
@@ -186,7 +237,7 @@ def probe_symbolic(api, op_def):
         names = input_names(op_def, op)
         try:
             with control_flow_v1(api, op_def.name.startswith("TensorArray")):
-                returned = _call_gradient(api, fn, graph, op)
+                returned, upstream = _call_gradient(api, fn, graph, op)
         except Exception as exc:  # noqa: BLE001 - gradient functions raise anything
             if _raises_by_design(exc):
                 raised = raised or (graph, op, failure_reason(exc))
@@ -201,6 +252,7 @@ def probe_symbolic(api, op_def):
                  "trainable": api.type_name(t.dtype) in TRAINABLE,
                  "result": _classify(api, g)}
                 for i, (n, t, g) in enumerate(zip(names, inputs, returned))]
+        by_output(rows, returned, upstream, op, op_def)
         return rows, graph, op, returned, None
     if raised is not None:
         graph, op, message = raised
