@@ -11,6 +11,7 @@ to its renderer; :func:`render` is the one entry point.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
@@ -124,7 +125,9 @@ def _cell(value: Any, markdown: bool = False) -> Any:
     and in markdown the ``|`` that would end the cell (an op or scope name may hold one)."""
     if isinstance(value, str):
         text = printable(value)
-        return text.replace("\\", "\\\\").replace("|", "\\|") if markdown else text
+        # \| keeps a pipe in its cell; backslashes right before it are doubled so that
+        # none of them escapes the next (elsewhere a backslash shows as typed)
+        return re.sub(r"(\\*)\|", lambda m: m[1] * 2 + "\\|", text) if markdown else text
     if value is None:
         return ""
     if isinstance(value, bool):

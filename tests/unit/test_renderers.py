@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -273,18 +274,20 @@ def test_each_command_offers_the_formats_of_its_result():
 
 
 def _gfm_cells(line: str) -> list[str]:
-    """A GitHub-flavoured markdown table row's cells, as a reader sees them: ``\\`` escapes
-    the next character, an unescaped ``|`` ends a cell."""
-    cells, cell, chars = [], "", iter(line.strip().strip("|"))
+    """A GitHub-flavoured markdown table row's cells, as GitHub renders them (cmark-gfm):
+    a backslash and the next character are one unit, an unescaped ``|`` ends a cell,
+    ``\\|`` in a cell is a pipe, then the inline backslash escapes of punctuation."""
+    cells, cell, chars = [], "", iter(line.strip()[1:-1])
     for char in chars:
         if char == "\\":
-            cell += next(chars, "")
+            cell += char + next(chars, "")
         elif char == "|":
-            cells.append(cell.strip())
+            cells.append(cell)
             cell = ""
         else:
             cell += char
-    return [*cells, cell.strip()]
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", c.replace("\\|", "|")).strip()
+            for c in [*cells, cell]]
 
 
 def test_a_name_with_a_pipe_or_backslash_stays_one_markdown_cell():
