@@ -287,10 +287,10 @@ _xla = sys.modules["opregistry_inenv.xla"]
 _compile = _xla.probe_xla
 
 
-def _aborting(tf, np, build, tolerance):
+def _aborting(tf, np, build, *rest):  # rest: the tolerance and the device
     if build()[1].type == "Relu":
         os.abort()
-    return _compile(tf, np, build, tolerance)
+    return _compile(tf, np, build, *rest)
 
 
 _xla.probe_xla = _aborting
