@@ -173,6 +173,20 @@ def test_raise_inside_a_tf_function_is_our_error_not_autographs():
     assert [lost.target for lost in error.value.lost] == ["variable 'raised_in_function'"]
 
 
+def test_a_program_that_makes_warnings_errors_gets_the_guards_warning_as_its_error():
+    """``-W error`` (or ``simplefilter("error")``): the finding itself is raised, not a
+    RuntimeWarning saying the guard could not analyse the call."""
+    v = tf.Variable([1.0, 2.0], name="warned_as_error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with opregistry.guard(summary=False):
+            with pytest.raises(opregistry.NonDifferentiableWarning) as error:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.round(v))
+                tape.gradient(loss, v)
+    assert "'warned_as_error'" in str(error.value)
+
+
 def test_ignore_with_reasons_is_in_the_summary():
     v = tf.Variable([1.0, 2.0], name="frozen_on_purpose")
     u = tf.Variable([1.0, 2.0], name="not_ignored")

@@ -349,7 +349,7 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
 def _inspect(session: Any, *args: Any) -> None:
     """The analysis of one call; a fault of the guard itself is one warning, never the
     end of the user's training (NonDifferentiableError is the policy's, and passes)."""
-    from opregistry.guard.actions import NonDifferentiableError
+    from opregistry.guard.actions import NonDifferentiableError, NonDifferentiableWarning
     from opregistry.guard.xla import XlaCompileWarning
 
     try:
@@ -358,8 +358,8 @@ def _inspect(session: Any, *args: Any) -> None:
         if session.on_raise is not None:
             session.on_raise()
         raise
-    except XlaCompileWarning:  # a warning the program turned into an error: its own
-        raise
+    except (NonDifferentiableWarning, XlaCompileWarning):  # our findings, which the
+        raise  # program turned into errors (``-W error``): theirs, not a guard fault
     except Exception as exc:  # noqa: BLE001 - any fault in the analysis
         import warnings
 
