@@ -23,6 +23,10 @@ from .op_defs import all_op_defs
 PROBE_STALL_S = 60
 
 
+class ProbeWorkerError(RuntimeError):
+    """A probe worker that cannot start: the release's harvest fails."""
+
+
 def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), xla=False,
                  xla_device="CPU"):
     """Worker entry point: probe the ops listed in ``ops_path``, one JSON line each."""
@@ -150,11 +154,14 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                 records[started] = {"effective": "unknown",
                                     "reason": "probe stopped the process (%s)" % why}
             progressed = True
-        elif proc.returncode != 0 and not progressed:
-            tail = _tail(log_path)
-            for name in remaining:
-                records.setdefault(name, {"effective": "unknown",
-                                          "reason": "probe worker failed: %s" % tail})
+        elif not progressed:
+            # The worker ended before it began any op (an import, a library, memory):
+            # another worker would too, and recording every op "unknown" would replace
+            # a release's good facts at load. The release fails instead.
+            raise ProbeWorkerError(
+                "a probe worker failed before probing any op (%s): %s"
+                % ("exit status %d" % proc.returncode if proc.returncode >= 0
+                   else "killed by signal %d" % -proc.returncode, _tail(log_path)))
         remaining = [n for n in remaining if n not in records]
         restarts += 1
     return records, max(restarts - 1, 0)  # no round at all when nothing is probed

@@ -1,0 +1,38 @@
+"""A probe worker that cannot start fails the release instead of recording every op
+``unknown`` (which the load would let replace a release's good facts; it happened to
+2.10 in the XLA harvest). TF-free: the "worker" is a real process that fails at once."""
+import sys
+
+import pytest
+
+from opregistry.harvest.inenv import workers
+
+
+def test_a_worker_that_exits_before_any_op_fails_the_release(tmp_path):
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\necho 'ImportError: libcudart.so.11.0' >&2\nexit 1\n")
+    script.chmod(0o755)
+    with pytest.raises(workers.ProbeWorkerError) as caught:
+        workers.run_probes(["Tanh", "Relu"], numeric=False, python=str(script))
+    assert "exit status 1" in str(caught.value)
+    assert "libcudart" in str(caught.value)
+
+
+def test_a_worker_killed_before_any_op_fails_the_release(tmp_path):
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nkill -9 $$\n")
+    script.chmod(0o755)
+    with pytest.raises(workers.ProbeWorkerError, match="killed by signal 9"):
+        workers.run_probes(["Tanh"], numeric=False, python=str(script))
+
+
+def test_a_worker_that_exits_cleanly_without_probing_does_not_loop(tmp_path):
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    with pytest.raises(workers.ProbeWorkerError, match="exit status 0"):
+        workers.run_probes(["Tanh"], numeric=False, python=str(script))
+
+
+def test_nothing_to_probe_starts_no_worker():
+    assert workers.run_probes([], numeric=False, python=sys.executable) == ({}, 0)
