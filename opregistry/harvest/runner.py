@@ -255,10 +255,16 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
     from opregistry.db.loader import load
+    from opregistry.db.migrate import ensure_current
     from opregistry.db.store import location_of
 
     location = location_of(db)
     engine = make_engine(location, create=True)
+    try:  # a database the load would refuse is refused before minutes of harvesting
+        ensure_current(engine)
+    except OpregistryError:
+        engine.dispose()
+        raise
     if save_documents:  # before a harvest that takes a minute, not after it
         _save_directory(Path(save_documents))
     for target in list(targets or [HarvestTarget()]):

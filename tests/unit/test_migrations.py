@@ -41,3 +41,28 @@ def test_an_older_schema_is_refused_by_the_loader(tmp_path):
 def test_shipped_database_is_never_written():
     with pytest.raises(DatabaseError, match="read-only"):
         make_engine(resolve(None), create=True)
+
+
+def test_harvest_refuses_an_older_schema_before_it_starts_the_collector(tmp_path):
+    """A load into a database at another revision fails; the harvest says so before it
+    spends minutes collecting (it used to collect first and fail at the load)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "old.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'something_older'")
+    engine.dispose()
+    marker = tmp_path / "collector-started"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    python.chmod(0o755)
+    done = subprocess.run([sys.executable, "-m", "opregistry", "harvest", "--python",
+                           str(python), "--db", str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("Error: ") and "opregistry db upgrade" in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert not marker.exists()
