@@ -501,6 +501,7 @@ def test_check_files_xla_is_check_xla_per_model(built, xla_db, tmp_path):
     for model, path in zip(data, paths):
         alone = json.loads(run_cli("check", path, "--xla", "--db", str(xla_db), "-f",
                                    "json").stdout)
+        alone.pop("remedies")  # (check-files' JSON has never carried them)
         assert {k: v for k, v in model.items() if k != "model"} == alone
     assert [m["model"] for m in data] == paths
     assert f"{paths[0]}: " in done.stderr and "1 output will not compile" in done.stderr
@@ -654,3 +655,19 @@ def test_the_structural_rules_say_what_tensorflow_says_per_output(structures, xl
                             "while_beside": True, "array_sized": True,
                             "array_dynamic": False, "array_dynamic_beside": True,
                             "list_unsized": False, "list_unsized_beside": False}
+
+
+def test_an_xla_rule_quiets_the_guard_and_tf_still_fails(built, xla_db):
+    """The guard honours xla: rules as check --xla does: accepted, no warning; TF's own
+    error at the first step is then what the user meets (the rule is their choice)."""
+    from opregistry.guard import XlaCompileWarning
+
+    model, x, y = _model("expm")
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(xla=True, db=xla_db, summary=False, ignore={
+                "xla:structure:tensor_list_unknown_size": "expm trains without XLA"}):
+            with pytest.raises(tf.errors.OpError, match="fixed tensor list size"):
+                model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    assert not [w for w in caught if issubclass(w.category, XlaCompileWarning)]
