@@ -282,15 +282,20 @@ def harvested_db_without_xla(registry_document, tmp_path_factory):
 def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(
         built, xla_db, tmp_path, multitool):  # noqa: F811
     logs = []
-    for name in ("argmax_pool", "expm"):
+    # the third: expm's findings accepted by a policy (results with suppressions)
+    for name, args, code in (("argmax_pool", (), 1), ("expm", (), 1),
+                             ("expm", ("--ignore", "xla:*=trains without XLA"), 0)):
         done = run_cli("check", str(built[name][2]["export"]), "--xla", "--db", str(xla_db),
-                       "-f", "sarif", cwd=tmp_path)
-        assert done.returncode == 1, done.stderr
-        log = tmp_path / f"{name}.sarif"
+                       "-f", "sarif", *args, cwd=tmp_path)
+        assert done.returncode == code, done.stderr
+        log = tmp_path / f"{name}{len(logs)}.sarif"
         log.write_text(done.stdout)
         logs.append(log)
         rules = json.loads(done.stdout)["runs"][0]["tool"]["driver"]["rules"]
         assert {"xla/fails", "xla/unknown"} <= {r["id"] for r in rules}
+    accepted = [r for r in json.loads(logs[2].read_text())["runs"][0]["results"]
+                if r["ruleId"].startswith("xla/")]
+    assert accepted and all(r["suppressions"][0]["status"] == "accepted" for r in accepted)
     report = tmp_path / "validation.sarif"
     subprocess.run([str(multitool), "validate", "--rule-kind", "Sarif;Gh", "--output",
                     str(report), *map(str, logs)], capture_output=True, text=True,
