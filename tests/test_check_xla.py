@@ -281,7 +281,7 @@ def harvested_db_without_xla(registry_document, tmp_path_factory):
 
 def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(
         built, xla_db, tmp_path, multitool):  # noqa: F811
-    logs = []
+    logs: list[Path] = []
     # the third: expm's findings accepted by a policy (results with suppressions)
     for name, args, code in (("argmax_pool", (), 1), ("expm", (), 1),
                              ("expm", ("--ignore", "xla:*=trains without XLA"), 0)):
@@ -567,6 +567,8 @@ def _structure_outputs():
 
 
 def _structure_module():
+    import tensorflow as tf  # (a module mypy can see: the class derives from it)
+
     outputs = _structure_outputs()
 
     class Structures(tf.Module):
@@ -584,6 +586,8 @@ def _structure_module():
 
 
 def _structure_keras():
+    import keras
+
     outputs = _structure_outputs()
 
     class StructuresLayer(keras.layers.Layer):
