@@ -8,9 +8,9 @@ from typing import List
 import typer
 
 from opregistry.cli.options import (
+    CheckIgnoreOption,
     DbOption,
     FormatOption,
-    IgnoreOption,
     OptionalList,
     OptionalStr,
     OutputFileOption,
@@ -51,7 +51,7 @@ def check_files_command(
         False, "--xla", help="As for check: also whether each model's training step "
                              "compiles under XLA (jit_compile) on the CPU; exit 1 when "
                              "something will not compile."),
-    ignore: OptionalList = IgnoreOption,
+    ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
