@@ -7,6 +7,14 @@ A rule's pattern is ``KIND:GLOB`` or a bare glob (matched against every kind):
 ``SIGNATURE:KEY`` or ``KEY``). A finding is ignored when a rule matches its target or
 output, or rules match every op where its gradient stops.
 
+``check --xla``'s findings (what will not compile under XLA) are accepted only by rules
+that say so, ``xla:`` then a pattern of its own kinds: ``xla:op:MaxPoolWithArgmax`` (the
+forward op, whether it or its gradient does not compile), ``xla:gradient:ResizeBicubicGrad``
+(the gradient op XLA refuses), ``xla:structure:tensor_list_unknown_size`` (a structure),
+``xla:node:*/expm/*``, ``xla:output:serving_default:logits``, or ``xla:GLOB`` (any of
+them). An ``xla:`` rule never ignores a gradient that stops, nor another rule an XLA
+finding: accepting a stopped gradient says nothing about compiling.
+
 Rules come from ``--ignore`` and from a policy file, found like ruff finds its
 configuration (the nearest ``.opregistry.toml``, else the nearest ``pyproject.toml``
 with a ``[tool.opregistry]`` table, from the working directory up)::
@@ -37,6 +45,8 @@ __all__ = ["FILE_NAME", "KINDS", "MAX_PATTERN", "MAX_RULES", "Policy", "Rule",
            "find_policy_file", "load_policy"]
 
 KINDS = ("op", "node", "target", "output")
+XLA = "xla"  # the prefix of the rules for check --xla's findings
+XLA_KINDS = ("op", "gradient", "structure", "node", "output")
 MAX_PATTERN = 1000  # characters of a pattern: a glob costs (name x pattern) to match
 MAX_RULES = 10_000  # rules of one policy, --ignore included
 SHOWN = 5  # rules named on stderr per kind of report before "... and N more"
@@ -64,13 +74,24 @@ class Rule:
                               f"{printable(self.pattern)}: {exc}") from None
 
     @property
+    def xla(self) -> bool:
+        """Whether the rule is for check --xla's findings (``xla:...``)."""
+        return self.pattern.startswith(f"{XLA}:")
+
+    @property
     def kind(self) -> str | None:
+        """``op`` ... ``output``; ``xla:op`` ... ``xla:output``; ``xla`` for a bare
+        ``xla:GLOB``; None for a bare glob."""
+        if self.xla:
+            head, colon, _ = self.pattern[len(XLA) + 1:].partition(":")
+            return f"{XLA}:{head}" if colon and head in XLA_KINDS else XLA
         head, colon, _ = self.pattern.partition(":")
         return head if colon and head in KINDS else None
 
     @property
     def glob(self) -> str:
-        return self.pattern.split(":", 1)[1] if self.kind else self.pattern
+        kind = self.kind
+        return self.pattern[len(kind) + 1:] if kind else self.pattern
 
     @property
     def exact(self) -> bool:
@@ -81,7 +102,7 @@ class Rule:
         return self.expires is not None and self.expires < today
 
     def matches(self, kind: str, value: str) -> bool:
-        return self.kind in (None, kind) and self._match(value)
+        return self.kind in (_bare(kind), kind) and self._match(value)
 
     def describe(self) -> str:
         """The rule in words, control characters escaped (for stderr)."""
@@ -95,6 +116,9 @@ class Policy:
     source: str | None = None  # the policy file, if one was read
     today: datetime.date = field(default_factory=datetime.date.today)
     used: set[Rule] = field(default_factory=set)
+    # whether XLA findings were looked at (check --xla): else xla: rules are not in
+    # play, and not reported as matching nothing
+    checks_xla: bool = False
     _index: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -107,7 +131,8 @@ class Policy:
 
     @property
     def unmatched(self) -> list[Rule]:
-        return [r for r in self.active if r not in self.used]
+        return [r for r in self.active if r not in self.used and (self.checks_xla
+                                                                   or not r.xla)]
 
     def first_match(self, queries: Iterable[tuple[str, str]]) -> Rule | None:
         """The first active rule (in order) matching any (kind, value) of ``queries``:
@@ -116,7 +141,7 @@ class Policy:
         exact, globs = self._rules_index()
         best: tuple[int, Rule] | None = None
         for kind, value in queries:
-            for key in ((kind, value), (None, value)):
+            for key in ((kind, value), (_bare(kind), value)):
                 found = exact.get(key)
                 if found is not None and (best is None or found[0] < best[0]):
                     best = found
@@ -162,6 +187,19 @@ class Policy:
         self.used.update(covering)
         return covering[0]
 
+    def rule_for_xla(self, finding: Any) -> Rule | None:
+        """The ``xla:`` rule that accepts a check --xla finding (an ``XlaFinding``),
+        marked as used; None: not accepted."""
+        queries = [(f"{XLA}:op", finding.op), (f"{XLA}:node", finding.node),
+                   (f"{XLA}:output", finding.output),
+                   (f"{XLA}:output", f"{finding.signature}:{finding.output}")]
+        if finding.cause and finding.part in ("gradient", "structure"):
+            queries.append((f"{XLA}:{finding.part}", finding.cause))
+        rule = self.first_match(queries)
+        if rule is not None:
+            self.used.add(rule)
+        return rule
+
     def report(self) -> list[str]:
         """Lines for stderr: the rules that expired or matched nothing (the first
         ``SHOWN`` of each, then how many more)."""
@@ -176,6 +214,12 @@ class Policy:
     def stale(self) -> bool:
         """Whether a rule expired or matched nothing (``--strict`` fails then)."""
         return bool(self.expired or self.unmatched)
+
+
+def _bare(kind: str) -> str | None:
+    """The kind of a bare rule that also matches ``kind``: ``xla:GLOB`` for the XLA
+    kinds, a bare glob for the others."""
+    return XLA if kind.startswith(f"{XLA}:") else None
 
 
 def _first_few(lines: list[str], what: str) -> list[str]:
@@ -222,8 +266,8 @@ def _cli_rule(text: str) -> Rule:
 # ------------------------------------------------------------------ applying a policy
 
 def apply_to_check(result: Any, policy: Policy) -> Any:
-    """``result`` without the findings and partial paths the policy ignores; those are
-    in ``result.ignored``, each with the rule that ignored it."""
+    """``result`` without the findings, partial paths and XLA findings the policy
+    ignores; those are in ``result.ignored``, each with the rule that ignored it."""
     from dataclasses import replace
 
     kept: list[Any] = []
@@ -239,7 +283,18 @@ def apply_to_check(result: Any, policy: Policy) -> Any:
                 keep.append(item)
             else:
                 ignored.append(Ignored(kind, item, rule))
-    return replace(result, findings=kept, partial_paths=kept_partial, ignored=ignored)
+    if result.xla is None:
+        return replace(result, findings=kept, partial_paths=kept_partial, ignored=ignored)
+    policy.checks_xla = True
+    kept_xla = []
+    for x in result.xla:
+        rule = policy.rule_for_xla(x)
+        if rule is None:
+            kept_xla.append(x)
+        else:
+            ignored.append(Ignored("xla", x, rule))
+    return replace(result, findings=kept, partial_paths=kept_partial, ignored=ignored,
+                   xla=kept_xla)
 
 
 def apply_to_gradcheck(result: Any, policy: Policy) -> Any:
@@ -283,7 +338,7 @@ def _problems() -> frozenset[str]:
 class Ignored:
     """A finding or partial path a policy rule ignores."""
 
-    kind: str  # finding | partial_path
+    kind: str  # finding | partial_path | xla
     item: Any
     rule: Rule
 

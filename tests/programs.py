@@ -154,7 +154,8 @@ CONCERNS = [
       ("FusedBatchNormV3",)),
     T("case_predicates", "tf.case([(tf.reduce_sum({x}) > 0.5, lambda: tf.tanh({a})), "
                          "(tf.reduce_sum({x}) < -0.5, lambda: tf.sign({b}) * {c})], "
-                         "default=lambda: tf.floor({b}) + {a})", ("Floor", "Sign")),
+                         "default=lambda: tf.floor({b}) + {a})", ("Floor", "Sign"),
+      predicate=("x",)),
     T("one_hot", "tf.one_hot(tf.argmax({a}, axis=1), 3) * {b}", ("OneHot", "ArgMax")),
     T("is_finite", "tf.cast(tf.math.is_finite(tf.math.log({a})), tf.float32) * {b}",
       ("IsFinite",)),

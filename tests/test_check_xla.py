@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +25,7 @@ from cli_run import run_cli
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
+from test_ci_integration import _git, hook_checkout  # noqa: E402,F401  (the fixture)
 from test_sarif_multitool import multitool  # noqa: E402,F401  (the fixture: installs it)
 
 import opregistry  # noqa: E402
@@ -153,7 +158,7 @@ def registry_document():
 
 
 @pytest.fixture(scope="module")
-def xla_db(built, registry_document, tmp_path_factory):
+def xla_db(built, structures, registry_document, tmp_path_factory):
     """This TensorFlow's registry, with the probes (and XLA) of the models' op types."""
     import copy
 
@@ -161,9 +166,9 @@ def xla_db(built, registry_document, tmp_path_factory):
     from opregistry.model.check import load_models
 
     op_types: set[str] = set()
-    for _, _, paths in built.values():
-        for path in paths.values():
-            op_types.update(*(m.op_types for m in load_models(str(path))))
+    paths = [p for _, _, saved in built.values() for p in saved.values()]
+    for path in [*paths, *(p for _, saved in structures.values() for p in saved.values())]:
+        op_types.update(*(m.op_types for m in load_models(str(path))))
     document = copy.deepcopy(registry_document)
     records, _ = workers.run_probes(sorted(op_types), numeric=False, libraries=["--xla"])
     document["probes"] = {"seconds": 1.0, "numeric": False, "xla": True}
@@ -277,16 +282,21 @@ def harvested_db_without_xla(registry_document, tmp_path_factory):
 
 def test_the_xla_sarif_passes_the_multitool_with_githubs_rules(
         built, xla_db, tmp_path, multitool):  # noqa: F811
-    logs = []
-    for name in ("argmax_pool", "expm"):
+    logs: list[Path] = []
+    # the third: expm's findings accepted by a policy (results with suppressions)
+    for name, args, code in (("argmax_pool", (), 1), ("expm", (), 1),
+                             ("expm", ("--ignore", "xla:*=trains without XLA"), 0)):
         done = run_cli("check", str(built[name][2]["export"]), "--xla", "--db", str(xla_db),
-                       "-f", "sarif", cwd=tmp_path)
-        assert done.returncode == 1, done.stderr
-        log = tmp_path / f"{name}.sarif"
+                       "-f", "sarif", *args, cwd=tmp_path)
+        assert done.returncode == code, done.stderr
+        log = tmp_path / f"{name}{len(logs)}.sarif"
         log.write_text(done.stdout)
         logs.append(log)
         rules = json.loads(done.stdout)["runs"][0]["tool"]["driver"]["rules"]
         assert {"xla/fails", "xla/unknown"} <= {r["id"] for r in rules}
+    accepted = [r for r in json.loads(logs[2].read_text())["runs"][0]["results"]
+                if r["ruleId"].startswith("xla/")]
+    assert accepted and all(r["suppressions"][0]["status"] == "accepted" for r in accepted)
     report = tmp_path / "validation.sarif"
     subprocess.run([str(multitool), "validate", "--rule-kind", "Sarif;Gh", "--output",
                     str(report), *map(str, logs)], capture_output=True, text=True,
@@ -357,3 +367,360 @@ def test_the_guard_tells_a_jit_compile_function_from_a_plain_one_and_eager(xla_d
                 tf.function(step, jit_compile=True)(x)  # TF: XLA refuses it
     found = [w for w in caught if issubclass(w.category, XlaCompileWarning)]
     assert len(found) == 1 and "MaxPoolWithArgmax" in str(found[0].message)
+
+
+# ----------------------------------------------- ignore rules for XLA findings (xla:)
+
+
+def test_an_xla_rule_accepts_a_step_tf_cannot_compile_and_every_format_shows_it(
+        built, xla_db, tmp_path):
+    """expm's training step really fails under XLA in TF; a policy file's
+    ``xla:structure:`` rule accepts it: exit 0, the finding listed as ignored in every
+    format, the output still said not to compile."""
+    assert built["expm"][0] is False  # TF: fit with jit_compile fails
+    path = str(built["expm"][2]["saved_model"])
+    (tmp_path / ".opregistry.toml").write_text(
+        '[[ignore]]\npattern = "xla:structure:tensor_list_unknown_size"\n'
+        'reason = "expm trains without XLA"\n')
+    done = run_cli("check", path, "--xla", "--db", str(xla_db), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "under XLA: 1 output accepted by policy" in done.stderr
+    assert "1 finding ignored by policy: xla:structure:tensor_list_unknown_size" \
+        in done.stderr
+    assert "xla_fails" in done.stdout and "ignored_by" in done.stdout
+    assert "expm trains without XLA" in done.stdout
+    data = json.loads(run_cli("check", path, "--xla", "--db", str(xla_db), "-f", "json",
+                              cwd=tmp_path).stdout)
+    assert data["xla"] == [] and [o["xla"] for o in data["outputs"]] == ["fails"]
+    assert [(i["kind"], i["part"], i["cause"], i["rule"], i["reason"]) for i in
+            data["ignored"]] == [("xla", "structure", "tensor_list_unknown_size",
+                                  "xla:structure:tensor_list_unknown_size",
+                                  "expm trains without XLA")]
+    for fmt, needle in (("csv", "expm trains without XLA"),
+                        ("markdown", "| xla:structure:tensor_list_unknown_size: expm"),
+                        ("dot", "ignored: xla:structure:tensor_list_unknown_size")):
+        done = run_cli("check", path, "--xla", "--db", str(xla_db), "-f", fmt, cwd=tmp_path)
+        assert done.returncode == 0 and needle in done.stdout, (fmt, done.stdout)
+    log = json.loads(run_cli("check", path, "--xla", "--db", str(xla_db), "-f", "sarif",
+                             cwd=tmp_path).stdout)
+    results = log["runs"][0]["results"]
+    [result] = [r for r in results if r["ruleId"].startswith("xla/")]
+    assert result["ruleId"] == "xla/fails"
+    assert result["suppressions"] == [{
+        "kind": "external", "status": "accepted",
+        "justification": "xla:structure:tensor_list_unknown_size: expm trains without XLA",
+        "properties": {"rule": "xla:structure:tensor_list_unknown_size",
+                       "origin": ".opregistry.toml ignore[0]"}}]
+
+
+@pytest.mark.parametrize("saved", ["export", "saved_model"])
+def test_xla_rules_by_op_node_and_output_on_both_save_paths(built, xla_db, saved):
+    path = str(built["argmax_pool"][2][saved])
+    outputs = {(o.signature, o.output) for o in _check(path, xla_db).outputs}
+    keys = {key for _, key in outputs}
+    assert len(keys) == 1  # (model.export: one output in two signatures)
+    for pattern in ("xla:op:MaxPoolWithArgmax", "xla:node:*/MaxPoolWithArgmax",
+                    f"xla:output:{keys.pop()}", "xla:MaxPool*"):
+        done = run_cli("check", path, "--xla", "--db", str(xla_db), "--ignore",
+                       f"{pattern}=no XLA for this model", "--strict")
+        assert done.returncode == 0, (pattern, done.stderr)
+        assert f"ignored by policy: {pattern}" in done.stderr
+
+
+def test_a_gradient_rule_does_not_accept_an_xla_finding_and_is_reported(built, xla_db,
+                                                                         tmp_path):
+    path = str(built["argmax_pool"][2]["saved_model"])
+    done = run_cli("check", path, "--xla", "--db", str(xla_db), "--ignore",
+                   "op:MaxPoolWithArgmax", cwd=tmp_path)
+    assert done.returncode == 1 and "xla_fails" in done.stdout, done.stderr
+    assert "policy rule matched nothing: op:MaxPoolWithArgmax" in done.stderr
+    # an xla: rule without --xla: nothing to match, not stale (one policy, two runs)
+    done = run_cli("check", path, "--db", str(xla_db), "--ignore",
+                   "xla:op:MaxPoolWithArgmax", "--strict", cwd=tmp_path)
+    assert done.returncode == 0 and "matched nothing" not in done.stderr, done.stderr
+    # with --xla on a model that compiles: matched nothing, and --strict says so
+    clean = str(built["argmax_pool_without"][2]["saved_model"])
+    done = run_cli("check", clean, "--xla", "--db", str(xla_db), "--ignore",
+                   "xla:op:MaxPoolWithArgmax", "--strict", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "policy rule matched nothing: xla:op:MaxPoolWithArgmax" in done.stderr
+    # a policy file's xla: rule needs a reason, as every rule
+    (tmp_path / ".opregistry.toml").write_text('[[ignore]]\npattern = "xla:*"\n')
+    done = run_cli("check", path, "--xla", "--db", str(xla_db), cwd=tmp_path)
+    assert done.returncode == 2 and "missing reason" in done.stderr, done.stderr
+
+
+# ------------------------------------- check-files --xla: the pre-commit hook, for real
+
+
+def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tmp_path):  # noqa: F811
+    """The hook with ``args: [--xla, --db ...]``, run by the real pre-commit: a model
+    whose training step compiles passes; adding the expm model (fit with jit_compile
+    fails in TF) fails it, naming the structure, as ``check --xla`` does; an ``xla:``
+    rule in the project's .opregistry.toml accepts it again."""
+    head = _git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hook_checkout}\n    rev: {head}\n    hooks:\n"
+        f"      - id: opregistry-check\n        args: [--xla, --db, {xla_db}]\n")
+    shutil.copytree(built["expm_without"][2]["export"], repo / "compiles")
+    _git(repo, "add", "-A")
+    pre_commit = Path(sys.executable).parent / "pre-commit"
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
+    env.pop("OPREGISTRY_DB", None)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo,
+                              capture_output=True, text=True, env=env, timeout=1200)
+
+    clean = run()
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Passed" in clean.stdout
+    assert built["expm"][0] is False
+    shutil.copytree(built["expm"][2]["export"], repo / "expm")
+    _git(repo, "add", "-A")
+    failed = run()
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    shown = failed.stdout
+    assert "Failed" in shown and "xla_fails" in shown and "tensor_list_unknown_size" in shown
+    # (model.export: the output in two signatures, serve and serving_default)
+    assert re.search(r"expm: .*under XLA: 2 outputs will not compile", shown), shown
+    assert re.search(r"compiles: .*under XLA: 2 outputs compile", shown), shown
+    (repo / ".opregistry.toml").write_text(
+        '[[ignore]]\npattern = "xla:structure:tensor_list_unknown_size"\n'
+        'reason = "expm trains without XLA"\n')
+    _git(repo, "add", "-A")
+    accepted = run()
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "Passed" in accepted.stdout  # (pre-commit shows a passing hook's output not)
+
+
+def test_check_files_xla_is_check_xla_per_model(built, xla_db, tmp_path):
+    """Exit code, rows and summary lines as check --xla's, over several models."""
+    paths = [str(built[name][2]["saved_model"]) for name in ("expm", "expm_without")]
+    files = [str(Path(p) / "saved_model.pb") for p in paths]
+    done = run_cli("check-files", *files, "--xla", "--db", str(xla_db), "-f", "json")
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    for model, path in zip(data, paths):
+        alone = json.loads(run_cli("check", path, "--xla", "--db", str(xla_db), "-f",
+                                   "json").stdout)
+        alone.pop("remedies")  # (check-files' JSON has never carried them)
+        assert {k: v for k, v in model.items() if k != "model"} == alone
+    assert [m["model"] for m in data] == paths
+    assert f"{paths[0]}: " in done.stderr and "1 output will not compile" in done.stderr
+    table = run_cli("check-files", *files, "--xla", "--db", str(xla_db))
+    assert table.returncode == 1 and "tensor_list_unknown_size" in table.stdout
+    assert "xla_message" in table.stdout
+    # without --xla: as before (the gradient reaches everything: exit 0)
+    plain = run_cli("check-files", *files, "--db", str(xla_db))
+    assert plain.returncode == 0 and "XLA" not in plain.stderr, plain.stderr
+    clean = run_cli("check-files", files[1], "--xla", "--db", str(xla_db))
+    assert clean.returncode == 0 and clean.stdout == "", clean.stderr
+
+
+# ------------------------------------ the structural rules, output by output, against TF
+
+# an output whose gradient TF 2.21 does not compile by aborting the process ("Check
+# failed: ... Expected a tuple shape" in TensorListPushBackOp::Compile): its oracle runs
+# in a child process, from this same source
+ARRAY_IN_LOOP = """
+def array_in_bounded_loop(x, v):  # a dynamic-size TensorArray written in a bounded loop
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    _, ta = tf.while_loop(lambda i, ta: i < 3, lambda i, ta: (
+        i + 1, ta.write(i, v * tf.cast(i, tf.float32) + x)), (tf.constant(0), ta),
+        maximum_iterations=3)
+    return ta.stack()
+"""
+IN_A_CHILD = {"array_in_bounded_loop"}
+_CHILD = """
+import tensorflow as tf
+{source}
+v = tf.Variable([0.5, -0.3, 0.8])
+
+def step(x):
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(array_in_bounded_loop(x, v))
+    return tape.gradient(y, v)
+
+try:
+    tf.function(step, jit_compile=True, autograph=False)(tf.constant([0.1, 0.2, 0.3]))
+except (tf.errors.OpError, ValueError):
+    raise SystemExit(1)
+"""
+
+
+def _structure_outputs():
+    """output name -> f(x, v): the structures XLA cannot size, on the variable's gradient
+    path and beside it, and their sized variants. ``x`` has shape [3]."""
+
+    def loop(x, v, bounded):
+        return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h) * v),
+                             (tf.constant(0), x), maximum_iterations=3 if bounded else None)[1]
+
+    def loop_of_x(x):  # a loop the variable's gradient does not pass
+        return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h) * 1.5),
+                             (tf.constant(0), x))[1]
+
+    def array(values, dynamic):  # tf.TensorArray: TensorListReserve + TensorListSetItem
+        ta = tf.TensorArray(values[0].dtype, size=0 if dynamic else len(values),
+                            dynamic_size=dynamic)
+        for i, value in enumerate(values):
+            ta = ta.write(i, value)
+        return ta.stack()
+
+    def unsized_list(values):  # EmptyTensorList with max_num_elements -1
+        handle = tf.raw_ops.EmptyTensorList(element_shape=tf.constant([3]),
+                                            max_num_elements=-1,
+                                            element_dtype=values[0].dtype)
+        for value in values:
+            handle = tf.raw_ops.TensorListPushBack(input_handle=handle, tensor=value)
+        return tf.raw_ops.TensorListStack(input_handle=handle, element_dtype=values[0].dtype,
+                                          element_shape=tf.constant([3]))
+
+    integers = [tf.constant([1, 2, 3]), tf.constant([4, 5, 6])]
+    defined: dict[str, Any] = {"tf": tf}
+    exec(ARRAY_IN_LOOP, defined)  # noqa: S102 - our own source, shared with the child
+    return {
+        "plain": lambda x, v: v * x,
+        "while": lambda x, v: loop(x, v, False),
+        "while_bounded": lambda x, v: loop(x, v, True),
+        "while_beside": lambda x, v: loop_of_x(x) * v,
+        "array_sized": lambda x, v: array([v * x, v + x, v], False),
+        "array_dynamic": lambda x, v: array([v * x, v + x, v], True),
+        "array_dynamic_beside": lambda x, v: tf.cast(tf.reduce_sum(array(integers, True), 0),
+                                                     tf.float32) * v,
+        "list_unsized": lambda x, v: unsized_list([v * x, v + x]),
+        "list_unsized_beside": lambda x, v: unsized_list([x * 2.0, x + 1.0]) * v,
+        "array_in_bounded_loop": defined["array_in_bounded_loop"],
+    }
+
+
+def _structure_module():
+    import tensorflow as tf  # (a module mypy can see: the class derives from it)
+
+    outputs = _structure_outputs()
+
+    class Structures(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable([0.5, -0.3, 0.8], name="v")
+
+        @tf.function(input_signature=[tf.TensorSpec([3], tf.float32, name="x")],
+                     autograph=False)
+        def __call__(self, x):
+            return {name: f(x, self.v) for name, f in outputs.items()}
+
+    module = Structures()
+    return module, module.v
+
+
+def _structure_keras():
+    import keras
+
+    outputs = _structure_outputs()
+
+    class StructuresLayer(keras.layers.Layer):
+        def build(self, shape):
+            self.v = self.add_weight(shape=(3,), name="v", initializer=keras.initializers
+                                     .Constant([0.5, -0.3, 0.8]))
+
+        def call(self, x):
+            flat = tf.reshape(x, [3])
+            return {name: tf.reshape(f(flat, tf.convert_to_tensor(self.v)), [1, -1])
+                    for name, f in outputs.items()}
+
+    inputs = keras.Input(shape=(3,), batch_size=1, name="x")
+    layer = StructuresLayer()
+    model = keras.Model(inputs, layer(inputs))
+    return model, layer.v.value
+
+
+def _tf_compiles(variable) -> dict[str, bool]:
+    """TF as the oracle: per output, whether the gradient of the output with respect
+    to the variable (its only target) compiles with tf.function(jit_compile=True): the
+    output's own computation (a call of the whole signature would compile every other
+    output's forward pass too)."""
+    x = tf.constant([0.1, 0.2, 0.3])
+    compiles = {}
+    for name, f in _structure_outputs().items():
+        if name in IN_A_CHILD:
+            continue
+
+        def step(x, f=f):
+            with tf.GradientTape() as tape:
+                y = tf.reduce_sum(f(x, variable))
+            return tape.gradient(y, variable)
+
+        try:
+            tf.function(step, jit_compile=True, autograph=False)(x)
+            compiles[name] = True
+        except (tf.errors.OpError, ValueError):
+            compiles[name] = False
+    return compiles
+
+
+@pytest.fixture(scope="module")
+def structures(tmp_path_factory):
+    """kind -> (TF: output -> compiles, {"saved_model" | "export": path})."""
+    base = tmp_path_factory.mktemp("structures")
+    module, variable = _structure_module()
+    tf.saved_model.save(module, str(base / "module"))
+    model, keras_variable = _structure_keras()
+    model.export(str(base / "export"), verbose=False)
+    child = subprocess.run([sys.executable, "-c", _CHILD.format(source=ARRAY_IN_LOOP)],
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert "Traceback" not in child.stderr, child.stderr[-2000:]  # (no error of ours)
+    # TF's verdict: compiled (exit 0), refused (1) or aborted (a signal)
+    in_child = {"array_in_bounded_loop": child.returncode == 0}
+    return {"module": ({**_tf_compiles(variable), **in_child},
+                       {"saved_model": base / "module"}),
+            "keras": ({**_tf_compiles(keras_variable), **in_child},
+                      {"export": base / "export"})}
+
+
+def test_the_structural_rules_say_what_tensorflow_says_per_output(structures, xla_db):
+    """Per (output, target) pair (each output has one target, the variable v):
+    check --xla's verdict is whether TF compiled that output's gradient, for a
+    tf.Module (tf.saved_model.save) and a Keras 3 model (model.export)."""
+    disagreements = []
+    for kind, (compiles, paths) in structures.items():
+        for path in paths.values():
+            result = _check(path, xla_db)
+            assert len([t for t in result.targets if t.kind == "variable"]) == 1
+            seen = set()
+            for o in result.outputs:
+                seen.add(o.output)
+                expected = "compiles" if compiles[o.output] else "fails"
+                if o.xla != expected:
+                    disagreements.append((kind, o.signature, o.output, expected, o.xla, [
+                        (x.op, x.part, x.cause) for x in result.xla or ()
+                        if x.output == o.output]))
+            assert seen == set(compiles), (kind, seen)
+    assert not disagreements, "\n".join(map(str, disagreements))
+    # the sample spans both answers, on and beside the gradient path
+    for compiles, _ in structures.values():
+        assert compiles == {"plain": True, "while": False, "while_bounded": True,
+                            "while_beside": True, "array_sized": True,
+                            "array_dynamic": False, "array_dynamic_beside": True,
+                            "list_unsized": False, "list_unsized_beside": False,
+                            "array_in_bounded_loop": False}
+
+
+def test_an_xla_rule_quiets_the_guard_and_tf_still_fails(built, xla_db):
+    """The guard honours xla: rules as check --xla does: accepted, no warning; TF's own
+    error at the first step is then what the user meets (the rule is their choice)."""
+    from opregistry.guard import XlaCompileWarning
+
+    model, x, y = _model("expm")
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opregistry.guard(xla=True, db=xla_db, summary=False, ignore={
+                "xla:structure:tensor_list_unknown_size": "expm trains without XLA"}):
+            with pytest.raises(tf.errors.OpError, match="fixed tensor list size"):
+                model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    assert not [w for w in caught if issubclass(w.category, XlaCompileWarning)]

@@ -236,3 +236,28 @@ def test_the_guard_missing_a_zero_by_fact_is_caught(tmp_path: Path,
     assert {(d.part, d.kind, d.detail.split(":")[0]) for d in broken.disagreements} == {
         (part, "TF identically zero, guard silent", "out0 x0")
         for part in ("guard-eager", "guard-traced")}
+
+
+def test_a_case_predicate_is_no_data_path_for_gradcheck_either(tmp_path: Path,
+                                                               harvested_db: Path) -> None:
+    """Issue 22, seed 98 with ``--gradcheck-every 1``: ``x1`` reaches the outputs only
+    through ``tf.case``'s predicates. TF gives None for it; ``check`` and gradcheck say
+    ``unrelated`` (a predicate is not followed: the output is locally constant in it),
+    and the oracle, which counted ``case_predicates``' predicate operand as a data path
+    (unlike ``cond`` and ``case``), called that a disagreement."""
+    import tensorflow as tf
+
+    program = programs.generate(98)
+    assert program.family == "case_predicates"
+    assert "x1" in program.statements[0][1].code  # in the predicates only
+    module = rd.load(program, tmp_path).build_module()
+    at = rd.points(tf, program)
+    report = rd.Report()
+    rd.compare_gradcheck(tf, report, program, module, at, harvested_db)
+    assert report.gradchecked == 1 and report.pairs["gradcheck"] == 12
+    assert not report.disagreements, [d.text() for d in report.disagreements]
+    _, checks, truth = report.gradcheck_runs[0]
+    verdicts = {(c.output, c.target): c.verdict for c in checks}
+    for output in program.outputs:
+        assert truth[(output, "x1")] == "none"  # TF: None (zeros through the call)
+        assert verdicts[(output, "x1")] == "unrelated"

@@ -6,6 +6,7 @@ import typer
 
 from opregistry.cli.check_run import CheckFormat, run_check, say_serving_version
 from opregistry.cli.options import (
+    CheckIgnoreOption,
     DbOption,
     FormatOption,
     IgnoreOption,
@@ -45,7 +46,7 @@ def check_command(
                              "(jit_compile) on the CPU: every op of the forward pass, the "
                              "gradient of every op on a gradient path, and the structures XLA "
                              "cannot size; exit 1 when something will not compile."),
-    ignore: OptionalList = IgnoreOption,
+    ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
                                     case_sensitive=False, help="Output format."),

@@ -8,9 +8,9 @@ from typing import List
 import typer
 
 from opregistry.cli.options import (
+    CheckIgnoreOption,
     DbOption,
     FormatOption,
-    IgnoreOption,
     OptionalList,
     OptionalStr,
     OutputFileOption,
@@ -47,13 +47,18 @@ def check_files_command(
                                                 "left alone."),
     release: OptionalStr = ReleaseOption,
     strict: bool = typer.Option(False, "--strict", help="As for check."),
-    ignore: OptionalList = IgnoreOption,
+    xla: bool = typer.Option(
+        False, "--xla", help="As for check: also whether each model's training step "
+                             "compiles under XLA (jit_compile) on the CPU; exit 1 when "
+                             "something will not compile."),
+    ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: TableFormat = FormatOption,
     output_file: OptionalStr = OutputFileOption,
     db: OptionalStr = DbOption,
 ) -> None:
-    """Check several models (for pre-commit): findings per model, exit 1 if any."""
+    """Check several models (for pre-commit): findings per model, exit 1 if any; with
+    --xla, also what will not compile under XLA, as check --xla."""
     from opregistry.model.check import check
     from opregistry.policy import apply_to_check
 
@@ -63,14 +68,16 @@ def check_files_command(
     checked = []
     for model in models_of(files):
         try:
-            result = apply_to_check(check(model, release=release, db=db), policy)
+            result = apply_to_check(check(model, release=release, db=db, xla=xla), policy)
         except OpregistryError as exc:
             text = str(exc)  # the reader's message names the path already
             note(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
             errors += 1
             continue
         ignored += len(result.ignored)
-        if result.findings or (strict and result.partial_paths):
+        # as check's exit code (check_run.run_check), per model
+        if result.findings or result.xla_failures or (strict and (
+                result.partial_paths or result.xla)):
             failed += 1
         checked.append((model, result))
         note(f"{model}: {summary_line(result)}")

@@ -34,6 +34,13 @@ IgnoreOption = typer.Option(
     help="Ignore findings at ops, nodes, targets or outputs matching PATTERN "
          "(op:ArgMax, target:head/*, node:..., output:...). Repeatable; adds to the "
          "policy file's rules.")
+# check and check-files: also the rules for --xla's findings
+CheckIgnoreOption = typer.Option(
+    None, "--ignore", metavar="PATTERN[=REASON]",
+    help="Ignore findings at ops, nodes, targets or outputs matching PATTERN "
+         "(op:ArgMax, target:head/*, node:..., output:...); with --xla, accept what will "
+         "not compile with xla:op:..., xla:gradient:..., xla:structure:..., "
+         "xla:node:..., xla:output:... Repeatable; adds to the policy file's rules.")
 PolicyOption = typer.Option(
     None, "--policy", metavar="FILE",
     help="Policy file of ignore rules (default: the nearest .opregistry.toml, or "

@@ -38,12 +38,25 @@ def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
 def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per XLA finding (``check --xla``): status ``xla_fails`` or ``xla_unknown``,
     the forward op, the part that does not compile as the reason (forward, gradient,
-    structure), what XLA refuses in ``xla`` and the line that created the op."""
+    structure), what XLA refuses in ``xla`` and the line that created the op; then the
+    findings a policy accepts, with the rule in ``ignored_by`` (they fail nothing)."""
+    accepted = [(i.item, f"{i.rule.pattern}: {i.rule.reason}") for i in result.ignored
+                if i.kind == "xla"]
     return [{"meta_graph": x.meta_graph, "signature": x.signature, "output": x.output,
              "target_kind": None, "target": None, "status": f"xla_{x.status}",
              "node": x.node, "op": x.op, "function": x.function, "reason": x.part,
-             "library": None, "xla": x.cause, "xla_message": x.message, "site": x.site}
-            for x in result.xla or ()]
+             "library": None, "xla": x.cause, "xla_message": x.message, "site": x.site,
+             "ignored_by": by}
+            for x, by in [*((x, None) for x in result.xla or ()), *accepted]]
+
+
+def xla_columns(result: CheckResult) -> list[str]:
+    """The columns ``check --xla`` adds when it has XLA findings (kept or accepted)."""
+    found = [*(result.xla or ()), *(i.item for i in result.ignored if i.kind == "xla")]
+    if not found:
+        return []
+    return ["xla", "xla_message"] + (["site"] if any(x.site for x in found) else []) + (
+        ["ignored_by"] if len(found) > len(result.xla or ()) else [])
 
 
 def summary_line(result: CheckResult) -> str:
@@ -73,12 +86,19 @@ def summary_line(result: CheckResult) -> str:
 def xla_summary(result: CheckResult) -> str:
     """How many outputs' training steps compile, fail or cannot be told under XLA."""
     counts: dict[str, int] = {}
+    # an output whose every XLA finding a policy accepts is counted as accepted
+    kept = {(x.meta_graph, x.signature, x.output) for x in result.xla or ()}
     for o in result.outputs:
-        counts[o.xla or "unknown"] = counts.get(o.xla or "unknown", 0) + 1
+        status = o.xla or "unknown"
+        if status != "compiles" and (o.meta_graph, o.signature, o.output) not in kept:
+            status = "accepted"
+        counts[status] = counts.get(status, 0) + 1
     said = {"fails": "will not compile", "unknown": "unknown",
+            "accepted": "accepted by policy",
             "compiles": "compiles" if counts.get("compiles") == 1 else "compile"}
     return ", ".join(f"{plural(counts[s], 'output')} {said[s]}"
-                     for s in ("fails", "unknown", "compiles") if counts.get(s)) or "no output"
+                     for s in ("fails", "unknown", "accepted", "compiles")
+                     if counts.get(s)) or "no output"
 
 
 def serving_version_line(base: str, newest: ServingVersion) -> str:
@@ -120,10 +140,8 @@ class CheckRenderer(Renderer["CheckResult"]):
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
         if any(f.library for f in _ops(result)):  # which op library a blocking op is from
             columns = [*columns, "library"]
-        if result.xla:  # check --xla: what XLA refuses, and where the op was created
-            columns = [*columns, "xla", "xla_message"] + (
-                ["site"] if any(x.site for x in result.xla) else [])
-        return columns
+        # check --xla: what XLA refuses, where the op was created, the accepting rule
+        return [*columns, *xla_columns(result)]
 
     def summary(self, result: CheckResult) -> str:
         return summary_line(result)
@@ -169,7 +187,11 @@ class CheckedModelsRenderer(Renderer[CheckedModels]):
                 for row in finding_rows(checked)]
 
     def columns(self, result: CheckedModels) -> list[str]:
-        return ["model", *COLUMNS]
+        extra: dict[str, None] = {}  # check-files --xla: as check --xla, over the models
+        for _, checked in result.results:
+            extra.update(dict.fromkeys(xla_columns(checked)))
+        return ["model", *COLUMNS, *(c for c in ("xla", "xla_message", "site", "ignored_by")
+                                     if c in extra)]
 
     def summary(self, result: CheckedModels) -> str:
         return "\n".join(f"{model}: {summary_line(checked)}" for model, checked in result.results)

@@ -42,21 +42,26 @@ def check_result_dot(result: CheckResult) -> str:
 
 def _xla_clusters(result: CheckResult) -> list[str]:
     """``check --xla``: per output, the ops that do not compile (orange) or that cannot
-    be told (grey), each labelled with what XLA refuses."""
-    by_output: dict[tuple[str, str], list[XlaFinding]] = {}
-    for x in result.xla or ():
-        by_output.setdefault((x.signature, x.output), []).append(x)
+    be told (grey), each labelled with what XLA refuses; those a policy accepts dashed,
+    white, with the rule."""
+    by_output: dict[tuple[str, str], list[tuple[XlaFinding, str | None]]] = {}
+    accepted = [(i.item, i.rule.pattern) for i in result.ignored if i.kind == "xla"]
+    for x, rule in [*((x, None) for x in result.xla or ()), *accepted]:
+        by_output.setdefault((x.signature, x.output), []).append((x, rule))
     lines = []
     for index, ((signature, output), found) in enumerate(by_output.items()):
         where = f"{signature}:" if signature else ""
         lines += [f"  subgraph cluster_xla_{index} {{",
                   f'    label="{_dot_escape(where + output)} under XLA";']
-        for x in found:
+        for x, rule in found:
             color = "orange" if x.status == "fails" else "lightgrey"
             name, what = x.node.rsplit("/", 1)[-1], f"{x.part}: {x.cause or x.status}"
+            style = f'style=filled, fillcolor="{color}"' if rule is None else \
+                'style=dashed'
+            rule_line = "" if rule is None else f"\\nignored: {_dot_escape(rule)}"
             lines.append(f'    "xla{index}:{_dot_escape(x.node)}" [label="{_dot_escape(name)}'
-                         f'\\n{_dot_escape(x.op)}\\n{_dot_escape(what)}", style=filled, '
-                         f'fillcolor="{color}"];')
+                         f'\\n{_dot_escape(x.op)}\\n{_dot_escape(what)}{rule_line}", '
+                         f'{style}];')
         lines.append("  }")
     return lines
 

@@ -244,44 +244,61 @@ def _qualified(*parts: str | None) -> str:
 
 
 def check_sarif(result: CheckResult) -> str:
-    """A CheckResult as a SARIF log: its findings and partial paths."""
+    """A CheckResult as a SARIF log: its findings, partial paths and XLA findings; those
+    a policy ignores with a suppression (``accepted``, the rule's reason as the
+    justification), as SARIF viewers and GitHub code scanning expect."""
     uri = artifact_uri(result.source)
-    results = []
     pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
         *(("finding", f, f.blocking_ops) for f in result.findings),
         *(("partial_path", p, p.ops) for p in result.partial_paths)]
-    for kind, item, ops in pairs:
-        rule = "partial_path" if kind == "partial_path" else \
-            (ops[0].reason if ops else "no_path")
-        where = f"{item.signature}/{item.output}" if item.signature else item.output
-        named = ", ".join(f"{b.node} ({b.op}" + (f" of {b.library}" if b.library else "") +
-                          f": {b.reason})" for b in ops) or "no op named"
-        verb = "gets no gradient from" if kind == "finding" else \
-            "gets a gradient, but one path stops, from"
-        results.append({
-            "ruleId": rule if rule in RULES else "no_path",
-            "level": "warning" if kind == "partial_path" else "error",
-            "message": {"text": f"{item.target_kind} {item.target} {verb} {where}: "
-                                f"{named}"},
-            # signature/output, then signature/[function/]node per op
-            "logical": [{"name": item.output, "kind": "member",
-                         "fullyQualifiedName": _qualified(item.signature, item.output)}] +
-            [{"name": b.node, "kind": "function",
-              "fullyQualifiedName": _qualified(item.signature, b.function, b.node)}
-             for b in ops],
-            "ops": ops,
-            # the artifact's path is part of it: one model at two paths, two findings
-            "partialFingerprints": {"opregistryFinding/v2": _fingerprint(
-                uri, kind, item.meta_graph, item.signature, item.output, item.target_kind,
-                item.target, sorted((b.node, b.op, b.reason) for b in ops))},
-            "properties": {"signature": item.signature, "output": item.output,
-                           "target_kind": item.target_kind, "target": item.target,
-                           "meta_graph": item.meta_graph,
-                           "ops": [b.op for b in ops]},
-        })
+    results = [_pair_result(kind, item, ops, uri) for kind, item, ops in pairs]
     results += [_xla_result(x, uri) for x in result.xla or ()]
+    for ignored in result.ignored:
+        item = ignored.item
+        done = _xla_result(item, uri) if ignored.kind == "xla" else _pair_result(
+            ignored.kind, item, item.blocking_ops if ignored.kind == "finding" else item.ops,
+            uri)
+        done["suppressions"] = [{
+            "kind": "external", "status": "accepted",
+            "justification": printable(f"{ignored.rule.pattern}: {ignored.rule.reason}"),
+            "properties": {"rule": ignored.rule.pattern,
+                           "origin": printable(ignored.rule.origin)}}]
+        results.append(done)
     return _log(results, result.source, uri,
                 {"release": result.release, "ignored": len(result.ignored)})
+
+
+def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[BlockingOp, ...],
+                 uri: str) -> dict[str, Any]:
+    """A finding (no gradient) or a partial path, at its first op."""
+    rule = "partial_path" if kind == "partial_path" else \
+        (ops[0].reason if ops else "no_path")
+    where = f"{item.signature}/{item.output}" if item.signature else item.output
+    named = ", ".join(f"{b.node} ({b.op}" + (f" of {b.library}" if b.library else "") +
+                      f": {b.reason})" for b in ops) or "no op named"
+    verb = "gets no gradient from" if kind == "finding" else \
+        "gets a gradient, but one path stops, from"
+    return {
+        "ruleId": rule if rule in RULES else "no_path",
+        "level": "warning" if kind == "partial_path" else "error",
+        "message": {"text": f"{item.target_kind} {item.target} {verb} {where}: "
+                            f"{named}"},
+        # signature/output, then signature/[function/]node per op
+        "logical": [{"name": item.output, "kind": "member",
+                     "fullyQualifiedName": _qualified(item.signature, item.output)}] +
+        [{"name": b.node, "kind": "function",
+          "fullyQualifiedName": _qualified(item.signature, b.function, b.node)}
+         for b in ops],
+        "ops": ops,
+        # the artifact's path is part of it: one model at two paths, two findings
+        "partialFingerprints": {"opregistryFinding/v2": _fingerprint(
+            uri, kind, item.meta_graph, item.signature, item.output, item.target_kind,
+            item.target, sorted((b.node, b.op, b.reason) for b in ops))},
+        "properties": {"signature": item.signature, "output": item.output,
+                       "target_kind": item.target_kind, "target": item.target,
+                       "meta_graph": item.meta_graph,
+                       "ops": [b.op for b in ops]},
+    }
 
 
 def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
     the database). The summary goes to stderr at the end when anything was seen.
     ``xla``: also, while a ``jit_compile`` function (Keras ``jit_compile=True``) traces
     a gradient call, an ``XlaCompileWarning`` naming each op, gradient or structure
-    the release's XLA harvest says will not compile, before XLA fails at run time."""
+    the release's XLA harvest says will not compile, before XLA fails at run time
+    (``xla:`` rules in ``ignore`` accept one, as for ``check --xla``)."""
     return Guard(action, ignore, release=release, db=db, summary=summary, xla=xla)
 
 

@@ -170,7 +170,10 @@ class Session:
         if key not in cache:
             model = graphs.graph_call_model(tf, state, graph, targets, sources, names)
             cache[key] = xla.xla_failures(model, self.facts)
-        xla.warn(cache[key], graphs.graph_site_of(graph), self.facts.release or "installed",
+        rules = self.policy.rules  # xla: rules accept a finding, as in check --xla
+        rules.checks_xla = True
+        found = [x for x in cache[key] if rules.rule_for_xla(x) is None]
+        xla.warn(found, graphs.graph_site_of(graph), self.facts.release or "installed",
                  self._xla_seen)
 
     def _eager_verdicts(self, tf: Any, log: eager.EagerLog, targets: list[Any],

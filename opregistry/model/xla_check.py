@@ -12,7 +12,11 @@ without variables: its floating inputs), three things must compile:
 * the structures compiling teaches, which no single op's harvest shows: a While on a
   gradient path without a maximum iteration count (its gradient keeps every iteration's
   values in TensorList accumulators of unknown size: "XLA compilation requires a fixed
-  tensor list size"), and TensorLists / TensorArrays of unknown size in the forward pass.
+  tensor list size"), TensorLists / TensorArrays of unknown size in the forward pass, and
+  the writes of a ``tf.TensorArray(dynamic_size=True)`` on a gradient path (their
+  gradient resizes the list: ``TensorListResize``, which XLA has no kernel for; the
+  forward pass compiles). Each rule is tested against TF compiling the gradient
+  (tests/test_check_xla.py).
 
 An op the release was not harvested with XLA for is ``unknown``, said as such.
 """
@@ -40,6 +44,9 @@ WHILE_OPS = ("While", "StatelessWhile")
 _UNSIZED_LISTS = {"EmptyTensorList": 1, "TensorListReserve": 1}
 TENSOR_LIST_UNKNOWN_SIZE = "tensor_list_unknown_size"
 TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
+# TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
+# then calls TensorListResize (tensorflow/python/ops/list_ops.py)
+_RESIZE = "resize_if_index_out_of_bounds"
 
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
@@ -66,6 +73,15 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
             _while_structure(flat, inst, below, reach, add)
             continue
         if inst in flat.transparent or op in FRAME_OPS:
+            continue
+        if op == "TensorListSetItem" and _resizes(flat, inst):
+            # the harvest compiled this op's gradient without resizing: the attr decides
+            if inst in below and _reached(flat, inst, reach) and not _resized_before(
+                    flat, inst):
+                add(inst, "structure", "fails", TENSOR_ARRAY_UNKNOWN_SIZE,
+                    "a TensorArray with dynamic_size=True written on a gradient path: the "
+                    "gradient of its writes resizes the list (TensorListResize), which "
+                    "XLA cannot compile; give the TensorArray its size")
             continue
         if op in _UNSIZED_LISTS or op == "TensorArrayV3":
             # a list's making compiles when its size is known: the structure decides
@@ -161,6 +177,26 @@ def _list_structure(flat: Flat, inst: int, add: Any) -> None:
         add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
             "a TensorList of unknown size (-1 elements): XLA compilation requires a fixed "
             "tensor list size")
+
+
+def _resizes(flat: Flat, inst: int) -> bool:
+    node = flat.nodes[inst]
+    return node.op == "TensorListSetItem" and _RESIZE in node.attr and bool(
+        node.attr[_RESIZE].b)
+
+
+def _resized_before(flat: Flat, inst: int) -> bool:
+    """Whether the list a resizing write writes to comes from another resizing write
+    (one finding per TensorArray, at its first write)."""
+    inputs = flat.inputs[inst]
+    for _ in range(8):
+        if not inputs or inputs[0] is None:
+            return False
+        producer = inputs[0] & INST
+        if flat.nodes[producer].op != "Identity":
+            return _resizes(flat, producer)
+        inputs = flat.inputs[producer]
+    return False
 
 
 def _int_constant(flat: Flat, ref: int | None) -> int | None:

@@ -59,7 +59,7 @@ KINDS: dict[str, dict[str, str]] = {
                       "tags": "text", "source": "flag", "ignore": "text",
                       "policy_file": "file", "fmt": "fmt", "output_file": "out", "db": "db"},
     "check-files": {"files": "model", "release": "release", "strict": "flag",
-                    "ignore": "text", "policy_file": "file", "fmt": "fmt",
+                    "xla": "flag", "ignore": "text", "policy_file": "file", "fmt": "fmt",
                     "output_file": "out", "db": "db"},
     "gradcheck": {"target": "model", "signature": "text", "tags": "text", "loss": "text",
                   "shape": "text",

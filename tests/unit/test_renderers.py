@@ -60,7 +60,20 @@ def _check_results(tmp: Path) -> list[Any]:
                                                        ("k/am\x1b", 'k/y"')]),
                    ([], [])],
         library_ops={"CaseFoldUTF8": "tensorflow-text 2.21.1"})
-    return [blocked, clean, rich, replace(rich, findings=[], partial_paths=[])]
+    # check --xla: a finding kept, one a policy accepts (rendered with its rule)
+    from opregistry.model.results import XlaFinding
+    from opregistry.policy import Ignored, Rule
+
+    fails = XlaFinding("serving_default", 'y"', "k/expm\x1b/while", "StatelessWhile", None,
+                       "structure", "fails", "tensor_list_unknown_size", "no\nsize",
+                       f"{tmp / 'model.py'}:9", "serve")
+    accepted = XlaFinding("serving_default", 'y"', "k/pool", "MaxPoolWithArgmax", "f",
+                          "forward", "fails", "MaxPoolWithArgmax", "no kernel")
+    under_xla = replace(rich, xla=[fails], ignored=[Ignored(
+        "xla", accepted, Rule("xla:op:MaxPool*", 'known"\x1b', origin="p.toml"))],
+        outputs=[replace(o, xla="fails") for o in rich.outputs])
+    return [blocked, clean, rich, replace(rich, findings=[], partial_paths=[]), under_xla,
+            replace(under_xla, xla=[])]
 
 
 def _gradcheck_results() -> list[Any]:
@@ -103,6 +116,7 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
         "opregistry.model.results.CheckResult": [(c, {}) for c in checks],
         "opregistry.formats.check.CheckedModels": [
             (CheckedModels((("a.pbtxt", checks[0]), ("b", checks[2]))), {}),
+            (CheckedModels((("a.pbtxt", checks[0]), ("x", checks[4]))), {}),
             (CheckedModels(()), {})],
         "opregistry.numerical.results.GradcheckResult": [
             (g, options) for g in _gradcheck_results()
@@ -170,9 +184,18 @@ def _sarif(text: str, result: Any) -> None:
     assert log["version"] == "2.1.0" and "\x1b" not in text  # JSON escapes it
     run = log["runs"][0]
     rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
-    expected = (len(result.findings) + len(result.partial_paths)
-                if hasattr(result, "findings") else len(result.problems))
+    # a check's: findings, partial paths, XLA findings, and those a policy ignores
+    # (suppressed, with the rule's reason)
+    expected = (len(result.findings) + len(result.partial_paths) + len(result.xla or ())
+                + len(result.ignored) if hasattr(result, "findings")
+                else len(result.problems))
     assert len(run["results"]) == expected
+    suppressed = [r for r in run["results"] if r.get("suppressions")]
+    assert len(suppressed) == (len(result.ignored) if hasattr(result, "findings") else 0)
+    for found in suppressed:
+        assert [(s["kind"], s["status"]) for s in found["suppressions"]] == [
+            ("external", "accepted")]
+        assert found["suppressions"][0]["justification"]
     for found in run["results"]:
         assert rule_ids[found["ruleIndex"]] == found["ruleId"]
         assert found["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
@@ -180,7 +203,11 @@ def _sarif(text: str, result: Any) -> None:
 
 def _dot(text: str, result: Any) -> None:
     assert text.startswith("digraph gradient_findings {") and text.endswith("}")
-    assert text.count("subgraph cluster_") == len(result.findings)
+    # a cluster per finding, and per output with XLA findings (kept or accepted)
+    xla = [*(result.xla or ()), *(i.item for i in result.ignored if i.kind == "xla")]
+    assert text.count("subgraph cluster_") == len(result.findings) + len(
+        {(x.signature, x.output) for x in xla})
+    assert text.count("ignored: xla:") == len(xla) - len(result.xla or ())
     assert "\x1b" not in text and "\x07" not in text  # escaped, as every untrusted name
 
 
