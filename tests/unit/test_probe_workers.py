@@ -36,3 +36,29 @@ def test_a_worker_that_exits_cleanly_without_probing_does_not_loop(tmp_path):
 
 def test_nothing_to_probe_starts_no_worker():
     assert workers.run_probes([], numeric=False, python=sys.executable) == ({}, 0)
+
+
+def test_a_slow_start_is_not_a_stall(tmp_path, monkeypatch):
+    """Importing TF before the first op can take minutes on a loaded machine: the stall
+    limit counts from the first op, the start has its own (2.2 and 2.10 were lost to a
+    worker killed while importing)."""
+    monkeypatch.setattr(workers, "PROBE_STALL_S", 1)
+    script = tmp_path / "python"
+    # arguments: -I ENTRY --probe-worker OPS RESULTS ...
+    script.write_text("#!/bin/sh\nsleep 4\n"
+                      "echo '{\"start\": \"Tanh\"}' >> \"$5\"\n"
+                      "echo '{\"op\": \"Tanh\", \"record\": {\"effective\": \"differentiable\"}}'"
+                      " >> \"$5\"\n")
+    script.chmod(0o755)
+    records, restarts = workers.run_probes(["Tanh"], numeric=False, python=str(script))
+    assert records == {"Tanh": {"effective": "differentiable"}}
+    assert restarts == 0
+
+
+def test_a_worker_that_never_starts_is_stopped_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(workers, "PROBE_START_S", 2)
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexec sleep 60\n")
+    script.chmod(0o755)
+    with pytest.raises(workers.ProbeWorkerError, match="did not start within 2 s"):
+        workers.run_probes(["Tanh"], numeric=False, python=str(script))

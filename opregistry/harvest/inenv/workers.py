@@ -21,6 +21,10 @@ from .op_defs import all_op_defs
 # recorded with the reason and a new worker carries on with the rest.
 
 PROBE_STALL_S = 60
+# Before its first op a worker imports TensorFlow and the op libraries: seconds on an
+# idle machine, minutes on a loaded one (a harvest runs under nice). A worker killed for
+# a slow start lost 2.2 and 2.10 in a harvest; the start gets its own allowance.
+PROBE_START_S = 900
 
 
 class ProbeWorkerError(RuntimeError):
@@ -110,7 +114,7 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
                 size = os.path.getsize(results_path) if os.path.exists(results_path) else 0
                 if size != last_size:
                     last_size, last_change = size, time.time()
-                elif time.time() - last_change > PROBE_STALL_S:
+                elif time.time() - last_change > (PROBE_STALL_S if size else PROBE_START_S):
                     proc.kill()
                     proc.wait()
                     stalled = True
@@ -160,7 +164,8 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
             # a release's good facts at load. The release fails instead.
             raise ProbeWorkerError(
                 "a probe worker failed before probing any op (%s): %s"
-                % ("exit status %d" % proc.returncode if proc.returncode >= 0
+                % ("did not start within %d s" % PROBE_START_S if stalled
+                   else "exit status %d" % proc.returncode if proc.returncode >= 0
                    else "killed by signal %d" % -proc.returncode, _tail(log_path)))
         remaining = [n for n in remaining if n not in records]
         restarts += 1
