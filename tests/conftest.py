@@ -1,4 +1,5 @@
-"""Shared fixtures: one real harvest of the installed TensorFlow per test session."""
+"""Shared fixtures: one real harvest of the installed TensorFlow per test run (built once
+across pytest-xdist's workers: tests/built_once.py), and how xdist spreads the files."""
 from __future__ import annotations
 
 import json
@@ -14,16 +15,32 @@ from opregistry.db.location import resolve
 from opregistry.harvest import runner as harvest_mod
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from built_once import built_once  # noqa: E402
 from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cli_run)
+
+# files whose module or session fixtures hold live objects (Keras models that run in this
+# process) shared between them: one xdist group, so one worker builds them once
+_GROUPS = {"test_check_corpus.py": "corpus", "test_gradcheck_corpus.py": "corpus"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` each file is one group, as under ``loadfile`` (its module
+    fixtures built once, in one worker), except the files in ``_GROUPS``, which share one."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            name = item.path.name
+            item.add_marker(pytest.mark.xdist_group(_GROUPS.get(name, item.nodeid.split("::")[0])))
 
 
 @pytest.fixture(scope="session")
 def tf_document(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The collector's document for the TensorFlow installed next to the tests."""
-    document = harvest_mod.collect(sys.executable)
-    path = tmp_path_factory.mktemp("docs") / "current.json"
-    path.write_text(json.dumps(document))
-    return document
+    def build(folder: Path) -> None:
+        (folder / "current.json").write_text(json.dumps(harvest_mod.collect(sys.executable)))
+
+    folder = built_once(tmp_path_factory, "tf_document", build)
+    return json.loads((folder / "current.json").read_text())
 
 
 @pytest.fixture(scope="session")
@@ -36,11 +53,12 @@ def tf_document_path(tf_document: dict, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="session")
 def harvested_db(tf_document: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh SQLite database holding the installed release (do not modify)."""
-    path = tmp_path_factory.mktemp("db") / "harvested.sqlite"
-    engine = make_engine(resolve(path), create=True)
-    load(engine, tf_document)
-    engine.dispose()
-    return path
+    def build(folder: Path) -> None:
+        engine = make_engine(resolve(folder / "harvested.sqlite"), create=True)
+        load(engine, tf_document)
+        engine.dispose()
+
+    return built_once(tmp_path_factory, "harvested_db", build) / "harvested.sqlite"
 
 
 @pytest.fixture
