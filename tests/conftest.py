@@ -23,14 +23,51 @@ from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cl
 _GROUPS = {"test_check_corpus.py": "corpus", "test_gradcheck_corpus.py": "corpus"}
 
 
+# the groups that take minutes (CI's --durations), longest first: handed out before the
+# rest, so no worker is left running one of them alone at the end of the run
+_LONG_FIRST = ["tests/test_xla.py", "corpus", "tests/test_random_differential.py",
+               "tests/test_fuzz_readers.py", "tests/test_check_xla.py",
+               "tests/test_output_facts.py", "tests/test_cond_predicate.py",
+               "tests/test_library_replay.py", "tests/test_second_release.py",
+               "tests/test_guard_keras.py"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the mark is xdist's; declared here too for a run without it (-p no:xdist)
+    config.addinivalue_line("markers", "xdist_group(name): tests run in the same worker")
+    # xdist would hand out the groups by their number of tests; the order of the items
+    # (below) does that, after the long groups
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (--dist loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``--dist loadgroup`` each file is one group, as under ``loadfile`` (its module
-    fixtures built once, in one worker), except the files in ``_GROUPS``, which share one."""
+    fixtures built once, in one worker), except the files in ``_GROUPS``, which share one.
+    The groups in ``_LONG_FIRST`` come first, then the others by their number of tests,
+    as xdist orders them (a file's tests keep their order)."""
+    groups: dict[str, int] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            name = item.path.name
-            item.add_marker(pytest.mark.xdist_group(_GROUPS.get(name, item.nodeid.split("::")[0])))
+        marker = item.get_closest_marker("xdist_group")
+        if marker is None:
+            group = _GROUPS.get(item.path.name, item.nodeid.split("::")[0])
+            item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            group = marker.args[0] if marker.args else marker.kwargs.get("name", "default")
+        item.stash[_GROUP] = group
+        groups[group] = groups.get(group, 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        group = item.stash[_GROUP]
+        if group in _LONG_FIRST:
+            return (_LONG_FIRST.index(group), 0)
+        return (len(_LONG_FIRST), -groups[group])
+
+    items.sort(key=rank)  # stable: a group's tests stay in collection order
+
+
+_GROUP = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
