@@ -1,5 +1,5 @@
 """Shared fixtures: one real harvest of the installed TensorFlow per test run (built once
-across pytest-xdist's workers: tests/built_once.py), and how xdist spreads the files."""
+across pytest-xdist's workers: tests/built_once.py), and the order xdist hands out files."""
 from __future__ import annotations
 
 import json
@@ -18,56 +18,42 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from built_once import built_once  # noqa: E402
 from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cli_run)
 
-# files whose module or session fixtures hold live objects (Keras models that run in this
-# process) shared between them: one xdist group, so one worker builds them once
-_GROUPS = {"test_check_corpus.py": "corpus", "test_gradcheck_corpus.py": "corpus"}
-
-
-# the groups that take minutes (CI's --durations), longest first: handed out before the
-# rest, so no worker is left running one of them alone at the end of the run
-_LONG_FIRST = ["tests/test_xla.py", "corpus", "tests/test_random_differential.py",
-               "tests/test_fuzz_readers.py", "tests/test_check_xla.py",
-               "tests/test_output_facts.py", "tests/test_cond_predicate.py",
-               "tests/test_library_replay.py", "tests/test_second_release.py",
-               "tests/test_guard_keras.py"]
+# the files that take minutes (CI's --durations), longest first: handed out first under
+# xdist's --dist loadfile, so no worker is left running one of them alone at the end.
+# (Not --dist loadgroup: with pytest 9, xdist 3.8 can no longer add the group to a test's
+# id, and loadgroup silently spreads a file's tests over the workers, one by one.)
+_LONG_FIRST = ["tests/test_xla.py", "tests/test_check_corpus.py",
+               "tests/test_random_differential.py", "tests/test_fuzz_readers.py",
+               "tests/test_check_xla.py", "tests/test_output_facts.py",
+               "tests/test_cond_predicate.py", "tests/test_library_replay.py",
+               "tests/test_second_release.py", "tests/test_guard_keras.py"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # the mark is xdist's; declared here too for a run without it (-p no:xdist)
-    config.addinivalue_line("markers", "xdist_group(name): tests run in the same worker")
-    # xdist would hand out the groups by their number of tests; the order of the items
-    # (below) does that, after the long groups
+    # xdist would hand out the files by their number of tests; the order of the items
+    # (below) does that, after the long files
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (--dist loadgroup)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` each file is one group, as under ``loadfile`` (its module
-    fixtures built once, in one worker), except the files in ``_GROUPS``, which share one.
-    The groups in ``_LONG_FIRST`` come first, then the others by their number of tests,
-    as xdist orders them (a file's tests keep their order)."""
-    groups: dict[str, int] = {}
+    """The files in ``_LONG_FIRST`` first, then the others by their number of tests, as
+    xdist would order them (a file's tests keep their order)."""
+    counts: dict[str, int] = {}
     for item in items:
-        marker = item.get_closest_marker("xdist_group")
-        if marker is None:
-            group = _GROUPS.get(item.path.name, item.nodeid.split("::")[0])
-            item.add_marker(pytest.mark.xdist_group(group))
-        else:
-            group = marker.args[0] if marker.args else marker.kwargs.get("name", "default")
-        item.stash[_GROUP] = group
-        groups[group] = groups.get(group, 0) + 1
+        counts[_file(item)] = counts.get(_file(item), 0) + 1
 
     def rank(item: pytest.Item) -> tuple[int, int]:
-        group = item.stash[_GROUP]
-        if group in _LONG_FIRST:
-            return (_LONG_FIRST.index(group), 0)
-        return (len(_LONG_FIRST), -groups[group])
+        name = _file(item)
+        if name in _LONG_FIRST:
+            return (_LONG_FIRST.index(name), 0)
+        return (len(_LONG_FIRST), -counts[name])
 
-    items.sort(key=rank)  # stable: a group's tests stay in collection order
+    items.sort(key=rank)  # stable: a file's tests stay in collection order
 
 
-_GROUP = pytest.StashKey[str]()
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 @pytest.fixture(scope="session")
