@@ -33,8 +33,9 @@ def run(args: list[str], *, env: Mapping[str, str], cwd: Optional[Path] = None,
     """``subprocess.run([python, -m, opregistry, *args], capture_output=True, text=True,
     env=env, cwd=cwd, timeout=timeout)``, forked from this process."""
     global _warm
-    if not _warm:  # what every command imports, once per test process, not per call
+    if not _warm:  # what the commands import, once per test process, not per call
         import opregistry.cli.app  # noqa: F401
+        import opregistry.db.migrate  # noqa: F401  (Alembic, SQLAlchemy: the db commands)
         _warm = True
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         sys.stdout.flush()
