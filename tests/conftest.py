@@ -1,4 +1,5 @@
-"""Shared fixtures: one real harvest of the installed TensorFlow per test session."""
+"""Shared fixtures: one real harvest of the installed TensorFlow per test run (built once
+across pytest-xdist's workers: tests/built_once.py), and the order xdist hands out files."""
 from __future__ import annotations
 
 import json
@@ -14,16 +15,58 @@ from opregistry.db.location import resolve
 from opregistry.harvest import runner as harvest_mod
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from built_once import built_once  # noqa: E402
 from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cli_run)
+
+# the files that take minutes (CI's --durations), longest first: handed out first under
+# xdist's --dist loadfile, so no worker is left running one of them alone at the end.
+# (Not --dist loadgroup: with pytest 9, xdist 3.8 can no longer add the group to a test's
+# id, and loadgroup silently spreads a file's tests over the workers, one by one.)
+_LONG_FIRST = ["tests/test_xla.py", "tests/test_check_corpus.py",
+               "tests/test_random_differential.py", "tests/test_fuzz_readers.py",
+               "tests/test_check_xla.py", "tests/test_output_facts.py",
+               "tests/test_cond_predicate.py", "tests/test_library_replay.py",
+               "tests/test_second_release.py", "tests/test_guard_keras.py"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would hand out the files by their number of tests; the order of the items
+    # (below) does that, after the long files
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the files in ``_LONG_FIRST`` first, then the others by their number of
+    tests, as xdist would order them (a file's tests keep their order). One worker keeps
+    pytest's own order."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[_file(item)] = counts.get(_file(item), 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = _file(item)
+        if name in _LONG_FIRST:
+            return (_LONG_FIRST.index(name), 0)
+        return (len(_LONG_FIRST), -counts[name])
+
+    items.sort(key=rank)  # stable: a file's tests stay in collection order
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 @pytest.fixture(scope="session")
 def tf_document(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The collector's document for the TensorFlow installed next to the tests."""
-    document = harvest_mod.collect(sys.executable)
-    path = tmp_path_factory.mktemp("docs") / "current.json"
-    path.write_text(json.dumps(document))
-    return document
+    def build(folder: Path) -> None:
+        (folder / "current.json").write_text(json.dumps(harvest_mod.collect(sys.executable)))
+
+    folder = built_once(tmp_path_factory, "tf_document", build)
+    return json.loads((folder / "current.json").read_text())
 
 
 @pytest.fixture(scope="session")
@@ -36,11 +79,12 @@ def tf_document_path(tf_document: dict, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="session")
 def harvested_db(tf_document: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh SQLite database holding the installed release (do not modify)."""
-    path = tmp_path_factory.mktemp("db") / "harvested.sqlite"
-    engine = make_engine(resolve(path), create=True)
-    load(engine, tf_document)
-    engine.dispose()
-    return path
+    def build(folder: Path) -> None:
+        engine = make_engine(resolve(folder / "harvested.sqlite"), create=True)
+        load(engine, tf_document)
+        engine.dispose()
+
+    return built_once(tmp_path_factory, "harvested_db", build) / "harvested.sqlite"
 
 
 @pytest.fixture

@@ -1,6 +1,9 @@
 """``check`` on the SavedModels users have (tests/corpus.py), compared pair by pair with
 TensorFlow's own gradients of the loaded models (tests/differential.py), plus one
-regression test per cause of a wrong verdict seen before."""
+regression test per cause of a wrong verdict seen before; and gradcheck over every model
+of the corpus that runs in this process, against TensorFlow's tape on the same live
+object (at the end: one file, so the corpus is built once per run under xdist's
+``--dist loadfile``)."""
 from __future__ import annotations
 
 import json
@@ -11,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from opregistry import check
+from opregistry import check, gradcheck
 
-pytest.importorskip("tensorflow")
+tf = pytest.importorskip("tensorflow")
 import differential  # noqa: E402  (tests/ is on sys.path)
 
 
@@ -187,3 +190,70 @@ def test_dot_labels_name_the_signature(corpus_by_name, harvested_db, cli):
     done = cli("check", str(corpus_by_name["shared_function"].path), "--format", "dot",
                "--db", str(harvested_db))
     assert 'label="b:y <- w (variable)"' in done.stdout and "[serve]" not in done.stdout
+
+
+# gradcheck on the corpus (was tests/test_gradcheck_corpus.py): no target is ``ok`` where
+# TF gives None
+def _tape(entry):
+    """{(output, target kind, variable name or None for the input): TF gives a
+    gradient}, on the live object with its own precision."""
+    from opregistry.model.readers.traced import (
+        is_keras_model,
+        method_owner,
+        output_names,
+        variable_names,
+    )
+
+    live, inputs = entry.live, [tf.convert_to_tensor(x) for x in entry.inputs]
+    keras = is_keras_model(live)
+    with tf.GradientTape(persistent=True) as tape:
+        for x in inputs:
+            if x.dtype.is_floating:
+                tape.watch(x)
+        out = live(*inputs, training=False) if keras else live(*inputs)
+    variables = list(live.trainable_variables) if keras else \
+        [v for v in tape.watched_variables() if v.trainable]
+    names = variable_names(tf, variables, live if keras else method_owner(live))
+    verdicts: dict[tuple[str, str, str | None], bool] = {}
+    for name, value in zip(output_names(tf, out), tf.nest.flatten(out)):
+        if not value.dtype.is_floating:
+            continue
+        try:
+            grads = tape.gradient(value, variables)
+        except Exception:  # noqa: BLE001 - TF fails for the set: ask one at a time
+            grads = [_one(tape, value, var) for var in variables]
+        for var, grad in zip(variables, grads):
+            verdicts[(name, "variable", names[id(var)])] = grad is not None
+        floats = [x for x in inputs if x.dtype.is_floating]
+        if len(floats) == 1:
+            verdicts[(name, "input", None)] = _one(tape, value, floats[0]) is not None
+    return verdicts
+
+
+def _one(tape, value, source):
+    try:
+        return tape.gradient(value, source)
+    except Exception:  # noqa: BLE001 - TF cannot differentiate it: no gradient
+        return None
+
+
+def test_gradcheck_never_calls_ok_what_tensorflow_cannot_train(corpus, harvested_db):
+    compared = without = 0
+    wrong = []
+    for entry in corpus:
+        if entry.live is None:
+            continue
+        truth = _tape(entry)
+        result = gradcheck(entry.live, *entry.inputs, db=harvested_db)
+        for pair in result.checks:
+            key = None if pair.target_kind == "input" else pair.target
+            gets = truth.get((pair.output, pair.target_kind, key))
+            if gets is None:
+                continue
+            compared += 1
+            without += not gets
+            if not gets and pair.verdict == "ok":
+                wrong.append(f"{entry.name}: {pair.output} <- {pair.target} is ok, but "
+                             f"TF gives None")
+    assert wrong == []
+    assert compared > 1000 and without > 20  # both kinds of answer, in bulk

@@ -11,6 +11,7 @@ import time
 
 import pytest
 import typer.main
+from cli_run import run_cli  # tests/ is on sys.path (tests/conftest.py)
 from typer.testing import CliRunner
 
 from opregistry.cli.app import load_commands
@@ -80,20 +81,23 @@ def test_corrupt_database_file(tmp_path, cli):
     assert "not a database" in done.stderr
 
 
+# the two tests below hold an SQLite lock in this process: the command runs in a process
+# of its own (run_cli), not forked from this one, whose copy of SQLite's per-process lock
+# table would still say the lock is held after it is released here
 def _hold_exclusive(path):
     holder = sqlite3.connect(path, timeout=0, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
     return holder
 
 
-def test_a_locked_database_is_one_line_after_the_busy_timeout(small_db, cli):
+def test_a_locked_database_is_one_line_after_the_busy_timeout(small_db):
     """The wait is OPREGISTRY_BUSY_TIMEOUT (here half a second, not the default 30 s):
     the command waits that long, then says so in one line."""
     db = small_db()
     holder = _hold_exclusive(db)
     try:
         started = time.monotonic()
-        done = cli("lookup", "ArgMax", "--db", str(db), env={BUSY_ENV_VAR: "0.5"})
+        done = run_cli("lookup", "ArgMax", "--db", str(db), env={BUSY_ENV_VAR: "0.5"})
         waited = time.monotonic() - started
     finally:
         holder.rollback()
@@ -103,13 +107,13 @@ def test_a_locked_database_is_one_line_after_the_busy_timeout(small_db, cli):
     assert waited >= 0.5  # it did wait before giving up
 
 
-def test_a_lock_released_within_the_busy_timeout_is_waited_for(small_db, cli):
+def test_a_lock_released_within_the_busy_timeout_is_waited_for(small_db):
     db = small_db()
     holder = _hold_exclusive(db)
     release = threading.Timer(1.0, lambda: (holder.rollback(), holder.close()))
     release.start()
     try:
-        done = cli("lookup", "ArgMax", "--db", str(db), env={BUSY_ENV_VAR: "60"})
+        done = run_cli("lookup", "ArgMax", "--db", str(db), env={BUSY_ENV_VAR: "60"})
     finally:
         release.join()
     assert done.returncode == 0, done.stderr

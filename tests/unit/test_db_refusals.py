@@ -7,12 +7,20 @@ import subprocess
 import sys
 import time
 
+import forked  # tests/unit is on sys.path
 import pytest
-from db_processes import cli, env, finish, hold_lock  # tests/unit is on sys.path
+from db_processes import cli, env, finish, hold_lock
 
 from opregistry.db import migrate
 from opregistry.db.engine import make_engine
 from opregistry.db.location import resolve
+
+
+def _forked(*args: str) -> tuple[int, str, str]:
+    """``finish(cli(*args))`` in a process forked from this one (tests/unit/forked.py),
+    for the refusals that involve no lock: no interpreter start-up per case."""
+    done = forked.run(list(args), env=env(), timeout=300)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_db_upgrade_under_a_lock_is_one_line(tmp_path):
@@ -37,7 +45,7 @@ def test_a_db_that_is_not_a_database_is_one_line(tmp_path, db, command):
     (tmp_path / "file.txt").write_text("not a database")
     (tmp_path / "doc.json").write_text("{}")
     args = [a.format(tmp=tmp_path) for a in command] + ["--db", db.format(tmp=tmp_path)]
-    code, _, err = finish(cli(*args))
+    code, _, err = _forked(*args)
     assert code == 2 and err.count("\n") == 1 and err.startswith("Error: "), (args, err)
     assert "Traceback" not in err
 
@@ -46,20 +54,20 @@ def test_a_text_file_as_db_is_one_line(tmp_path):
     bogus = tmp_path / "bogus.sqlite"
     bogus.write_text("hello, I am not SQLite" * 100)
     for args in (["db", "upgrade"], ["db", "current"], ["lookup", "ArgMax"]):
-        code, _, err = finish(cli(*args, "--db", str(bogus)))
+        code, _, err = _forked(*args, "--db", str(bogus))
         assert code == 2 and err.count("\n") == 1 and "not a database" in err, (args, err)
 
 
 def test_db_upgrade_to_an_unknown_revision_is_one_line(tmp_path):
-    code, _, err = finish(cli("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite")))
+    code, _, err = _forked("db", "upgrade", "zzz", "--db", str(tmp_path / "n.sqlite"))
     assert code == 2 and err.count("\n") == 1 and "zzz" in err, err
 
 
 def test_harvest_save_json_into_an_impossible_directory_fails_before_harvesting(tmp_path):
     (tmp_path / "file.txt").write_text("x")
     started = time.monotonic()
-    code, _, err = finish(cli("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
-                              "--db", str(tmp_path / "h.sqlite")))
+    code, _, err = _forked("harvest", "--save-json", str(tmp_path / "file.txt" / "docs"),
+                           "--db", str(tmp_path / "h.sqlite"))
     assert code == 2 and err.count("\n") == 1 and "save" in err.lower(), err
     assert time.monotonic() - started < 30  # refused up front, not after a harvest
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
+import forked  # tests/unit is on sys.path
 import pytest
-from test_site_target import snapshot  # tests/unit is on sys.path
+from test_site_target import snapshot
 
 BLOCKED = """
 node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
@@ -32,10 +32,9 @@ node { name: "y" op: "Square" input: "x" attr { key: "T" value { type: DT_FLOAT 
 
 
 def cli(*args: str, cwd: Path, umask: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line in a forked process (tests/unit/forked.py), under ``umask``."""
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return subprocess.run([sys.executable, "-m", "opregistry", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300,
-                          preexec_fn=None if umask is None else lambda: os.umask(umask))
+    return forked.run(list(args), cwd=cwd, env=env, timeout=300, umask=umask)
 
 
 @pytest.fixture(scope="module")

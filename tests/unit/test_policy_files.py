@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import forked  # tests/unit is on sys.path
 import pytest
 
 from opregistry.errors import PolicyError
@@ -30,9 +31,8 @@ def _file(tmp_path: Path, body: str | bytes, name: str = ".opregistry.toml") -> 
 
 
 def _cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opregistry", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return forked.run(list(args), cwd=cwd, timeout=timeout,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 @pytest.fixture

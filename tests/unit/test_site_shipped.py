@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import sqlite3
 import subprocess
-import sys
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
+import forked  # tests/unit is on sys.path
 import pytest
 
 import opregistry
 from opregistry.db.location import shipped_database_path
 from opregistry.registry.sources import source_url
-from opregistry.site import build, build_site
+from opregistry.site import build
 from opregistry.site.export import from_script
 
 SHIPPED = shipped_database_path()
@@ -27,22 +23,7 @@ SHIPPED = shipped_database_path()
 
 def _site(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return subprocess.run([sys.executable, "-m", "opregistry", "site", *args],
-                          capture_output=True, text=True, env=env, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def site(shipped_site: tuple[Path, str]) -> Path:
-    out, stderr = shipped_site  # (conftest.py: built once per session)
-    releases = len(opregistry.releases(db=SHIPPED))  # TF's, the nightly, op libraries'
-    assert re.fullmatch(rf".*: \d+ pages for \d+ ops in {releases} releases, [\d.]+ MB in "
-                        r"[\d.]+ s\n", stderr), stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def data(site: Path) -> dict:
-    return json.loads((site / "data" / "ops.json").read_text())
+    return forked.run(["site", *args], env=env, timeout=600)
 
 
 def test_the_site_is_complete_small_and_marked(site: Path, data: dict):
@@ -117,76 +98,3 @@ def test_a_folder_that_is_not_a_site_is_refused_with_or_without_force(tmp_path: 
     done = _site(str(tmp_path / "file"), "--db", str(SHIPPED))
     assert done.returncode == 2 and "is not a directory" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "mine"]  # nothing left over
-
-
-def test_a_failed_build_leaves_the_previous_site_as_it_was(site: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch):
-    target = tmp_path / "site"
-    shutil.copytree(site, target)
-    before = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
-
-    def broken(name, *args):
-        if name == "Floor":
-            raise RuntimeError("disk full, say")
-        return "<p>page</p>"
-
-    monkeypatch.setattr(build.op_page, "render", broken)
-    with pytest.raises(RuntimeError, match="disk full"):
-        build_site(target, db=SHIPPED)
-    assert sorted(str(p.relative_to(target)) for p in target.rglob("*")) == before
-    assert "ArgMax" in (target / "ops" / "ArgMax.html").read_text()
-    assert [p.name for p in tmp_path.iterdir()] == ["site"]  # the staging folder is gone
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        found = dict(attrs)
-        if found.get("id"):
-            self.ids.add(found["id"])
-        for key in ("href", "src"):
-            if found.get(key):
-                self.links.append(found[key])
-
-
-def test_every_internal_link_resolves(site: Path, data: dict):
-    parsed: dict[Path, _Links] = {}
-
-    def page(path: Path) -> _Links:
-        if path not in parsed:
-            parsed[path] = _Links()
-            parsed[path].feed(path.read_text())
-        return parsed[path]
-
-    # (folder, link path) -> the file it names, if one: every page links the same few
-    # pages (the matrix, the style), each resolved once
-    files: dict[tuple[Path, str], Path | None] = {}
-
-    def file_of(folder: Path, path: str) -> Path | None:
-        if (folder, path) not in files:
-            target = (folder / unquote(path)).resolve()
-            files[folder, path] = target if target.is_file() else None
-        return files[folder, path]
-
-    checked = 0
-    for html in sorted(site.rglob("*.html")):
-        for link in page(html).links:
-            url = urlsplit(link)
-            if url.scheme in ("http", "https"):
-                assert url.netloc == "github.com", link  # only source links leave the site
-                continue
-            assert not url.scheme and not url.netloc, f"{html}: {link}"
-            target = file_of(html.parent, url.path) if url.path else html
-            assert target is not None, f"{html.relative_to(site)}: {link}"
-            if url.fragment and target.suffix == ".html" and "=" not in url.fragment:
-                assert unquote(url.fragment) in page(target).ids, f"{html}: {link}"
-            checked += 1
-    # the links the pages' scripts make: every op page and release page they name
-    matrix = from_script((site / "data" / "matrix.js").read_text())
-    assert all((site / op[4]).is_file() for op in matrix["ops"])
-    assert all((site / r["page"]).is_file() for r in matrix["releases"])
-    assert checked > 50_000

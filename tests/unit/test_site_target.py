@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked  # tests/unit is on sys.path
 import pytest
-from documents import document as _document  # tests/unit is on sys.path
+from documents import document as _document
 from documents import op as _op
 from fuzz_outputs import snapshot  # the one tree snapshot the output tests compare
 
@@ -38,8 +39,7 @@ def small_db(tmp_path_factory) -> Path:
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return subprocess.run([sys.executable, "-m", "opregistry", *args], capture_output=True,
-                          text=True, cwd=cwd, env=dict(full, **(env or {})), timeout=300)
+    return forked.run(list(args), cwd=cwd, env=dict(full, **(env or {})), timeout=300)
 
 
 def _foreign_manifest(folder: Path, db: Path) -> None:

@@ -8,11 +8,11 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import forked  # tests/unit is on sys.path
 import pytest
-from documents import document, op  # tests/unit is on sys.path
+from documents import document, op
 
 from opregistry.formats import tabular
 from opregistry.model.readers import schema
@@ -27,9 +27,7 @@ RAW = ("\x1b", "\x9b", "\u202e", "\u2028", "\x00", "\r")
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    return subprocess.run([sys.executable, "-m", "opregistry", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
+    return forked.run(list(args), cwd=cwd, timeout=120, env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 def _clean(text: str) -> None:
