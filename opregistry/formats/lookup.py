@@ -176,7 +176,10 @@ def xla_release_rows(summary: query.ReleaseSummary) -> list[dict[str, object]]:
     base = release_row(summary)
     named = {"release": base["release"], "with_tf": base["with_tf"]}
     if not summary.xla:
-        return [dict(named, device="not harvested with XLA")]
+        # a release without a registered gradient has nothing the harvest compiles (the
+        # op libraries whose ops have no gradient): not the same as "not harvested"
+        return [dict(named, device="no gradient to compile" if not summary.registered
+                     else "not harvested with XLA")]
     return [dict(named, device=c.device, ops=c.ops,
                  **{f"forward_{s}": n for s, n in c.forward.items()},
                  **{f"gradient_{s}": n for s, n in c.gradient.items()},

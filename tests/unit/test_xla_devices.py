@@ -168,6 +168,8 @@ def test_releases_xla_counts_per_release_and_device(cpu_db):
                                              "Sign": {"status": "unknown", "reason": "x"}}))
     old = _document("2.19.0", [_op("Relu", "registered", "differentiable", [("x", "gradient")])])
     _load(cpu_db, old)  # harvested without XLA
+    # no registered gradient (an op library's ops without one): nothing to compile
+    _load(cpu_db, _document("2.18.0", [_op("Relu", "no_gradient", None, [])]))
     found = {r.release: r.xla for r in opregistry.releases(db=cpu_db)}
     assert found["2.19.0"] == ()
     assert [(c.device, c.ops, c.forward, c.gradient, c.gradient_disagrees)
@@ -181,6 +183,7 @@ def test_releases_xla_counts_per_release_and_device(cpu_db):
     assert result.stdout.splitlines() == [
         "release,device,ops,forward_compiles,forward_fails,forward_unknown,gradient_compiles,"
         "gradient_fails,gradient_unknown,gradient_disagrees",
+        "2.18.0,no gradient to compile,,,,,,,,",
         "2.19.0,not harvested with XLA,,,,,,,,",
         "2.20.0,CPU,3,3,0,0,1,1,1,1",
         "2.21.0,CPU,2,2,0,0,2,0,0,0",
