@@ -158,7 +158,7 @@ def registry_document():
 
 
 @pytest.fixture(scope="module")
-def xla_db(built, structures, registry_document, tmp_path_factory):
+def xla_db(built, structures, tf1_structures, registry_document, tmp_path_factory):
     """This TensorFlow's registry, with the probes (and XLA) of the models' op types."""
     import copy
 
@@ -167,7 +167,8 @@ def xla_db(built, structures, registry_document, tmp_path_factory):
 
     op_types: set[str] = set()
     paths = [p for _, _, saved in built.values() for p in saved.values()]
-    for path in [*paths, *(p for _, saved in structures.values() for p in saved.values())]:
+    for path in [*paths, *(p for _, saved in structures.values() for p in saved.values()),
+                 tf1_structures[1]]:
         op_types.update(*(m.op_types for m in load_models(str(path))))
     document = copy.deepcopy(registry_document)
     records, _ = workers.run_probes(sorted(op_types), numeric=False, libraries=["--xla"])
@@ -724,3 +725,87 @@ def test_an_xla_rule_quiets_the_guard_and_tf_still_fails(built, xla_db):
             with pytest.raises(tf.errors.OpError, match="fixed tensor list size"):
                 model.fit(x, y, epochs=1, batch_size=4, verbose=0)
     assert not [w for w in caught if issubclass(w.category, XlaCompileWarning)]
+
+
+# A TF1 graph's TensorArray is TensorArrayV3 (not a TensorList): XLA refuses one of dynamic
+# size when it compiles it ("TensorArrays with dynamic size are not supported by XLA"),
+# forward or gradient. Built in a subprocess: it needs control flow v1, a process-wide
+# switch. TF's verdict comes from tf.xla.experimental.compile (TF1's XLA entry point) of
+# each output's gradient in the same graph; the graph is saved with TF1's simple_save.
+_TF1_STRUCTURES = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.compiler.xla import xla
+tf.compat.v1.disable_eager_execution()
+tf.compat.v1.disable_control_flow_v2()
+OUTPUTS = {"array_sized": False, "array_dynamic": True, "plain": None}
+def build(name, x, v):
+    if OUTPUTS[name] is None:
+        return v * x
+    ta = tf.TensorArray(tf.float32, size=2, dynamic_size=OUTPUTS[name])
+    ta = ta.write(0, v * x).write(1, v + x)
+    return ta.stack()
+compiles = {}
+for name in OUTPUTS:
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant([0.1, 0.2, 0.3])
+        v = tf.compat.v1.get_variable("v", initializer=[0.5, -0.3, 0.8], use_resource=True)
+        out = xla.compile(lambda: tf.gradients(tf.reduce_sum(build(name, x, v)), v)[0])
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            try:
+                session.run(out)
+                compiles[name] = True
+            except tf.errors.OpError:
+                compiles[name] = False
+graph = tf.Graph()
+with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+    v = tf.compat.v1.get_variable("v", initializer=[0.5, -0.3, 0.8], use_resource=True)
+    outputs = {name: build(name, x, v) for name in OUTPUTS}
+    assert {n.op for n in graph.as_graph_def().node} >= {"TensorArrayV3"}
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        tf.compat.v1.saved_model.simple_save(session, sys.argv[1], {"x": x}, outputs)
+print(json.dumps(compiles))
+"""
+
+
+@pytest.fixture(scope="module")
+def tf1_structures(tmp_path_factory):
+    """(TF: output -> compiles, the TF1 SavedModel's path)."""
+    path = tmp_path_factory.mktemp("tf1_structures") / "model"
+    done = subprocess.run([sys.executable, "-c", _TF1_STRUCTURES, str(path)],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), path
+
+
+def test_a_tf1_tensor_array_of_dynamic_size_fails_as_tf_says(tf1_structures, xla_db):
+    """TF1's TensorArrayV3 per output: check --xla's verdict is TF's (xla.compile of the
+    output's gradient), and the sample spans both answers."""
+    compiles, path = tf1_structures
+    assert compiles == {"array_sized": True, "array_dynamic": False, "plain": True}
+    result = _check(path, xla_db)
+    verdicts = {o.output: o.xla for o in result.outputs}
+    # array_sized: TF compiles it; check cannot say so, only "unknown": its forward pass
+    # has ops without a registered gradient (Range, TensorArraySizeV3), which the harvest
+    # does not compile. Said as such, never "compiles" or "fails".
+    assert verdicts == {"array_sized": "unknown", "array_dynamic": "fails",
+                        "plain": "compiles"}
+    causes = {(x.output, x.part, x.cause) for x in result.xla or () if x.status == "fails"}
+    assert causes == {("array_dynamic", "structure", "tensor_array_unknown_size")}, causes
+    unknown = {(x.op, x.message) for x in result.xla or ()
+               if x.output == "array_sized" and x.status == "unknown"}
+    assert unknown and all(message for _, message in unknown), unknown
+    # the shipped database's 2.21 (harvested with XLA; its ops without a gradient were
+    # not compiled) says why there is no verdict, not "not harvested with XLA"
+    from opregistry.model.xla_check import NOT_COMPILED
+
+    shipped = opregistry.check(str(path), xla=True, release="2.21.0")
+    assert {o.output: o.xla for o in shipped.outputs} == verdicts
+    unknown = {(x.op, x.message) for x in shipped.xla or ()
+               if x.output == "array_sized" and x.status == "unknown"}
+    assert unknown and all(message == NOT_COMPILED for _, message in unknown), unknown

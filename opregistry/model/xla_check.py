@@ -47,6 +47,10 @@ TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
 # TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
 # then calls TensorListResize (tensorflow/python/ops/list_ops.py)
 _RESIZE = "resize_if_index_out_of_bounds"
+# the harvest compiles the ops that have a registered gradient (with it): an op without
+# one (Range, TensorArraySizeV3...) in a training step's forward pass has no verdict
+NOT_COMPILED = ("no XLA verdict: the harvest compiles the ops that have a registered "
+                "gradient, and this op has none")
 
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
@@ -92,7 +96,8 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
         xla = getattr(facts, "xla", None)
         if facts is None or xla is None:
             add(inst, "forward", "unknown", None, "not in the database" if facts is None
-                else "the release was not harvested with XLA for this op")
+                else NOT_COMPILED if facts.gradient != "registered" and _harvested_with_xla(
+                    flat) else "the release was not harvested with XLA for this op")
             continue
         if xla.forward != "compiles":
             add(inst, "forward", xla.forward, xla.forward_op if xla.forward == "fails" else None,
@@ -103,6 +108,10 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
             add(inst, "gradient", xla.gradient,
                 xla.gradient_blocker if xla.gradient == "fails" else None, xla.gradient_reason)
     return found
+
+
+def _harvested_with_xla(flat: Flat) -> bool:
+    return any(getattr(facts, "xla", None) is not None for facts in flat.facts.values())
 
 
 def verdict(findings: list[XlaFinding]) -> str:
