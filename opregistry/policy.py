@@ -104,6 +104,11 @@ class Rule:
     def matches(self, kind: str, value: str) -> bool:
         return self.kind in (_bare(kind), kind) and self._match(value)
 
+    @property
+    def cited(self) -> str:
+        """``PATTERN: REASON``: how a result names the rule that ignores a finding."""
+        return f"{self.pattern}: {self.reason}"
+
     def describe(self) -> str:
         """The rule in words, control characters escaped (for stderr)."""
         until = f", expires {self.expires.isoformat()}" if self.expires else ""
@@ -308,7 +313,7 @@ def apply_to_gradcheck(result: Any, policy: Policy) -> Any:
             rule = policy.rule_for([c.output], c.target,
                                    [(b.op, b.node) for b in c.blocking_ops])
             if rule is not None:
-                c = replace(c, ignored_by=f"{rule.pattern}: {rule.reason}")
+                c = replace(c, ignored_by=rule.cited)
         checks.append(c)
     return replace(result, checks=checks)
 

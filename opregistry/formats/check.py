@@ -40,8 +40,7 @@ def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
     the forward op, the part that does not compile as the reason (forward, gradient,
     structure), what XLA refuses in ``xla`` and the line that created the op; then the
     findings a policy accepts, with the rule in ``ignored_by`` (they fail nothing)."""
-    accepted = [(i.item, f"{i.rule.pattern}: {i.rule.reason}") for i in result.ignored
-                if i.kind == "xla"]
+    accepted = [(i.item, i.rule.cited) for i in result.ignored if i.kind == "xla"]
     return [{"meta_graph": x.meta_graph, "signature": x.signature, "output": x.output,
              "target_kind": None, "target": None, "status": f"xla_{x.status}",
              "node": x.node, "op": x.op, "function": x.function, "reason": x.part,

@@ -260,7 +260,7 @@ def check_sarif(result: CheckResult) -> str:
             uri)
         done["suppressions"] = [{
             "kind": "external", "status": "accepted",
-            "justification": printable(f"{ignored.rule.pattern}: {ignored.rule.reason}"),
+            "justification": printable(ignored.rule.cited),
             "properties": {"rule": ignored.rule.pattern,
                            "origin": printable(ignored.rule.origin)}}]
         results.append(done)
