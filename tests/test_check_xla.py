@@ -25,7 +25,11 @@ from cli_run import run_cli
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from test_ci_integration import _git, hook_checkout  # noqa: E402,F401  (the fixture)
+from test_ci_integration import (  # noqa: E402,F401  (hook_checkout: the fixture)
+    _git,
+    hook_checkout,
+    pre_commit_run_all,
+)
 from test_sarif_multitool import multitool  # noqa: E402,F401  (the fixture: installs it)
 
 import opregistry  # noqa: E402
@@ -468,13 +472,9 @@ def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tm
         f"      - id: opregistry-check\n        args: [--xla, --db, {xla_db}]\n")
     shutil.copytree(built["expm_without"][2]["export"], repo / "compiles")
     _git(repo, "add", "-A")
-    pre_commit = Path(sys.executable).parent / "pre-commit"
-    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
-    env.pop("OPREGISTRY_DB", None)
 
     def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo,
-                              capture_output=True, text=True, env=env, timeout=1200)
+        return pre_commit_run_all(repo, tmp_path / "cache")
 
     clean = run()
     assert clean.returncode == 0, clean.stdout + clean.stderr

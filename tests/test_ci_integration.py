@@ -215,6 +215,16 @@ def hook_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+def pre_commit_run_all(repo: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """The real ``pre-commit run --all-files`` in ``repo`` (its cache in ``cache``; the
+    shipped database unless the hook's args name another)."""
+    env = dict(os.environ, PRE_COMMIT_HOME=str(cache))
+    env.pop("OPREGISTRY_DB", None)
+    return subprocess.run([str(Path(sys.executable).parent / "pre-commit"), "run",
+                           "--all-files"], cwd=repo, capture_output=True, text=True, env=env,
+                          timeout=1200)
+
+
 def test_pre_commit_try_repo_fails_a_blocked_model_and_passes_a_clean_one(
         models, hook_checkout, tmp_path):
     pre_commit = Path(sys.executable).parent / "pre-commit"
@@ -267,13 +277,9 @@ def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_
     (repo / "notes.txt").write_text("not a model\n")
     (repo / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     _git(repo, "add", "-A")
-    pre_commit = Path(sys.executable).parent / "pre-commit"
-    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
-    env.pop("OPREGISTRY_DB", None)
 
     def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(pre_commit), "run", "--all-files"], cwd=repo,
-                              capture_output=True, text=True, env=env, timeout=1200)
+        return pre_commit_run_all(repo, tmp_path / "cache")
 
     clean = run()
     assert clean.returncode == 0, clean.stdout + clean.stderr
