@@ -18,7 +18,8 @@ BASE stays before the split, so the test still proves the split changed nothing 
 moving it past the XLA merge would compare the split code with itself. Per-output facts
 (issue 22) changed it again: ``format_version`` 3 and ``outputs`` in the input rows of
 ops of several outputs that run no function (none among OPS but the library's: each
-removed, checked to be one result per output).
+removed, checked to be one result per output). Ops compiled alone with XLA (issue 25)
+made ``format_version`` 4: without --xla the document has no op-level ``xla``.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ OPS = ["MatMul", "Tanh", "Conv2D", "GatherV2", "ArgMax", "Sign", "FakeQuantWithM
 
 # what the document says since the XLA fields (issue 25) and the per-output facts
 # (issue 22), on a harvest without --xla; the base commit's values for them
-XLA_FORMAT_VERSION, BASE_FORMAT_VERSION = 3, 1
+XLA_FORMAT_VERSION, BASE_FORMAT_VERSION = 4, 1
 
 
 def _as_before(split: bytes) -> bytes:
@@ -57,6 +58,7 @@ def _as_before(split: bytes) -> bytes:
     assert document["format_version"] == XLA_FORMAT_VERSION
     assert document["probes"].pop("xla") is False
     assert not [op["name"] for op in document["ops"] if "xla" in op.get("probe", {})]
+    assert not [op["name"] for op in document["ops"] if "xla" in op]
     for op in document["ops"]:
         for row in op.get("probe", {}).get("inputs", []):
             outputs = row.pop("outputs", None)

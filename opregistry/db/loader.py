@@ -210,8 +210,8 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "by_output": json.dumps(row["outputs"]) if row.get("outputs") else None,
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
     _insert_chunks(conn, _table(OpXla), (
-        _xla_row(release_id, op["name"], op["probe"]["xla"]) for op in ops
-        if isinstance(op.get("probe"), dict) and isinstance(op["probe"].get("xla"), dict)))
+        _xla_row(release_id, op["name"], verdicts) for op in ops
+        if (verdicts := _op_xla(op)) is not None))
     names = {op["name"] for op in ops}
     _insert_chunks(conn, _table(OpXla), (dict(row, release_id=release_id) for row in kept
                                          if row["op_name"] in names))
@@ -256,9 +256,9 @@ def _load_device(conn: Connection, document: dict[str, Any], rel: dict[str, Any]
                 .scalars())
     before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
                                             xla.c.device == device)).rowcount
-    rows = [dict(_xla_row(release_id, op["name"], op["probe"]["xla"]), device=device)
+    rows = [dict(_xla_row(release_id, op["name"], verdicts), device=device)
             for op in document["ops"] if op["name"] in names
-            and isinstance(op.get("probe"), dict) and isinstance(op["probe"].get("xla"), dict)]
+            and (verdicts := _op_xla(op)) is not None]
     _insert_chunks(conn, xla, rows)
     return LoadResult(release=rel["version"], package=stored_package, ops=len(rows),
                       replaced=bool(before), new_op_defs=0, new_gradient_functions=0,
@@ -359,6 +359,14 @@ def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
         "verification_reason": verification.get("reason"),
         "verification_detail": json.dumps(detail, sort_keys=True) if detail else None,
     }
+
+
+def _op_xla(op: dict[str, Any]) -> dict[str, Any] | None:
+    """An op's ``xla`` record: its probe's (a registered gradient: the op and the
+    gradient compiled), or the op's own (format 4: no registered gradient, the op alone)."""
+    probe = op.get("probe")
+    xla = probe.get("xla") if isinstance(probe, dict) else op.get("xla")
+    return xla if isinstance(xla, dict) else None
 
 
 def _xla_row(release_id: int, op_name: str, xla: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from opregistry.db.vocabulary import (
 from opregistry.errors import DocumentError, first_line
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
-MIN_FORMAT_VERSION = 1  # documents before the XLA (2) and per-output (3) fields load as they are
+MIN_FORMAT_VERSION = 1  # documents before the XLA (2, 4) and per-output (3) fields load as they are
 MAX_DOCUMENT_BYTES = 512 * 1024 ** 2  # a harvest of every op is ~20 MB
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
 MAX_DEPTH = 32  # nesting of free-form values (attr defaults, verification points)
@@ -234,7 +234,8 @@ PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
     "xla": XLA})
 
 OP = obj({"name": text(pattern=OP_NAME), "op_def": OP_DEF, "gradient": GRADIENT}, {
-    "public": boolean(nullable=True), "probe": PROBE})
+    # format 4: an op without a registered gradient, compiled forward with XLA (no probe)
+    "public": boolean(nullable=True), "probe": PROBE, "xla": XLA})
 
 DOCUMENT = obj({
     "format": text(64, choices=(FORMAT,)),

@@ -175,3 +175,34 @@ def test_migration_0006_down_and_up_with_xla_rows(tmp_path):
     engine.dispose()
     assert [r.op for r in opregistry.ops("2.2", xla_gradient="fails", db=path)] == [
         "MatrixExponential", "ResizeNearestNeighbor"]
+
+
+def test_an_op_without_a_gradient_holds_its_forward_verdict_itself(tmp_path):
+    """Format 4: an op without a registered gradient has no probe record; the harvest
+    compiles it alone and the document puts ``xla`` on the op. The loader stores its
+    row, ``lookup`` shows it, and a bad verdict there is refused like a probe's."""
+    shape, where = _op("Shape", "no_gradient"), _op("Where", "missing")
+    shape["xla"] = {"device": "CPU", "forward": {"status": "compiles"},
+                    "gradient": {"status": "unknown", "reason": "no gradient to compile"}}
+    where["xla"] = {"device": "CPU", "forward": {
+        "status": "fails", "op": "Where",
+        "message": "InvalidArgumentError: unsupported on XLA_CPU_JIT: Where (No registered)"}}
+    document = _document("2.4.0", [_with_xla(_op("MatMul", "registered", "differentiable", [
+        ("a", "gradient"), ("b", "gradient")]), COMPILES), shape, where])
+    validate(document)
+    path = tmp_path / "alone.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, document)
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT op_name, forward, forward_op, gradient, gradient_reason "
+                            "FROM op_xla ORDER BY op_name").fetchall()
+    assert rows == [("MatMul", "compiles", None, "compiles", None),
+                    ("Shape", "compiles", None, "unknown", "no gradient to compile"),
+                    ("Where", "fails", "Where", "unknown", None)]
+    found = opregistry.lookup("Where", db=path).rows[0].xla
+    assert found is not None and (found.forward, found.forward_op) == ("fails", "Where")
+    bad = copy.deepcopy(document)
+    bad["ops"][2]["xla"]["forward"]["status"] = "maybe"
+    with pytest.raises(DocumentError, match=r"\$\.ops\[2\]\.xla\.forward\.status"):
+        validate(bad)

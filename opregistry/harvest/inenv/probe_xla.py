@@ -23,7 +23,10 @@ _XLA_TOLERANCE = {"float32": _TOLERANCE["DT_FLOAT"][1], "float64": _TOLERANCE["D
 
 def xla_check(api, op_def, record, device="CPU"):
     """``record["xla"]``: whether the op and its gradient compile with XLA on
-    ``device`` (the CPU, or a GPU in a ``--device GPU`` harvest)."""
+    ``device`` (the CPU, or a GPU in a ``--device GPU`` harvest). ``record`` None: an op
+    without a registered gradient, compiled forward only and never run without XLA
+    (queue, map and barrier ops block, some kernels crash on generated inputs; XLA
+    refuses an op it has no kernel for before running anything)."""
     return xla.probe_xla(api.tf, api.np, lambda: _xla_subject(api, op_def, record),
                          _XLA_TOLERANCE, device)
 
@@ -31,9 +34,9 @@ def xla_check(api, op_def, record, device="CPU"):
 def _xla_subject(api, op_def, record):
     family = args.family_for(op_def.name)
     configs = [(family.shape, "named")] if family is not None else list(_NUMERIC_CONFIGS)
-    positions = [r["position"] for r in record.get("inputs", ())
+    positions = [r["position"] for r in (record or {}).get("inputs", ())
                  if r["result"] == "gradient" and r["dtype"] in TRAINABLE]
-    wants_gradient = record.get("effective") in ("differentiable", "partial")
+    wants_gradient = (record or {}).get("effective") in ("differentiable", "partial")
     first = None
     for shape, int_mode in configs:
         graph = api.tf.Graph()
@@ -53,13 +56,17 @@ def _xla_subject(api, op_def, record):
                 these = positions
                 if not outputs:  # the forward still compiles or not (Where, Unique)
                     outputs, these = [t for _, t in read], []
+                if not outputs and record is None:  # alone: its integer, boolean, string...
+                    outputs = list(op.outputs)       # outputs (Shape, Equal, AsString)
                 point = _RandomPoint(random.Random(1234), 0.3, 0.9)
                 sources, feeds = _feeds(api, op_def, op, builder, shape, point)
                 if any(s.setup is not None for s in sources) or \
                         api.v1.global_variables():
                     raise ProbeFailure("build", "needs variables or set-up ops")
-            with api.v1.Session(graph=graph) as session:  # it runs without XLA
-                ys = session.run(outputs, feed_dict=feeds)
+            ys = None
+            if record is not None:  # it runs without XLA (the upstream gradient's shapes)
+                with api.v1.Session(graph=graph) as session:
+                    ys = session.run(outputs, feed_dict=feeds)
         except Exception as exc:  # noqa: BLE001 - builders and shape functions raise anything
             first = first or exc
             continue
@@ -76,5 +83,5 @@ def _xla_subject(api, op_def, record):
             rng = api.np.random.RandomState(1234)
             return grads, dict((d, (0.5 + rng.random_sample(y.shape)).astype(y.dtype))
                                for d, y in zip(dys, ys))
-        return graph, op, outputs, feeds, make_gradient
+        return graph, op, outputs, feeds, make_gradient if record is not None else None
     raise first if first is not None else ProbeFailure("build", "no construction worked")

@@ -43,7 +43,10 @@ def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), x
     api = probe.TFApi()
     op_defs = dict((op.name, op) for op in all_op_defs())
     with io.open(ops_path, encoding="utf-8") as handle:
-        names = json.load(handle)
+        listed = json.load(handle)
+    if isinstance(listed, list):  # the ops to probe
+        listed = {"probe": listed, "forward_only": []}
+    names, forward_only = listed["probe"], listed["forward_only"]
     with io.open(results_path, "a", encoding="utf-8") as out:
         def emit(obj):
             out.write(json.dumps(obj, sort_keys=True) + "\n")
@@ -74,26 +77,40 @@ def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), x
                         record["xla"] = {"device": xla_device, "forward": failed,
                                          "gradient": failed}
                 emit({"op": name, "record": record})
+        for name in forward_only:  # XLA, no registered gradient: the op alone compiled
+            emit({"start": name})
+            emit({"xla": name})
+            with contextlib.redirect_stdout(sys.stderr):
+                try:
+                    xla_record = probe.xla_check(api, op_defs[name], None, xla_device)
+                except Exception as exc:  # noqa: BLE001
+                    failed = {"status": "unknown", "reason": one_line(exc)}
+                    xla_record = {"device": xla_device, "forward": failed, "gradient": failed}
+            emit({"op": name, "record": {"xla": xla_record}})
     return 0
 
 
-def run_probes(names, numeric=True, python=None, libraries=()):
+def run_probes(names, numeric=True, python=None, libraries=(), forward_only=()):
     """Probe ``names`` in worker subprocesses; returns (records, restarts).
-    ``libraries`` are the worker's extra arguments that load the op libraries."""
+    ``libraries`` are the worker's extra arguments that load the op libraries. With
+    ``--xla`` among them, the ops ``forward_only`` (no registered gradient) are compiled
+    alone: their records hold only ``xla``."""
     import shutil
     import tempfile
     workdir = tempfile.mkdtemp(prefix="opregistry-probe-")
     try:
-        return _probe_rounds(names, numeric, python, workdir, list(libraries))
+        return _probe_rounds(names, numeric, python, workdir, list(libraries),
+                             list(forward_only))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _probe_rounds(names, numeric, python, workdir, libraries=()):
+def _probe_rounds(names, numeric, python, workdir, libraries=(), forward_only=()):
     import subprocess
     import time
     records = {}
-    remaining = list(names)
+    remaining = list(names) + [n for n in forward_only if n not in names]
+    forward_only = set(forward_only)
     restarts = 0
     device = "CPU"  # where XLA compiles (a --xla-device harvest names another)
     if "--xla-device" in libraries[:-1]:
@@ -103,7 +120,9 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
         results_path = os.path.join(workdir, "results-%d.jsonl" % restarts)
         log_path = os.path.join(workdir, "worker-%d.log" % restarts)
         with io.open(ops_path, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(remaining))
+            handle.write(json.dumps({
+                "probe": [n for n in remaining if n not in forward_only],
+                "forward_only": [n for n in remaining if n in forward_only]}))
         cmd = [python or sys.executable, "-I", ENTRY, "--probe-worker",
                ops_path, results_path] + ([] if numeric else ["--no-numeric"]) + list(libraries)
         with io.open(log_path, "wb") as log:
@@ -145,11 +164,11 @@ def _probe_rounds(names, numeric, python, workdir, libraries=()):
             why = ("no progress for %d s" % PROBE_STALL_S) if stalled else (
                 "killed by signal %d" % -proc.returncode if proc.returncode < 0
                 else "exit status %d" % proc.returncode)
-            if xla_started is not None and started in records:
+            if xla_started is not None and (started in records or started in forward_only):
                 stopped = {"status": "unknown",
                            "reason": "compiling with XLA stopped the process (%s)" % why}
-                records[started]["xla"] = {"device": device, "forward": stopped,
-                                           "gradient": stopped}
+                records.setdefault(started, {})["xla"] = {
+                    "device": device, "forward": stopped, "gradient": stopped}
             elif numeric_started is not None and started in records:
                 records[started]["verification"] = {
                     "status": "not_verified",
@@ -204,19 +223,33 @@ def probe_ops(ops, op_defs, registry, numeric, libraries, xla=False, xla_device=
         fn = entry.get("type") if isinstance(entry, dict) else entry
         statuses[op.name] = ("missing" if entry is None else
                              "no_gradient" if fn is None else "registered")
+    probed = [op["name"] for op in ops if op["gradient"]["status"] == "registered"]
+    # with XLA, the ops without a registered gradient are compiled forward (issue 25):
+    # a training step's forward pass holds them too (Shape, Range, TensorArraySizeV3)
+    alone = [op["name"] for op in ops if xla and op["gradient"]["status"] != "registered"]
     records, restarts = run_probes(
-        [op["name"] for op in ops if op["gradient"]["status"] == "registered"], numeric,
+        probed, numeric, forward_only=alone,
         libraries=list(libraries) + (["--xla"] if xla else []) +
         (["--xla-device", xla_device] if xla and xla_device != "CPU" else []))
-    probe.second_order(records, statuses)
-    for op in ops:
-        if op["name"] in records:
-            op["probe"] = records[op["name"]]
+    place_records(ops, records, statuses, alone)
     info = {"seconds": round(time.time() - started, 1), "worker_restarts": restarts,
             "numeric": numeric, "xla": xla}
     if xla and xla_device != "CPU":  # a device harvest: the loader keeps only these rows
         info["xla_device"] = xla_device
     return info
+
+
+def place_records(ops, records, statuses, alone=()):
+    """Put the workers' ``records`` into the document's ``ops``: a probed op's record is
+    its ``probe`` (second order filled from ``statuses``); an op compiled ``alone`` (no
+    registered gradient) gets only its ``xla`` (format 4)."""
+    compiled = dict((name, records.pop(name)) for name in alone if name in records)
+    probe.second_order(records, statuses)
+    for op in ops:
+        if op["name"] in records:
+            op["probe"] = records[op["name"]]
+        elif "xla" in compiled.get(op["name"], {}):
+            op["xla"] = compiled[op["name"]]["xla"]
 
 
 def main(argv):

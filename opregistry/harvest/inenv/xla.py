@@ -202,11 +202,13 @@ def _placement(tf, device):
     return tf.device("/device:%s:0" % device)
 
 
-def run_compiled(tf, mode, graph, fetches, feeds, device="CPU"):
+def run_compiled(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
     """Values of ``fetches`` computed by XLA on ``device`` from ``feeds``
-    ({placeholder: array})."""
+    ({placeholder: array}). Integer and boolean feeds are constants (``constants``
+    True), or arguments like the rest (False), or every feed is a constant ("all")."""
     v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
-    args = [t for t in feeds if t.dtype.base_dtype.name in _FLOAT_DTYPES]
+    args = [t for t in feeds if constants is False or (
+        constants is True and t.dtype.base_dtype.name in _FLOAT_DTYPES)]
     consts = [t for t in feeds if t not in args]
     gd = _subgraph(tf, graph, fetches, set(t.op.name for t in feeds))
     wanted = [t.name for t in fetches]
@@ -245,10 +247,10 @@ def run_compiled(tf, mode, graph, fetches, feeds, device="CPU"):
             session.close()
 
 
-def check(tf, mode, graph, fetches, feeds, device="CPU"):
+def check(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
     """(verdict, values): {status: compiles} or a failure; values when it compiled."""
     try:
-        values = run_compiled(tf, mode, graph, fetches, feeds, device)
+        values = run_compiled(tf, mode, graph, fetches, feeds, device, constants)
     except tf.errors.OpError as exc:  # XLA's refusals are errors of the run
         return failure(exc, graph), None
     except Exception as exc:  # noqa: BLE001 - ours, or TF refusing the graph itself
@@ -321,13 +323,60 @@ def choose_compiler(tf, device="CPU"):
     return _CHOSEN[device]
 
 
+def compile_alone(tf, mode, graph, op, outputs, feeds, device="CPU"):
+    """The verdict of an op without a gradient, compiled alone: every input an argument
+    (with integer inputs as constants, XLA folds an integer or string op whole and
+    "compiles" what a training step cannot), and constants only for the inputs XLA wants
+    known at compile time (Range's limit, Reshape's shape: in a model those come from
+    static shapes), first the integer ones, then all. The op never runs without XLA first (queue, map and barrier ops
+    block, some kernels crash on generated inputs), only to tell a refusal of the
+    generated inputs from XLA's."""
+    if not outputs:
+        return unknown("the op has no outputs: nothing to compile alone")
+    for constants in (False, True, "all"):  # Range wants even its float inputs known
+        verdict, _ = check(tf, mode, graph, outputs, feeds, device, constants)
+        if verdict.get("structure") != "not_compile_time_constant":
+            break
+    if verdict["status"] == "fails" and "structure" not in verdict and \
+            not _UNSUPPORTED.search(verdict.get("message", "")):  # not XLA's refusal
+        v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
+        try:
+            with v1.Session(graph=graph) as session:
+                session.run(outputs, feed_dict=feeds)
+        except Exception as exc:  # noqa: BLE001 - TF refuses the generated inputs too
+            return unknown("the generated inputs are invalid for the op (TensorFlow without "
+                           "XLA refuses them too): %s" % _one_line(exc))
+    elif verdict["status"] == "compiles" and not _fed(op, feeds, constants):
+        devices = registered_devices(op.type) or []
+        if "XLA_%s_JIT" % device not in devices:
+            return unknown("compiled only as a constant: the op's inputs are constants here "
+                           "and it has no XLA_%s_JIT kernel" % device)
+    return verdict
+
+
+def _fed(op, feeds, constants):
+    """Whether an argument of the compiled function reaches ``op``'s inputs."""
+    arguments = set(t.op.name for t in feeds if constants is False or (
+        constants is True and t.dtype.base_dtype.name in _FLOAT_DTYPES))
+    seen, stack = set(), [t.op for t in op.inputs]
+    while stack:
+        node = stack.pop()
+        if node.name in arguments:
+            return True
+        if node.name not in seen:
+            seen.add(node.name)
+            stack.extend(t.op for t in node.inputs)
+    return False
+
+
 def probe_xla(tf, np, build, tolerance, device="CPU"):
     """The ``xla`` entry of a probe record: compiled on ``device`` (CPU, GPU).
 
     ``build()`` builds the subject afresh and returns (graph, op, outputs, feeds,
     make_gradient): ``make_gradient()`` adds the gradient to that graph and returns
     (gradient tensors, extra feeds for the upstream gradients), or None when the op
-    has no gradient to compile. It raises when the op cannot be built; ``tolerance``
+    has no gradient to compile; ``make_gradient`` None: an op without a registered
+    gradient, compiled alone (``compile_alone``). It raises when the op cannot be built; ``tolerance``
     maps a dtype name (``float32``) to the numerical check's tolerance.
     """
     started = time.time()
@@ -341,10 +390,13 @@ def probe_xla(tf, np, build, tolerance, device="CPU"):
         why = "cannot build the op: %s" % _one_line(exc)
         record["forward"] = record["gradient"] = unknown(why)
         return record
-    record["forward"], _ = check(tf, mode, graph, outputs, feeds, device)
+    if make_gradient is None:  # no registered gradient: the op alone
+        record["forward"] = compile_alone(tf, mode, graph, op, outputs, feeds, device)
+    else:
+        record["forward"], _ = check(tf, mode, graph, outputs, feeds, device)
     types = graph_op_types(outputs, ())
     try:
-        made = make_gradient()
+        made = make_gradient() if make_gradient is not None else None
     except Exception as exc:  # noqa: BLE001
         made, record["gradient"] = None, unknown("cannot build the gradient: %s" % _one_line(exc))
     if made is not None:
