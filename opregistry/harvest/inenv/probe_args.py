@@ -561,6 +561,9 @@ FAMILIES = (
     Family("quantize_and_dequantize_v3", r"^QuantizeAndDequantizeV3$",
            shapes={"input_min": [], "input_max": []}, ints={"num_bits": 8}),
     Family("polygamma", r"^Polygamma$", fixed={"a": 1.0}, note="order a = 1"),
+    # no gradient: compiled alone with XLA (issue 25), from a range TF accepts
+    Family("range", r"^Range$", shape=[], fixed={"start": 0.0, "limit": 4.0, "delta": 1.0},
+           note="range(0, 4, 1)"),
 )
 
 # Ops compared no further, and why (each reason is what probe-report shows).
