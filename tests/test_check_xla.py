@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import warnings
@@ -36,7 +37,7 @@ import opregistry  # noqa: E402
 
 
 def _layers():
-    """(ArgmaxPool, Expm, Loop): layers whose training step XLA cannot compile."""
+    """(ArgmaxPool, Expm, Loop, Hashed): layers whose training step XLA cannot compile."""
     import keras
 
     class ArgmaxPool(keras.layers.Layer):
@@ -64,13 +65,22 @@ def _layers():
                                  (tf.constant(0), x),
                                  maximum_iterations=3 if self.bounded else None)[1]
 
-    return ArgmaxPool, Expm, Loop
+    class Hashed(keras.layers.Layer):
+        """Values hashed into 8 buckets through their text (what a feature-hashing
+        preprocessing layer inside a model does): AsString and StringToHashBucketFast
+        have no gradient and no XLA kernel, and they are on the forward pass."""
+
+        def call(self, x):
+            text = tf.strings.as_string(tf.round(x * 4.0))
+            return tf.one_hot(tf.strings.to_hash_bucket_fast(text, 8), 8) * x[..., None]
+
+    return ArgmaxPool, Expm, Loop, Hashed
 
 
 def _model(name):
     """(model, x, y): small Keras 3 models, each with one output."""
     L = keras.layers
-    ArgmaxPool, Expm, Loop = _layers()
+    ArgmaxPool, Expm, Loop, Hashed = _layers()
     if name in ("argmax_pool", "argmax_pool_without"):
         inputs = keras.Input((4, 4, 1))
         h = L.Conv2D(2, 1)(inputs)
@@ -84,6 +94,11 @@ def _model(name):
     elif name in ("while_loop", "while_loop_bounded"):
         inputs = keras.Input((4,))
         h = Loop(bounded=name == "while_loop_bounded")(L.Dense(4)(inputs))
+        outputs = L.Dense(1)(h)
+    elif name in ("hashed", "hashed_without"):  # the forward fails at an op without a
+        inputs = keras.Input((4,))                # gradient (compiled alone)
+        h = L.Dense(4)(inputs)
+        h = L.Flatten()(Hashed()(h)) if name == "hashed" else h
         outputs = L.Dense(1)(h)
     elif name == "dense":
         inputs = keras.Input((6,))
@@ -111,6 +126,7 @@ def _model(name):
 
 # a failing model -> the same without the layer (or, for the loop, with a bound)
 FAILING = {"argmax_pool": "argmax_pool_without", "expm": "expm_without",
+           "hashed": "hashed_without",
            "while_loop": "while_loop_bounded"}
 ORDINARY = ["dense", "conv", "resize_bilinear", "lstm"]
 NAMES = [*FAILING, *FAILING.values(), *ORDINARY]
@@ -175,11 +191,15 @@ def xla_db(built, structures, tf1_structures, registry_document, tmp_path_factor
                  tf1_structures[1]]:
         op_types.update(*(m.op_types for m in load_models(str(path))))
     document = copy.deepcopy(registry_document)
-    records, _ = workers.run_probes(sorted(op_types), numeric=False, libraries=["--xla"])
+    # as the harvest does: ops with a registered gradient probed and compiled with it,
+    # the others compiled alone (forward)
+    statuses = {op["name"]: op["gradient"]["status"] for op in document["ops"]}
+    probed = sorted(t for t in op_types if statuses.get(t) == "registered")
+    alone = sorted(t for t in op_types if t in statuses and statuses[t] != "registered")
+    records, _ = workers.run_probes(probed, numeric=False, forward_only=alone,
+                                    libraries=["--xla"])
     document["probes"] = {"seconds": 1.0, "numeric": False, "xla": True}
-    for op in document["ops"]:
-        if op["name"] in records:
-            op["probe"] = records[op["name"]]
+    workers.place_records(document["ops"], records, statuses, alone)
     return _database(document, tmp_path_factory.mktemp("xla_db") / "xla.sqlite")
 
 
@@ -218,6 +238,17 @@ def test_the_forward_op_xla_refuses_is_named(built, xla_db, saved):
         ("MaxPoolWithArgmax", "forward", "fails", "MaxPoolWithArgmax")}
     assert all(x.node.endswith("/MaxPoolWithArgmax") for x in result.xla)
     assert not result.ok and not result.findings  # differentiable, but not under XLA
+
+
+@pytest.mark.parametrize("saved", ["export", "saved_model"])
+def test_a_forward_op_without_a_gradient_that_xla_refuses_is_named(built, xla_db, saved):
+    """AsString and StringToHashBucketFast have no registered gradient: the harvest
+    compiles them alone (format 4), and check names them where TF's fit fails."""
+    assert "AsString" in built["hashed"][1] or "StringToHashBucket" in built["hashed"][1]
+    result = _check(built["hashed"][2][saved], xla_db)
+    assert {(x.op, x.part, x.status) for x in result.xla or ()} == {
+        ("AsString", "forward", "fails"), ("StringToHashBucketFast", "forward", "fails")}
+    assert _check(built["hashed_without"][2][saved], xla_db).xla == []
 
 
 @pytest.mark.parametrize("saved", ["export", "saved_model"])
@@ -336,7 +367,8 @@ def test_the_guard_warns_at_trace_time_before_xla_fails(built, xla_db):
 
     for name, cause in (("argmax_pool", "MaxPoolWithArgmax"),
                         ("expm", "tensor_list_unknown_size"),
-                        ("while_loop", "tensor_list_unknown_size")):
+                        ("while_loop", "tensor_list_unknown_size"),
+                        ("hashed", "AsString")):
         assert built[name][0] is False  # TF: fit with jit_compile fails
         with pytest.raises(XlaCompileWarning) as raised:
             _fit_under_guard(name, xla_db)
@@ -783,29 +815,34 @@ def tf1_structures(tmp_path_factory):
     return json.loads(done.stdout.strip().splitlines()[-1]), path
 
 
-def test_a_tf1_tensor_array_of_dynamic_size_fails_as_tf_says(tf1_structures, xla_db):
+def test_a_tf1_tensor_array_of_dynamic_size_fails_as_tf_says(tf1_structures, xla_db,
+                                                            tmp_path):
     """TF1's TensorArrayV3 per output: check --xla's verdict is TF's (xla.compile of the
-    output's gradient), and the sample spans both answers."""
+    output's gradient), and the sample spans both answers, on this TF's harvest and on
+    the shipped database's 2.21."""
     compiles, path = tf1_structures
     assert compiles == {"array_sized": True, "array_dynamic": False, "plain": True}
-    result = _check(path, xla_db)
-    verdicts = {o.output: o.xla for o in result.outputs}
-    # array_sized: TF compiles it; check cannot say so, only "unknown": its forward pass
-    # has ops without a registered gradient (Range, TensorArraySizeV3), which the harvest
-    # does not compile. Said as such, never "compiles" or "fails".
-    assert verdicts == {"array_sized": "unknown", "array_dynamic": "fails",
-                        "plain": "compiles"}
-    causes = {(x.output, x.part, x.cause) for x in result.xla or () if x.status == "fails"}
-    assert causes == {("array_dynamic", "structure", "tensor_array_unknown_size")}, causes
-    unknown = {(x.op, x.message) for x in result.xla or ()
-               if x.output == "array_sized" and x.status == "unknown"}
-    assert unknown and all(message for _, message in unknown), unknown
-    # the shipped database's 2.21 (harvested with XLA; its ops without a gradient were
-    # not compiled) says why there is no verdict, not "not harvested with XLA"
+    expected = {"array_sized": "compiles", "array_dynamic": "fails", "plain": "compiles"}
+    # array_sized's forward pass holds an op without a registered gradient (Range, under
+    # the TensorArray's stack()): the harvest compiles it alone (format 4)
+    for result in (_check(path, xla_db), opregistry.check(str(path), xla=True,
+                                                          release="2.21.0")):
+        assert {o.output: o.xla for o in result.outputs} == expected
+        causes = {(x.output, x.part, x.cause) for x in result.xla or () if x.status == "fails"}
+        assert causes == {("array_dynamic", "structure", "tensor_array_unknown_size")}, causes
+    # a release harvested with XLA before those ops were compiled: no verdict for them,
+    # said as such (never "compiles" or "fails", nor "not harvested with XLA")
     from opregistry.model.xla_check import NOT_COMPILED
 
-    shipped = opregistry.check(str(path), xla=True, release="2.21.0")
-    assert {o.output: o.xla for o in shipped.outputs} == verdicts
-    unknown = {(x.op, x.message) for x in shipped.xla or ()
+    old = tmp_path / "before-format-4.sqlite"
+    shutil.copyfile(xla_db, old)
+    with sqlite3.connect(old) as conn:
+        gone = conn.execute("DELETE FROM op_xla WHERE op_name IN (SELECT op_name FROM "
+                            "release_ops WHERE gradient != 'registered')").rowcount
+    assert gone
+    result = _check(path, old)
+    assert {o.output: o.xla for o in result.outputs} == dict(expected, array_sized="unknown")
+    unknown = {(x.op, x.message) for x in result.xla or ()
                if x.output == "array_sized" and x.status == "unknown"}
-    assert unknown and all(message == NOT_COMPILED for _, message in unknown), unknown
+    assert "Range" in {op for op, _ in unknown}, unknown
+    assert all(message == NOT_COMPILED for _, message in unknown), unknown

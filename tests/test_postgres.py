@@ -76,7 +76,7 @@ def test_postgres_gives_what_sqlite_gives(postgres_url, tf_document_path, tmp_pa
         done = cli("db", "load", str(tf_document_path), "--db", db)
         assert done.returncode == 0, done.stderr
     current = cli("db", "current", "--db", postgres_url)
-    assert current.returncode == 0 and "0007_input_by_output" in current.stdout + current.stderr
+    assert current.returncode == 0 and "0008_xla_verdicts" in current.stdout + current.stderr
     for args in READS:
         on_pg = cli(*args, "--db", postgres_url)
         on_sqlite = cli(*args, "--db", str(sqlite))
@@ -128,3 +128,60 @@ def test_two_loads_at_once_into_a_new_postgres_database(postgres_url, tf_documen
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM releases").scalar() == 1
     engine.dispose()
+
+
+def _with_xla(document: dict) -> dict:
+    """The harvested document with XLA verdicts: two ops' probes share one verdict, an
+    op without a registered gradient has its own (format 4)."""
+    import copy
+
+    out = copy.deepcopy(document)
+    compiles = {"device": "CPU", "forward": {"status": "compiles"},
+                "gradient": {"status": "compiles", "agrees": True, "max_error": 1e-6}}
+    given = 0
+    for op in out["ops"]:
+        if op["name"] in ("MatMul", "Tanh") and "probe" in op:
+            op["probe"]["xla"] = copy.deepcopy(compiles)
+            given += 1
+        elif op["name"] == "Where" and "probe" not in op:
+            op["xla"] = {"device": "CPU", "forward": {"status": "fails", "op": "Where"}}
+            given += 1
+    assert given == 3
+    return out
+
+
+def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_url,
+                                                                      tf_document, tmp_path,
+                                                                      cli):
+    """Down to 0007 and up again on PostgreSQL: the answers stay, and a load after the
+    upgrade adds verdicts (the id sequence follows the ids the migration gave)."""
+    import json
+
+    import pg8000.native
+
+    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
+    host, port = host_port.split(":")
+    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
+    admin.run("DROP DATABASE IF EXISTS migration_0008")
+    admin.run("CREATE DATABASE migration_0008")
+    admin.close()
+    url = postgres_url.rsplit("/", 1)[0] + "/migration_0008"
+    document = tmp_path / "xla.json"
+    document.write_text(json.dumps(_with_xla(tf_document)))
+    assert cli("db", "load", str(document), "--db", url).returncode == 0
+    ask = ("lookup", "MatMul", "Tanh", "Where", "--format", "json", "--db", url)
+    before = cli(*ask).stdout
+    assert '"compiles"' in before and '"fails"' in before
+    down = cli("db", "downgrade", "0007_input_by_output", "--db", url)
+    assert down.returncode == 0, down.stderr
+    assert cli(*ask).stdout == before  # 0007 is read as it is
+    assert cli("db", "upgrade", "--db", url).returncode == 0
+    assert cli(*ask).stdout == before
+    changed = _with_xla(tf_document)
+    for op in changed["ops"]:
+        if op["name"] == "Where":
+            op["xla"]["forward"]["message"] = "a new verdict after the migration"
+    document.write_text(json.dumps(changed))
+    again = cli("db", "load", str(document), "--db", url)
+    assert again.returncode == 0, again.stderr
+    assert "a new verdict after the migration" in cli(*ask).stdout

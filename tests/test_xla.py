@@ -182,10 +182,10 @@ ALONE = [
     ("Range", lambda x: tf.range(tf.shape(x)[0]) + _INT(x[:, 0])),
 ]
 # ops of ALONE the harvest cannot tell alone, each with its reason (said, never a wrong
-# verdict): generated inputs TF refuses too (Range's start > limit, InTopKV2's k), a
-# shape the generic builder gets wrong (HistogramFixedWidth), integer inputs the builder
-# makes constants of an op without an XLA kernel (UnravelIndex)
-ALONE_UNKNOWN = {"Range", "InTopKV2", "HistogramFixedWidth", "UnravelIndex"}
+# verdict): generated inputs TF refuses too (InTopKV2's k), a shape the generic builder
+# gets wrong (HistogramFixedWidth), integer inputs the builder makes constants of an op
+# without an XLA kernel (UnravelIndex)
+ALONE_UNKNOWN = {"InTopKV2", "HistogramFixedWidth", "UnravelIndex"}
 
 
 def test_ops_without_a_gradient_compile_alone_as_tensorflow_says(api):

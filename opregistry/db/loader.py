@@ -33,6 +33,7 @@ from opregistry.db.models import (
     Release,
     ReleaseOp,
     ReleasePythonName,
+    XlaVerdict,
 )
 from opregistry.db.validate import validate
 from opregistry.errors import DocumentError
@@ -133,6 +134,8 @@ def collect_garbage(conn: Connection) -> None:
     conn.execute(delete(fs).where(fs.c.id.not_in(
         select(gf.c.source_id).where(gf.c.source_id.is_not(None)))))
     conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
+    xv = _table(XlaVerdict)
+    conn.execute(delete(xv).where(xv.c.id.not_in(select(_table(OpXla).c.verdict_id))))
 
 
 def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
@@ -209,9 +212,8 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
         "by_output": json.dumps(row["outputs"]) if row.get("outputs") else None,
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
-    _insert_chunks(conn, _table(OpXla), (
-        _xla_row(release_id, op["name"], verdicts) for op in ops
-        if (verdicts := _op_xla(op)) is not None))
+    _insert_xla(conn, [(release_id, op["name"], verdicts) for op in ops
+                       if (verdicts := _op_xla(op)) is not None])
     names = {op["name"] for op in ops}
     _insert_chunks(conn, _table(OpXla), (dict(row, release_id=release_id) for row in kept
                                          if row["op_name"] in names))
@@ -256,10 +258,11 @@ def _load_device(conn: Connection, document: dict[str, Any], rel: dict[str, Any]
                 .scalars())
     before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
                                             xla.c.device == device)).rowcount
-    rows = [dict(_xla_row(release_id, op["name"], verdicts), device=device)
+    rows = [(release_id, op["name"], dict(verdicts, device=device))
             for op in document["ops"] if op["name"] in names
             and (verdicts := _op_xla(op)) is not None]
-    _insert_chunks(conn, xla, rows)
+    _insert_xla(conn, rows)
+    collect_garbage(conn)
     return LoadResult(release=rel["version"], package=stored_package, ops=len(rows),
                       replaced=bool(before), new_op_defs=0, new_gradient_functions=0,
                       library=label if library else None)
@@ -369,20 +372,43 @@ def _op_xla(op: dict[str, Any]) -> dict[str, Any] | None:
     return xla if isinstance(xla, dict) else None
 
 
-def _xla_row(release_id: int, op_name: str, xla: dict[str, Any]) -> dict[str, Any]:
-    """One op_xla row from a probe record's ``xla`` (absent: not harvested, no row)."""
+XLA_VERDICT = ("forward", "forward_op", "forward_reason", "gradient", "gradient_op",
+               "gradient_structure", "gradient_reason", "gradient_agrees", "kernels")
+
+
+def xla_verdict_digest(row: dict[str, Any]) -> str:
+    """An xla_verdicts row's digest (migration 0008 computes the same for stored rows)."""
+    return hashlib.sha256(json.dumps(
+        [row[c] if c != "gradient_agrees" or row[c] is None else bool(row[c])
+         for c in XLA_VERDICT]).encode()).hexdigest()
+
+
+def _xla_verdict(xla: dict[str, Any]) -> dict[str, Any]:
+    """The xla_verdicts row of a record's ``xla`` (absent: not harvested, no row)."""
     forward, gradient = xla.get("forward") or {}, xla.get("gradient") or {}
     kernels = xla.get("kernels")
-    return {
-        "release_id": release_id, "op_name": op_name, "device": xla.get("device") or "CPU",
+    row = {
         "forward": forward.get("status", "unknown"), "forward_op": forward.get("op"),
         "forward_reason": forward.get("message") or forward.get("reason"),
         "gradient": gradient.get("status", "unknown"), "gradient_op": gradient.get("op"),
         "gradient_structure": gradient.get("structure"),
         "gradient_reason": gradient.get("message") or gradient.get("reason"),
-        "gradient_agrees": gradient.get("agrees"), "gradient_error": gradient.get("max_error"),
+        "gradient_agrees": gradient.get("agrees"),
         "kernels": json.dumps(kernels, sort_keys=True) if kernels is not None else None,
     }
+    return dict(row, digest=xla_verdict_digest(row))
+
+
+def _insert_xla(conn: Connection, records: list[tuple[int, str, dict[str, Any]]]) -> None:
+    """op_xla rows of (release id, op name, ``xla`` record), each verdict stored once."""
+    rows = [_xla_verdict(xla) for _, _, xla in records]
+    ids = _insert_missing(conn, _table(XlaVerdict), {v["digest"]: v for v in rows}) \
+        if rows else {}
+    _insert_chunks(conn, _table(OpXla), ({
+        "release_id": release_id, "op_name": name, "device": xla.get("device") or "CPU",
+        "verdict_id": ids[verdict["digest"]],
+        "gradient_error": (xla.get("gradient") or {}).get("max_error"),
+    } for (release_id, name, xla), verdict in zip(records, rows)))
 
 
 def _numeric_error(probe: dict[str, Any], position: int) -> float | None:

@@ -192,11 +192,33 @@ class ReleasePythonName(Base):
         ForeignKey("python_names.id"), primary_key=True, index=True)
 
 
+class XlaVerdict(Base):
+    """Whether an op and its gradient compile with XLA, and why not (revision 0008):
+    stored once per distinct verdict however many releases and ops share it (most
+    releases say the same of an op; thousands of ops share "unsupported" shapes of
+    verdict). ``kernels`` is the kernel registry's view (JSON: op type -> device types),
+    evidence beside the verdict."""
+
+    __tablename__ = "xla_verdicts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    forward: Mapped[str] = mapped_column(String(16))  # compiles | fails | unknown
+    forward_op: Mapped[str | None] = mapped_column(String(256))  # the first unsupported op
+    forward_reason: Mapped[str | None] = mapped_column(Text)
+    gradient: Mapped[str] = mapped_column(String(16))
+    gradient_op: Mapped[str | None] = mapped_column(String(256))
+    gradient_structure: Mapped[str | None] = mapped_column(String(64))
+    gradient_reason: Mapped[str | None] = mapped_column(Text)
+    gradient_agrees: Mapped[bool | None] = mapped_column(Boolean)  # XLA's values = TF's
+    kernels: Mapped[str | None] = mapped_column(Text)  # JSON
+
+
 class OpXla(Base):
-    """Whether an op and its gradient compile with XLA on one device type, in one
-    release (revision 0006). CPU rows are compiled and checked by the harvest; a
-    harvest on a GPU or TPU host adds its own device rows. ``kernels`` is the kernel
-    registry's view (JSON: op type -> device types), evidence beside the verdict."""
+    """An op's XLA verdict on one device type, in one release (revision 0006; the
+    verdict itself in ``xla_verdicts`` since 0008). CPU rows are compiled and checked by
+    the harvest; a harvest on a GPU or TPU host adds its own device rows. The measured
+    error of the compiled gradient differs per release: it stays here."""
 
     __tablename__ = "op_xla"
 
@@ -204,13 +226,5 @@ class OpXla(Base):
         ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
     op_name: Mapped[str] = mapped_column(String(256), primary_key=True)
     device: Mapped[str] = mapped_column(String(16), primary_key=True)  # CPU | GPU | TPU
-    forward: Mapped[str] = mapped_column(String(16), index=True)  # compiles | fails | unknown
-    forward_op: Mapped[str | None] = mapped_column(String(256))  # the first unsupported op
-    forward_reason: Mapped[str | None] = mapped_column(Text)
-    gradient: Mapped[str] = mapped_column(String(16), index=True)
-    gradient_op: Mapped[str | None] = mapped_column(String(256))
-    gradient_structure: Mapped[str | None] = mapped_column(String(64))
-    gradient_reason: Mapped[str | None] = mapped_column(Text)
-    gradient_agrees: Mapped[bool | None] = mapped_column(Boolean)  # XLA's values = TF's
+    verdict_id: Mapped[int] = mapped_column(ForeignKey("xla_verdicts.id"))
     gradient_error: Mapped[float | None] = mapped_column(Float)
-    kernels: Mapped[str | None] = mapped_column(Text)  # JSON

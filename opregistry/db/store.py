@@ -25,14 +25,15 @@ from opregistry.db.location import (
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
-# a database one revision behind that the read store still reads: 0007 only added
-# op_inputs.by_output (NULL: no per-output facts), so a shipped database harvested
-# before it answers as it did
-READS_ALSO = "0006_xla"
+# databases behind head that the read store still reads: 0007 only added
+# op_inputs.by_output (NULL: no per-output facts), 0008 only moved op_xla's verdicts
+# into xla_verdicts (read from the wide op_xla before it), so a database harvested
+# before them answers as it did
+READS_ALSO = ("0006_xla", "0007_input_by_output")
 
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
-# r: releases, od: op_defs, gf: gradient_functions, x: op_xla on the CPU, NULL where
-# the release was harvested without XLA); tests/test_db.py checks every one
+# r: releases, od: op_defs, gf: gradient_functions, x: xla_verdicts of op_xla on the CPU,
+# NULL where the release was harvested without XLA); tests/test_db.py checks every one
 # against the ORM tables
 OP_COLUMNS: dict[str, str] = {
     "op": "ro.op_name", "release": "r.version", "package": "r.package",
@@ -74,9 +75,14 @@ def _names_in(column: str, names: Collection[str] | None, where: list[str],
 _OP_SELECT = ("SELECT " + ", ".join(f"{col} AS {name}" for name, col in OP_COLUMNS.items()) +
               " FROM release_ops ro JOIN releases r ON r.id = ro.release_id "
               "JOIN op_defs od ON od.id = ro.op_def_id "
-              "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id "
-              "LEFT JOIN op_xla x ON x.release_id = ro.release_id AND x.op_name = ro.op_name "
-              "AND x.device = 'CPU'")
+              "LEFT JOIN gradient_functions gf ON gf.id = ro.gradient_function_id ")
+# the CPU verdict of an op in a release: op_xla points at xla_verdicts (0008), or holds
+# the verdict itself (0006, 0007)
+_XLA_JOIN = ("LEFT JOIN op_xla xo ON xo.release_id = ro.release_id AND "
+             "xo.op_name = ro.op_name AND xo.device = 'CPU' "
+             "LEFT JOIN xla_verdicts x ON x.id = xo.verdict_id")
+_XLA_JOIN_WIDE = ("LEFT JOIN op_xla x ON x.release_id = ro.release_id AND "
+                  "x.op_name = ro.op_name AND x.device = 'CPU'")
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class Store:
                     f"cannot open database {location.describe()}: {first_line(exc)}") from None
         self._releases: list[ReleaseRow] | None = None
         self._by_output = False  # whether op_inputs has by_output (revision 0007)
+        self._xla_join = _XLA_JOIN  # how op_xla holds its verdicts (revision 0008)
         self._check_revision()
 
     # -- plumbing --------------------------------------------------------------------
@@ -153,9 +160,11 @@ class Store:
                     f"{self.location.describe()} is not an opregistry database") from None
             raise
         revision = found[0]["version_num"] if found else None
-        # the revision before head only lacks a nullable column: read as NULL
-        self._by_output = revision == HEAD_REVISION
-        if revision not in (HEAD_REVISION, READS_ALSO):
+        # the revisions before head lack a nullable column (read as NULL) or hold the
+        # XLA verdicts in op_xla itself
+        self._by_output = revision != "0006_xla"
+        self._xla_join = _XLA_JOIN if revision == HEAD_REVISION else _XLA_JOIN_WIDE
+        if revision not in (HEAD_REVISION, *READS_ALSO):
             raise DatabaseError(
                 f"{self.location.describe()} has schema {revision}, this opregistry reads "
                 f"{HEAD_REVISION}: run `opregistry db upgrade --db ...`")
@@ -262,9 +271,11 @@ class Store:
 
     def xla_counts(self) -> list[dict[str, Any]]:
         """(release_id, device, forward, gradient, gradient_agrees, n) of the op_xla rows."""
-        return self.rows("SELECT release_id, device, forward, gradient, gradient_agrees, "
-                         "COUNT(*) AS n FROM op_xla GROUP BY release_id, device, forward, "
-                         "gradient, gradient_agrees")
+        rows = ("op_xla x" if self._xla_join == _XLA_JOIN_WIDE else
+                "op_xla xo JOIN xla_verdicts x ON x.id = xo.verdict_id")
+        return self.rows(f"SELECT release_id, device, x.forward, x.gradient, x.gradient_agrees, "
+                         f"COUNT(*) AS n FROM {rows} GROUP BY release_id, device, x.forward, "
+                         f"x.gradient, x.gradient_agrees")
 
     def orphan_counts(self) -> dict[int, int]:
         return {r["release_id"]: r["n"] for r in self.rows(
@@ -287,8 +298,8 @@ class Store:
                 where.append(f"{column} = :{key}")
                 params[key] = value
         _names_in("ro.op_name", ops, where, params)
-        return self.rows(_OP_SELECT + (" WHERE " + " AND ".join(where) if where else ""),
-                         **params)
+        return self.rows(_OP_SELECT + self._xla_join +
+                         (" WHERE " + " AND ".join(where) if where else ""), **params)
 
     def inputs(self, release_id: int, op: str | None = None,
                ops: Collection[str] | None = None) -> list[dict[str, Any]]:

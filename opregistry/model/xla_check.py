@@ -47,10 +47,10 @@ TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
 # TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
 # then calls TensorListResize (tensorflow/python/ops/list_ops.py)
 _RESIZE = "resize_if_index_out_of_bounds"
-# the harvest compiles the ops that have a registered gradient (with it): an op without
-# one (Range, TensorArraySizeV3...) in a training step's forward pass has no verdict
-NOT_COMPILED = ("no XLA verdict: the harvest compiles the ops that have a registered "
-                "gradient, and this op has none")
+# a release harvested with XLA before ops without a registered gradient were compiled
+# alone (document format 4): such an op (Range, TensorArraySizeV3...) has no verdict
+NOT_COMPILED = ("no XLA verdict: this release was harvested with XLA before ops without a "
+                "registered gradient were compiled (harvest it again with --xla)")
 
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,

@@ -6,7 +6,6 @@ from typing import Any
 
 import opregistry
 from opregistry.db.location import resolve, shipped_database_path
-from opregistry.db.store import READS_ALSO
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.harvest.recipes import LIBRARIES, NIGHTLY
 from opregistry.harvest.runner import RECIPES
@@ -38,9 +37,8 @@ def test_shipped_database_holds_every_recipe_release_at_head():
     versions = [r.release for r in _core() if not r.prerelease]
     assert versions == [r.version for r in RECIPES.values()]
     with sqlite3.connect(shipped_database_path()) as conn:
-        # or the revision before, which only lacks per-output facts (read as absent)
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] in (
-            HEAD_REVISION, READS_ALSO)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == \
+            HEAD_REVISION
 
 
 def test_every_shipped_release_is_complete():

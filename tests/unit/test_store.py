@@ -57,11 +57,11 @@ def test_ops_filters_and_diff(small_db):
 def test_the_column_list_names_columns_of_the_orm_tables():
     """OP_COLUMNS is the one list of what a row of an op in a release holds: every
     entry is a column of its table, and every release_ops column is read."""
-    from opregistry.db.models import GradientFunction, OpDef, OpXla, Release, ReleaseOp
+    from opregistry.db.models import GradientFunction, OpDef, Release, ReleaseOp, XlaVerdict
     from opregistry.db.store import OP_COLUMNS
 
     tables = {"ro": ReleaseOp.__table__, "r": Release.__table__, "od": OpDef.__table__,
-              "gf": GradientFunction.__table__, "x": OpXla.__table__}
+              "gf": GradientFunction.__table__, "x": XlaVerdict.__table__}
     for name, qualified in OP_COLUMNS.items():
         alias, column = qualified.split(".")
         assert column in tables[alias].c, (name, qualified)

@@ -45,8 +45,9 @@ def _release(version, device, gradients, package="tensorflow-cpu", extra_ops=())
 def _rows(path):
     with sqlite3.connect(path) as conn:
         return conn.execute(
-            "SELECT r.version, r.package, x.op_name, x.device, x.gradient, x.gradient_op "
+            "SELECT r.version, r.package, x.op_name, x.device, v.gradient, v.gradient_op "
             "FROM op_xla x JOIN releases r ON r.id = x.release_id "
+            "JOIN xla_verdicts v ON v.id = x.verdict_id "
             "ORDER BY r.version, x.device, x.op_name").fetchall()
 
 

@@ -89,8 +89,9 @@ def test_format_1_and_2_documents_validate_and_bad_xla_fields_do_not():
 
 def test_one_row_per_op_and_device_where_xla_was_harvested(xla_db):
     with sqlite3.connect(xla_db) as conn:
-        rows = conn.execute("SELECT r.version, x.op_name, x.device, x.forward, x.gradient, "
-                            "x.gradient_op, x.gradient_structure, x.gradient_agrees FROM op_xla x "
+        rows = conn.execute("SELECT r.version, x.op_name, x.device, v.forward, v.gradient, "
+                            "v.gradient_op, v.gradient_structure, v.gradient_agrees FROM op_xla x "
+                            "JOIN xla_verdicts v ON v.id = x.verdict_id "
                             "JOIN releases r ON r.id = x.release_id WHERE r.version = '2.2.0' "
                             "ORDER BY x.op_name").fetchall()
     assert rows == [
@@ -196,7 +197,8 @@ def test_an_op_without_a_gradient_holds_its_forward_verdict_itself(tmp_path):
     engine.dispose()
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT op_name, forward, forward_op, gradient, gradient_reason "
-                            "FROM op_xla ORDER BY op_name").fetchall()
+                            "FROM op_xla JOIN xla_verdicts v ON v.id = verdict_id "
+                            "ORDER BY op_name").fetchall()
     assert rows == [("MatMul", "compiles", None, "compiles", None),
                     ("Shape", "compiles", None, "unknown", "no gradient to compile"),
                     ("Where", "fails", "Where", "unknown", None)]
@@ -206,3 +208,65 @@ def test_an_op_without_a_gradient_holds_its_forward_verdict_itself(tmp_path):
     bad["ops"][2]["xla"]["forward"]["status"] = "maybe"
     with pytest.raises(DocumentError, match=r"\$\.ops\[2\]\.xla\.forward\.status"):
         validate(bad)
+
+
+def _answers(path):
+    """What the read store says of every XLA fact: lookup's columns and release counts."""
+    ops = ["MatMul", "ResizeNearestNeighbor", "MatrixExponential", "Shape"]
+    rows = [(r.release, r.op, r.xla) for name in ops
+            for r in opregistry.lookup(name, db=path).rows]
+    counts = [(s.label, s.xla) for s in opregistry.releases(db=path)]
+    return rows, counts
+
+
+def test_migration_0008_moves_the_verdicts_both_ways_and_0007_is_still_read(tmp_path):
+    """0008 stores each distinct verdict once; down to 0007 the wide op_xla comes back
+    with every value, the read store answers the same at both revisions, and up again
+    the same verdict rows (by digest) are made."""
+    path = tmp_path / "verdicts.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    for document in _documents():
+        load(engine, document)
+    at_head = _answers(path)
+    with sqlite3.connect(path) as conn:
+        before = conn.execute("SELECT COUNT(*), COUNT(DISTINCT verdict_id) FROM op_xla"
+                              ).fetchone()
+        digests = sorted(r[0] for r in conn.execute("SELECT digest FROM xla_verdicts"))
+    assert before == (5, 3)  # COMPILES and STRUCTURE twice: one row each
+    migrate.downgrade(engine, "0007_input_by_output")
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        wide = conn.execute("SELECT op_name, forward, gradient, gradient_op, "
+                            "gradient_structure, gradient_agrees, kernels IS NOT NULL "
+                            "FROM op_xla ORDER BY release_id, op_name").fetchall()
+    assert "xla_verdicts" not in tables
+    assert wide == [
+        ("MatMul", "compiles", "compiles", None, None, 1, 0),
+        ("MatrixExponential", "compiles", "fails", None, "tensor_list_unknown_size", None, 0),
+        ("ResizeNearestNeighbor", "compiles", "fails", "ResizeNearestNeighborGrad", None, None,
+         1),
+        ("MatrixExponential", "compiles", "fails", None, "tensor_list_unknown_size", None, 0),
+        ("ResizeNearestNeighbor", "compiles", "compiles", None, None, 1, 0)]
+    assert _answers(path) == at_head  # 0007 is read as it is
+    migrate.upgrade(engine)
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT digest FROM xla_verdicts")) == digests
+    assert _answers(path) == at_head
+
+
+def test_a_replaced_release_leaves_no_verdict_nobody_points_at(tmp_path):
+    path = tmp_path / "garbage.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    first, second, third = _documents()
+    load(engine, second)
+    changed = copy.deepcopy(second)
+    for op in changed["ops"]:
+        if "xla" in op.get("probe", {}):
+            op["probe"]["xla"]["forward"] = {"status": "fails", "op": op["name"]}
+    load(engine, changed)
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM xla_verdicts WHERE id NOT IN "
+                            "(SELECT verdict_id FROM op_xla)").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM xla_verdicts").fetchone()[0] == 3
