@@ -27,7 +27,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from test_ci_integration import (  # noqa: E402,F401  (hook_checkout: the fixture)
-    _git,
+    git,
     hook_checkout,
     pre_commit_run_all,
 )
@@ -495,15 +495,15 @@ def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tm
     whose training step compiles passes; adding the expm model (fit with jit_compile
     fails in TF) fails it, naming the structure, as ``check --xla`` does; an ``xla:``
     rule in the project's .opregistry.toml accepts it again."""
-    head = _git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
+    head = git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
     repo = tmp_path / "project"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {hook_checkout}\n    rev: {head}\n    hooks:\n"
         f"      - id: opregistry-check\n        args: [--xla, --db, {xla_db}]\n")
     shutil.copytree(built["expm_without"][2]["export"], repo / "compiles")
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
 
     def run() -> subprocess.CompletedProcess[str]:
         return pre_commit_run_all(repo, tmp_path / "cache")
@@ -513,7 +513,7 @@ def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tm
     assert "Passed" in clean.stdout
     assert built["expm"][0] is False
     shutil.copytree(built["expm"][2]["export"], repo / "expm")
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
     failed = run()
     assert failed.returncode == 1, failed.stdout + failed.stderr
     shown = failed.stdout
@@ -524,7 +524,7 @@ def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tm
     (repo / ".opregistry.toml").write_text(
         '[[ignore]]\npattern = "xla:structure:tensor_list_unknown_size"\n'
         'reason = "expm trains without XLA"\n')
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
     accepted = run()
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert "Passed" in accepted.stdout  # (pre-commit shows a passing hook's output not)

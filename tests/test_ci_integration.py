@@ -194,7 +194,7 @@ def test_output_file_is_written_only_on_success(models, tmp_path):
 
 # ----------------------------------------------------------------------- pre-commit
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env,
@@ -209,9 +209,9 @@ def hook_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ignore = shutil.ignore_patterns(".git", ".ci-*", "*.egg-info", "build", "__pycache__",
                                     ".venv", ".pytest_cache")
     shutil.copytree(ROOT, copy, ignore=ignore)
-    _git(copy, "init", "-q")
-    _git(copy, "add", "-A")
-    assert _git(copy, "commit", "-qm", "hook").returncode == 0
+    git(copy, "init", "-q")
+    git(copy, "add", "-A")
+    assert git(copy, "commit", "-qm", "hook").returncode == 0
     return copy
 
 
@@ -230,13 +230,13 @@ def test_pre_commit_try_repo_fails_a_blocked_model_and_passes_a_clean_one(
     pre_commit = Path(sys.executable).parent / "pre-commit"
     repo = tmp_path / "project"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "cache"))
     env.pop("OPREGISTRY_DB", None)
     outcomes = {}
     for name in ("clean", "blocked"):
         shutil.copytree(models[name], repo / name)
-        _git(repo, "add", name)
+        git(repo, "add", name)
         done = subprocess.run([str(pre_commit), "try-repo", str(hook_checkout),
                                "opregistry-check", "--files", f"{name}/saved_model.pb"],
                               cwd=repo, capture_output=True, text=True, env=env, timeout=1200)
@@ -267,16 +267,16 @@ def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_
     config = _readme_pre_commit_config()
     (rev,) = re.findall(r"^\s*rev: ([0-9a-f]{40})\b", config, re.M)
     assert config.count(README_URL) == 1
-    head = _git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
+    head = git(hook_checkout, "rev-parse", "HEAD").stdout.strip()
     config = config.replace(README_URL, str(hook_checkout)).replace(rev, head)
     repo = tmp_path / "project"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     (repo / ".pre-commit-config.yaml").write_text(config)
     shutil.copytree(models["clean"], repo / "clean")
     (repo / "notes.txt").write_text("not a model\n")
     (repo / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
-    _git(repo, "add", "-A")
+    git(repo, "add", "-A")
 
     def run() -> subprocess.CompletedProcess[str]:
         return pre_commit_run_all(repo, tmp_path / "cache")
@@ -288,7 +288,7 @@ def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_
     graph_def = frozen.get_concrete_function(
         tf.TensorSpec([None, 3], tf.float32)).graph.as_graph_def()
     (repo / "frozen_graph.pb").write_bytes(graph_def.SerializeToString())
-    _git(repo, "add", "frozen_graph.pb")
+    git(repo, "add", "frozen_graph.pb")
     blocked = run()
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     assert "Failed" in blocked.stdout and "frozen_graph.pb" in blocked.stdout
