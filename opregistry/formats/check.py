@@ -179,7 +179,9 @@ class CheckedModels:
 
 class CheckedModelsRenderer(Renderer[CheckedModels]):
     def data(self, result: CheckedModels) -> Any:
-        return [{"model": model, **checked.to_dict()} for model, checked in result.results]
+        # each model as check's JSON shows it (its remedies too), with its path
+        return [{"model": model, **CheckRenderer().data(checked)}
+                for model, checked in result.results]
 
     def rows(self, result: CheckedModels) -> list[dict[str, Any]]:
         return [{"model": model, **row} for model, checked in result.results

@@ -322,3 +322,16 @@ def test_a_name_with_a_pipe_or_backslash_stays_one_markdown_cell():
     text = table([{"name": n, "status": "none"} for n in names], style="github")
     assert [_gfm_cells(line) for line in text.splitlines()[2:]] == \
         [[n, "none"] for n in names]
+
+
+def test_check_files_json_shows_each_model_as_check_json_does(samples):
+    """check-files' JSON is check's JSON per model (remedies included), with the path."""
+    from opregistry.formats import OutputFormat, render
+    from opregistry.formats.check import CheckedModels
+
+    checks = [c for c, _ in samples["opregistry.model.results.CheckResult"]]
+    blocked = next(c for c in checks if c.findings)
+    shown = json.loads(render(CheckedModels((("a.pbtxt", blocked),)), OutputFormat.json))
+    alone = json.loads(render(blocked, OutputFormat.json))
+    assert shown == [{"model": "a.pbtxt", **alone}]
+    assert alone["remedies"]  # the blocked model has remedies to show
