@@ -270,12 +270,19 @@ class Store:
                          "GROUP BY release_id, gradient, public")
 
     def xla_counts(self) -> list[dict[str, Any]]:
-        """(release_id, device, forward, gradient, gradient_agrees, n) of the op_xla rows."""
-        rows = ("op_xla x" if self._xla_join == _XLA_JOIN_WIDE else
-                "op_xla xo JOIN xla_verdicts x ON x.id = xo.verdict_id")
-        return self.rows(f"SELECT release_id, device, x.forward, x.gradient, x.gradient_agrees, "
-                         f"COUNT(*) AS n FROM {rows} GROUP BY release_id, device, x.forward, "
-                         f"x.gradient, x.gradient_agrees")
+        """(release_id, device, forward, gradient, gradient_agrees, registered, n) of the
+        op_xla rows (``registered``: 1 for an op with a registered gradient)."""
+        rows, xo = (("op_xla x", "x") if self._xla_join == _XLA_JOIN_WIDE else
+                    ("op_xla xo JOIN xla_verdicts x ON x.id = xo.verdict_id", "xo"))
+        registered = "CASE WHEN ro.gradient = 'registered' THEN 1 ELSE 0 END"
+        return self.rows(
+            f"SELECT {xo}.release_id AS release_id, {xo}.device AS device, "
+            f"x.forward AS forward, x.gradient AS gradient, "
+            f"x.gradient_agrees AS gradient_agrees, {registered} AS registered, "
+            f"COUNT(*) AS n FROM {rows} LEFT JOIN release_ops ro ON "
+            f"ro.release_id = {xo}.release_id AND ro.op_name = {xo}.op_name "
+            f"GROUP BY {xo}.release_id, {xo}.device, x.forward, x.gradient, "
+            f"x.gradient_agrees, {registered}")
 
     def orphan_counts(self) -> dict[int, int]:
         return {r["release_id"]: r["n"] for r in self.rows(

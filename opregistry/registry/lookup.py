@@ -152,9 +152,9 @@ class XlaCounts:
     gradients disagree with TensorFlow's values."""
 
     device: str
-    ops: int  # ops compiled (the probed ones: a registered gradient)
-    forward: dict[str, int]
-    gradient: dict[str, int]
+    ops: int  # ops compiled: with their gradient, or alone (no registered gradient)
+    forward: dict[str, int]  # every op compiled
+    gradient: dict[str, int]  # the ops with a registered gradient
     gradient_disagrees: int = 0
 
 
@@ -234,7 +234,9 @@ def _xla_counts(rows: list[dict[str, Any]]) -> dict[int, tuple[XlaCounts, ...]]:
         counts = per.setdefault((row["release_id"], row["device"]),
                                 {"ops": 0, "forward": {}, "gradient": {}, "disagrees": 0})
         counts["ops"] += row["n"]
-        for side in ("forward", "gradient"):
+        # the gradient columns count the ops with a registered gradient (the others are
+        # compiled alone: nothing to say of a gradient they do not have)
+        for side in ("forward", "gradient") if row["registered"] else ("forward",):
             counts[side][row[side]] = counts[side].get(row[side], 0) + row["n"]
         if row["gradient"] == "compiles" and row["gradient_agrees"] is not None and \
                 not row["gradient_agrees"]:

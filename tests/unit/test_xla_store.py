@@ -204,6 +204,11 @@ def test_an_op_without_a_gradient_holds_its_forward_verdict_itself(tmp_path):
                     ("Where", "fails", "Where", "unknown", None)]
     found = opregistry.lookup("Where", db=path).rows[0].xla
     assert found is not None and (found.forward, found.forward_op) == ("fails", "Where")
+    # releases --xla: every op compiled forward; the gradient columns, MatMul's only
+    (counts,) = opregistry.releases(db=path)[0].xla
+    assert (counts.ops, counts.forward, counts.gradient) == (
+        3, {"compiles": 2, "fails": 1, "unknown": 0},
+        {"compiles": 1, "fails": 0, "unknown": 0})
     bad = copy.deepcopy(document)
     bad["ops"][2]["xla"]["forward"]["status"] = "maybe"
     with pytest.raises(DocumentError, match=r"\$\.ops\[2\]\.xla\.forward\.status"):
