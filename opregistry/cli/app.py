@@ -81,7 +81,8 @@ def _register() -> None:
         app.command(name, **settings)(function)
     db_app = typer.Typer(help=db.GROUP_HELP, no_args_is_help=True)
     for name, function in (("upgrade", db.upgrade), ("downgrade", db.downgrade),
-                           ("current", db.current), ("load", db.load)):
+                           ("current", db.current), ("load", db.load),
+                           ("vacuum", db.vacuum)):
         db_app.command(name)(function)
     app.add_typer(db_app, name="db")
 

@@ -91,6 +91,23 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
     note(summary(result))
 
 
+def vacuum(db: OptionalStr = DbOption) -> None:
+    """Give back the space that replaced releases and migrations left unused (SQLite:
+    VACUUM, which rewrites the file; PostgreSQL: VACUUM ANALYZE). Nothing is deleted."""
+    from opregistry.db import migrate
+    from opregistry.db.maintenance import compact
+
+    try:
+        location, engine = _engine(db, create=False, write=True)
+        if migrate.current(engine) is None:
+            raise OpregistryError(f"{location.describe()} is not an opregistry database")
+        sizes = compact(engine)
+    except OpregistryError as exc:
+        raise fail(exc) from None
+    note(f"{location.describe()}: vacuumed" + (
+        f", {sizes[0]:,} bytes before, {sizes[1]:,} after" if sizes else ""))
+
+
 def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON)."),
          fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:

@@ -86,6 +86,7 @@ KINDS: dict[str, dict[str, str]] = {
     "db downgrade": {"revision": "text", "yes": "flag", "db": "db"},
     "db current": {"fmt": "fmt", "output_file": "out", "db": "db"},
     "db load": {"files": "file", "fmt": "fmt", "output_file": "out", "db": "db"},
+    "db vacuum": {"db": "db"},
 }
 
 # A representative valid call of each command, or why it has none in this tier (and
@@ -109,6 +110,7 @@ VALID: dict[str, list[str] | str] = {
     "db upgrade": "writes a database, no report: tests/test_db.py",
     "db downgrade": "writes a database, no report: test_db_downgrade_needs_yes below",
     "db load": "writes a database: tests/unit/test_library_releases.py",
+    "db vacuum": "rewrites a database, no report: tests/unit/test_xla_store.py",
 }
 
 # the bad-input classes not tried here, per command (every other class runs for every

@@ -275,3 +275,39 @@ def test_a_replaced_release_leaves_no_verdict_nobody_points_at(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM xla_verdicts WHERE id NOT IN "
                             "(SELECT verdict_id FROM op_xla)").fetchone()[0] == 0
         assert conn.execute("SELECT COUNT(*) FROM xla_verdicts").fetchone()[0] == 3
+
+
+def test_db_vacuum_gives_back_what_migration_0008_left_free_and_keeps_every_answer(
+        tmp_path, cli):
+    """A release replaced by a smaller harvest (or a migration that rebuilds a table)
+    leaves pages free in the file until ``db vacuum``, which gives them back and
+    changes no answer."""
+    path = tmp_path / "vacuum.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    big = _document("2.4.0", [_with_xla(_op(f"Op{i}", "registered", "differentiable",
+                                            [("x", "gradient")]), dict(COMPILES, kernels={
+                                                f"Op{i}": ["CPU", "XLA_CPU_JIT"]}))
+                              for i in range(400)])
+    for document in (*_documents(), big, _document("2.4.0", [_op("Shape", "no_gradient")])):
+        load(engine, document)
+    migrate.downgrade(engine, "0007_input_by_output")
+    migrate.upgrade(engine)
+    engine.dispose()
+    answers = _answers(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+    size = path.stat().st_size
+    done = cli("db", "vacuum", "--db", str(path))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert done.stderr == (f"{path}: vacuumed, {size:,} bytes before, "
+                           f"{path.stat().st_size:,} after\n")
+    assert path.stat().st_size < size
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert _answers(path) == answers
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    refused = cli("db", "vacuum", "--db", str(other))
+    assert refused.returncode == 2
+    assert refused.stderr == f"Error: {other} is not an opregistry database\n"
