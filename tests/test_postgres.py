@@ -185,3 +185,7 @@ def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_
     again = cli("db", "load", str(document), "--db", url)
     assert again.returncode == 0, again.stderr
     assert "a new verdict after the migration" in cli(*ask).stdout
+    vacuumed = cli("db", "vacuum", "--db", url)  # VACUUM ANALYZE, outside a transaction
+    assert vacuumed.returncode == 0 and vacuumed.stderr.endswith(": vacuumed\n"), \
+        vacuumed.stderr
+    assert "a new verdict after the migration" in cli(*ask).stdout
