@@ -246,8 +246,12 @@ def test_a_forward_op_without_a_gradient_that_xla_refuses_is_named(built, xla_db
     compiles them alone (format 4), and check names them where TF's fit fails."""
     assert "AsString" in built["hashed"][1] or "StringToHashBucket" in built["hashed"][1]
     result = _check(built["hashed"][2][saved], xla_db)
-    assert {(x.op, x.part, x.status) for x in result.xla or ()} == {
-        ("AsString", "forward", "fails"), ("StringToHashBucketFast", "forward", "fails")}
+    assert {o.xla for o in result.outputs} == {"fails"}
+    found = result.xla or []
+    assert ("AsString", "forward", "fails") in {(x.op, x.part, x.status) for x in found}
+    # the others the harvest cannot build alone (a string input; OneHot's generated
+    # on_value is not a scalar): unknown, each with why, never "compiles"
+    assert all(x.status == "unknown" and x.message for x in found if x.op != "AsString")
     assert _check(built["hashed_without"][2][saved], xla_db).xla == []
 
 
