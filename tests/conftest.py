@@ -43,6 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # (below) does that, after the long files
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if getattr(config.option, "numprocesses", None):  # xdist's controller
+        stale = [name for name in _LONG_FIRST if not (config.rootpath / name).is_file()]
+        if stale:  # a renamed file would silently lose its place
+            raise pytest.UsageError(f"tests/conftest.py _LONG_FIRST names no file: {stale}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -55,9 +59,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``numprocesses`` to None."""
     if not (getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")):
         return
-    stale = [name for name in _LONG_FIRST if not (config.rootpath / name).is_file()]
-    if stale:  # a renamed file would silently lose its place
-        raise pytest.UsageError(f"tests/conftest.py _LONG_FIRST names no file: {stale}")
     counts: dict[str, int] = {}
     for item in items:
         counts[_file(item)] = counts.get(_file(item), 0) + 1
