@@ -18,15 +18,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from built_once import built_once  # noqa: E402
 from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cli_run)
 
-# the files that take minutes (CI's --durations), longest first: handed out first under
+# the files that take longest (CI's --durations), longest first: handed out first under
 # xdist's --dist loadfile, so no worker is left running one of them alone at the end.
 # (Not --dist loadgroup: with pytest 9, xdist 3.8 can no longer add the group to a test's
 # id, and loadgroup silently spreads a file's tests over the workers, one by one.)
+# The TF tier's files take minutes, the quick tier's (tests/unit) seconds; a run holds
+# files of one tier or of both, and the order within each list is what counts.
 _LONG_FIRST = ["tests/test_xla.py", "tests/test_check_corpus.py",
                "tests/test_random_differential.py", "tests/test_fuzz_readers.py",
                "tests/test_check_xla.py", "tests/test_output_facts.py",
                "tests/test_cond_predicate.py", "tests/test_library_replay.py",
-               "tests/test_second_release.py", "tests/test_guard_keras.py"]
+               "tests/test_second_release.py", "tests/test_guard_keras.py",
+               # the quick tier: the first builds the shipped site (the other site files
+               # wait for it: tests/unit/conftest.py), which takes longest
+               "tests/unit/test_site_failed_build.py", "tests/unit/test_contract.py",
+               "tests/unit/test_cwd_and_full_disk.py", "tests/unit/test_db_refusals.py",
+               "tests/unit/test_probe_workers.py", "tests/unit/test_site_links.py",
+               "tests/unit/test_cli_commands.py", "tests/unit/test_fast_path.py",
+               "tests/unit/test_hostile_models.py", "tests/unit/test_harvest_folders.py"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -34,13 +43,21 @@ def pytest_configure(config: pytest.Config) -> None:
     # (below) does that, after the long files
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if getattr(config.option, "numprocesses", None):  # xdist's controller
+        stale = [name for name in _LONG_FIRST if not (config.rootpath / name).is_file()]
+        if stale:  # a renamed file would silently lose its place
+            raise pytest.UsageError(f"tests/conftest.py _LONG_FIRST names no file: {stale}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, the files in ``_LONG_FIRST`` first, then the others by their number of
     tests, as xdist would order them (a file's tests keep their order). One worker keeps
-    pytest's own order."""
-    if not getattr(config.option, "numprocesses", None):
+    pytest's own order.
+
+    The controller hands out the files in the order its workers collected them, so the
+    sorting happens in the workers (``workerinput``), where xdist has set
+    ``numprocesses`` to None."""
+    if not (getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")):
         return
     counts: dict[str, int] = {}
     for item in items:

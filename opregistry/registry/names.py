@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 _VERSION_SUFFIX = re.compile(r"v\d+$")
 
@@ -21,6 +22,7 @@ def _bare(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
+@lru_cache(maxsize=1 << 16)  # the site asks for each (name, op) once per release
 def same_name(python_name: str, op: str) -> bool:
     """``tf.math.add_n`` and AddN, ``tf.argmax`` and ArgMax, ``tf.raw_ops.AddN`` and
     AddN, ``tf.accumulate_n`` and AccumulateNV2: the function is named after the op."""

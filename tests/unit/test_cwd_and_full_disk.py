@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked  # tests/unit is on sys.path
 import pytest
 
 MODEL = """
@@ -87,8 +88,8 @@ def test_db_upgrade_on_a_full_disk_leaves_no_file_and_an_old_database_intact(tmp
 
 
 def test_a_new_database_follows_the_umask(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "opregistry", "db", "upgrade", "--db",
-                           str(tmp_path / "db.sqlite")], capture_output=True, text=True,
-                          preexec_fn=lambda: os.umask(0o027), timeout=300)
+    # not at the interpreter's exit: forked (tests/unit/forked.py), with its own umask
+    done = forked.run(["db", "upgrade", "--db", str(tmp_path / "db.sqlite")],
+                      env=dict(os.environ), umask=0o027, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "db.sqlite").stat().st_mode & 0o777 == 0o640

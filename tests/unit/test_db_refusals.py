@@ -29,7 +29,7 @@ def test_db_upgrade_under_a_lock_is_one_line(tmp_path):
     holder = hold_lock(db, 20)
     try:
         code, _, err = finish(cli("db", "upgrade", "--db", str(db),
-                                  OPREGISTRY_BUSY_TIMEOUT="1"))
+                                  OPREGISTRY_BUSY_TIMEOUT="0.5"))
     finally:
         holder.kill()
         holder.wait()
@@ -77,12 +77,12 @@ def test_a_lookup_while_a_writer_holds_the_database_exclusively_is_one_line(smal
     holder = hold_lock(db_copy, 20, exclusive=True)
     try:
         code, _, err = finish(cli("lookup", "ArgMax", "--db", str(db_copy),
-                                OPREGISTRY_BUSY_TIMEOUT="1"))
+                                OPREGISTRY_BUSY_TIMEOUT="0.5"))
     finally:
         holder.kill()
         holder.wait()
     assert code == 2 and err.count("\n") == 1, err
-    assert "is locked by another process; retried for 1 s" in err
+    assert "is locked by another process; retried for 0.5 s" in err
 
 
 _UPGRADE = (

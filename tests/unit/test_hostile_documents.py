@@ -3,11 +3,10 @@ touches a database; the CLI says one line. No TensorFlow."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
+import forked  # tests/unit is on sys.path
 import pytest
-from documents import document, op  # tests/unit is on sys.path
+from documents import document, op
 
 from opregistry.db.validate import read_document, validate
 from opregistry.errors import DocumentError
@@ -44,9 +43,8 @@ def test_the_format_version_message_says_what_was_found(version):
 
 def test_db_load_of_a_device_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    done = subprocess.run([sys.executable, "-m", "opregistry", "db", "load", "/dev/zero",
-                           "--db", str(tmp_path / "x.sqlite")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = forked.run(["db", "load", "/dev/zero", "--db", str(tmp_path / "x.sqlite")],
+                      env=env, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "not a regular file" in done.stderr
 
@@ -189,9 +187,8 @@ def test_the_cli_names_the_path_in_one_line(tmp_path):
     path = tmp_path / "doc.json"
     path.write_text(json.dumps(doc))
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    done = subprocess.run([sys.executable, "-m", "opregistry", "db", "load", str(path),
-                           "--db", str(tmp_path / "x.sqlite")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = forked.run(["db", "load", str(path), "--db", str(tmp_path / "x.sqlite")],
+                      env=env, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "$.ops[1].probe.inputs[0].position: 1208925819614629174706176 is outside" \
         in done.stderr

@@ -3,9 +3,8 @@ traceback, a hang or gigabytes. GraphDefs and libraries built here; no TensorFlo
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
+import forked  # tests/unit is on sys.path
 import pytest
 
 from opregistry import check
@@ -122,8 +121,7 @@ def test_special_files_are_refused_by_type(tmp_path):
 def test_the_cli_says_one_line(tmp_path):
     path = _write(tmp_path, _graph_with_input("x:abc"))
     env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
-    done = subprocess.run([sys.executable, "-m", "opregistry", "check", str(path)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = forked.run(["check", str(path)], env=env, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "not a tensor name" in done.stderr
 

@@ -3,8 +3,11 @@ match the models, and the loader's refusals (the round trips with a real harvest
 tests/test_db.py)."""
 from __future__ import annotations
 
+import os
+
+import forked  # tests/unit is on sys.path
 import pytest
-from documents import default_document  # tests/unit is on sys.path
+from documents import default_document
 
 from opregistry.db import migrate
 from opregistry.db.engine import make_engine
@@ -46,9 +49,6 @@ def test_shipped_database_is_never_written():
 def test_harvest_refuses_an_older_schema_before_it_starts_the_collector(tmp_path):
     """A load into a database at another revision fails; the harvest says so before it
     spends minutes collecting (it used to collect first and fail at the load)."""
-    import subprocess
-    import sys
-
     path = tmp_path / "old.sqlite"
     engine = make_engine(resolve(path), create=True)
     migrate.upgrade(engine)
@@ -59,9 +59,8 @@ def test_harvest_refuses_an_older_schema_before_it_starts_the_collector(tmp_path
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
     python.chmod(0o755)
-    done = subprocess.run([sys.executable, "-m", "opregistry", "harvest", "--python",
-                           str(python), "--db", str(path)], capture_output=True, text=True,
-                          timeout=120)
+    done = forked.run(["harvest", "--python", str(python), "--db", str(path)],
+                      env=os.environ, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("Error: ") and "opregistry db upgrade" in done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr

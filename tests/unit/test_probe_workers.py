@@ -46,7 +46,7 @@ def test_a_slow_start_is_not_a_stall(tmp_path, monkeypatch):
     limit counts from the first op, the start has its own (2.2 and 2.10 were lost to a
     worker killed while importing)."""
     monkeypatch.setattr(workers, "PROBE_STALL_S", 1)
-    python = _worker(tmp_path, "sleep 4\n"
+    python = _worker(tmp_path, "sleep 2\n"  # twice the stall limit before the first op
                      "echo '{\"start\": \"Tanh\"}' >> \"$5\"\n"
                      "echo '{\"op\": \"Tanh\", \"record\": {\"effective\": \"differentiable\"}}'"
                      " >> \"$5\"\n")
@@ -56,7 +56,7 @@ def test_a_slow_start_is_not_a_stall(tmp_path, monkeypatch):
 
 
 def test_a_worker_that_never_starts_is_stopped_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(workers, "PROBE_START_S", 2)
+    monkeypatch.setattr(workers, "PROBE_START_S", 1)
     python = _worker(tmp_path, "exec sleep 60\n")
-    with pytest.raises(workers.ProbeWorkerError, match="did not start within 2 s"):
+    with pytest.raises(workers.ProbeWorkerError, match="did not start within 1 s"):
         workers.run_probes(["Tanh"], numeric=False, python=python)
