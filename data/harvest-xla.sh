@@ -42,3 +42,5 @@ while [ $# -gt 0 ]; do
     echo "$(date -u +%H:%M:%S) $release: exit $? ($(tail -n 1 "$LOGS/$release.log"))" \
         >> "$LOGS/harvest-xla.log"
 done
+# give back the pages the replaced releases left free (docs/commands/db.md)
+$OPREGISTRY db vacuum --db "$DB" >> "$LOGS/harvest-xla.log" 2>&1
