@@ -202,13 +202,19 @@ def _placement(tf, device):
     return tf.device("/device:%s:0" % device)
 
 
+def _arguments(feeds, constants):
+    """The fed placeholders that become the compiled function's arguments; the others
+    become constants (``constants``: True, integers and booleans; "all"; False, none)."""
+    return [t for t in feeds if constants is False or (
+        constants is True and t.dtype.base_dtype.name in _FLOAT_DTYPES)]
+
+
 def run_compiled(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
     """Values of ``fetches`` computed by XLA on ``device`` from ``feeds``
     ({placeholder: array}). Integer and boolean feeds are constants (``constants``
     True), or arguments like the rest (False), or every feed is a constant ("all")."""
     v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
-    args = [t for t in feeds if constants is False or (
-        constants is True and t.dtype.base_dtype.name in _FLOAT_DTYPES)]
+    args = _arguments(feeds, constants)
     consts = [t for t in feeds if t not in args]
     gd = _subgraph(tf, graph, fetches, set(t.op.name for t in feeds))
     wanted = [t.name for t in fetches]
@@ -328,9 +334,9 @@ def compile_alone(tf, mode, graph, op, outputs, feeds, device="CPU"):
     (with integer inputs as constants, XLA folds an integer or string op whole and
     "compiles" what a training step cannot), and constants only for the inputs XLA wants
     known at compile time (Range's limit, Reshape's shape: in a model those come from
-    static shapes), first the integer ones, then all. The op never runs without XLA first (queue, map and barrier ops
-    block, some kernels crash on generated inputs), only to tell a refusal of the
-    generated inputs from XLA's."""
+    static shapes), first the integer ones, then all. The op never runs without XLA
+    first (queue, map and barrier ops block, some kernels crash on generated inputs),
+    only after XLA failed, to tell a refusal of the generated inputs from XLA's."""
     if not outputs:
         return unknown("the op has no outputs: nothing to compile alone")
     for constants in (False, True, "all"):  # Range wants even its float inputs known
@@ -356,8 +362,7 @@ def compile_alone(tf, mode, graph, op, outputs, feeds, device="CPU"):
 
 def _fed(op, feeds, constants):
     """Whether an argument of the compiled function reaches ``op``'s inputs."""
-    arguments = set(t.op.name for t in feeds if constants is False or (
-        constants is True and t.dtype.base_dtype.name in _FLOAT_DTYPES))
+    arguments = set(t.op.name for t in _arguments(feeds, constants))
     seen, stack = set(), [t.op for t in op.inputs]
     while stack:
         node = stack.pop()
@@ -376,7 +381,8 @@ def probe_xla(tf, np, build, tolerance, device="CPU"):
     make_gradient): ``make_gradient()`` adds the gradient to that graph and returns
     (gradient tensors, extra feeds for the upstream gradients), or None when the op
     has no gradient to compile; ``make_gradient`` None: an op without a registered
-    gradient, compiled alone (``compile_alone``). It raises when the op cannot be built; ``tolerance``
+    gradient, compiled alone (``compile_alone``). It raises when the op cannot be
+    built; ``tolerance``
     maps a dtype name (``float32``) to the numerical check's tolerance.
     """
     started = time.time()
