@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import ROOT, run_cli
+from cli_run import ROOT, checkout_copy, run_cli
 
 tf = pytest.importorskip("tensorflow")
 
@@ -205,10 +205,7 @@ def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def hook_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout as a git repository pre-commit can install from (its files as they
     are now, committed in a copy)."""
-    copy = tmp_path_factory.mktemp("hook") / "opregistry"
-    ignore = shutil.ignore_patterns(".git", ".ci-*", "*.egg-info", "build", "__pycache__",
-                                    ".venv", ".pytest_cache")
-    shutil.copytree(ROOT, copy, ignore=ignore)
+    copy = checkout_copy(tmp_path_factory.mktemp("hook") / "opregistry")
     git(copy, "init", "-q")
     git(copy, "add", "-A")
     assert git(copy, "commit", "-qm", "hook").returncode == 0

@@ -53,12 +53,21 @@ SCRIPT = textwrap.dedent("""
 def guard_venv() -> Path:
     """tensorflow-cpu 2.15.1 (Python 3.10, per the harvest recipe) plus this project,
     editable: cached under the runner's cache folder, built the first time. The project
-    is installed again when pyproject.toml changed (a dependency added since)."""
+    is installed again when pyproject.toml changed (a dependency added since) or the venv
+    points at another checkout."""
     recipe = recipes.recipe_for(RELEASE)
     venv = environments.cache_dir() / "venvs" / f"guard-{recipe.name}"
+    with environments.building(venv):  # one worker builds it, the others wait
+        return _guard_venv(recipe, venv)
+
+
+def _guard_venv(recipe: recipes.Recipe, venv: Path) -> Path:
     python = venv / "bin" / "python"
     ready = venv / ".opregistry-guard-ready"
-    stamp = f"{RELEASE} {hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n"
+    # editable: the checkout it points at is part of the stamp (another clone's venv
+    # would run that clone's code)
+    stamp = (f"{RELEASE} {ROOT} "
+             f"{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n")
     if ready.exists() and python.exists() and ready.read_text() == stamp:
         return python
     if not python.exists():

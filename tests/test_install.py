@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import checkout_copy
 
 from opregistry.db.location import shipped_database_path
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
@@ -21,7 +21,8 @@ def installed(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("installed") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", str(ROOT)],
+                           "--disable-pip-version-check",
+                           str(checkout_copy(venv.parent / "source"))],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return venv

@@ -3,6 +3,7 @@ Chromium (Debian's /usr/bin/chromium through playwright; no browser is downloade
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -21,6 +22,20 @@ CHROMIUM = Path("/usr/bin/chromium")
 # without the background-networking flags Chromium waits on the closed network
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def screenshot(page: Any, name: str, folder: Path, **options: Any) -> None:
+    """The page as a PNG, in the test's own folder; into docs/images (the pictures the docs
+    show) only when ``OPREGISTRY_UPDATE_DOCS_IMAGES=1`` asks, and then by an atomic
+    rename: a test run never writes into the checkout, where tests/test_docs.py may be
+    building the site from those pictures in another worker."""
+    shot = folder / name
+    page.screenshot(path=str(shot), **options)
+    assert shot.stat().st_size > 0
+    if os.environ.get("OPREGISTRY_UPDATE_DOCS_IMAGES") == "1":
+        staged = ROOT / "docs" / "images" / f".{name}.{os.getpid()}"
+        shutil.copyfile(shot, staged)
+        os.replace(staged, ROOT / "docs" / "images" / name)
 
 
 @pytest.fixture(scope="session")
@@ -155,7 +170,8 @@ def test_releases_appear_from_their_records_without_code_changes(tmp_path: Path,
 # ------------------------------------------------------------------------ in Chromium
 
 
-def test_the_matrix_loads_from_file_with_every_op_and_release(site: Path, data: dict, watched):
+def test_the_matrix_loads_from_file_with_every_op_and_release(site: Path, data: dict, watched,
+                                                             tmp_path: Path):
     page = watched.open(site, "index.html")
     assert page.inner_text("#count") == f"{len(data['ops'])} of {len(data['ops'])} ops"
     headers = page.locator("#head tr.versions th[scope=col] a")
@@ -167,8 +183,7 @@ def test_the_matrix_loads_from_file_with_every_op_and_release(site: Path, data: 
     rows = page.locator("#rows tr[data-i]").count()
     assert 10 < rows < 200  # only what is in view is rendered
     assert page.evaluate("window.OPREGISTRY_READY_MS") < 3000
-    (ROOT / "docs" / "images").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ROOT / "docs" / "images" / "site-matrix.png"))
+    screenshot(page, "site-matrix.png", tmp_path)
 
 
 def test_searching_a_python_name_shows_floor_with_none_in_2_21(site: Path, data: dict, watched):
@@ -258,7 +273,8 @@ def test_the_argmax_page_shows_registered_none_and_the_source_link(site: Path, w
     assert "tf.math.argmax" in page.locator("#python-names + ul").inner_text()
 
 
-def test_the_clipbyvalue_history_shows_its_change_between_2_12_and_2_21(site: Path, watched):
+def test_the_clipbyvalue_history_shows_its_change_between_2_12_and_2_21(site: Path, watched,
+                                                                       tmp_path: Path):
     page = watched.open(site, "ops/ClipByValue.html", ready=False)
     before = page.locator("tr:has(#r-2\\.12\\.1)").locator("td").all_inner_texts()
     after = page.locator("tr:has(#r-2\\.21\\.0)").locator("td").all_inner_texts()
@@ -269,8 +285,7 @@ def test_the_clipbyvalue_history_shows_its_change_between_2_12_and_2_21(site: Pa
     assert changed.locator("td").first.inner_text().startswith(
         "changed in gradient missing → registered; effective missing → differentiable")
     assert page.locator("ul.changes a[href='#r-2.13.1']").count() == 1
-    (ROOT / "docs" / "images").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ROOT / "docs" / "images" / "site-op.png"), full_page=False)
+    screenshot(page, "site-op.png", tmp_path, full_page=False)
 
 
 def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(

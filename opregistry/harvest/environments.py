@@ -3,15 +3,20 @@ Python, reused until ``--rebuild-env``.
 
 A venv folder is deleted (rebuilt, discarded, or an interrupted build started over) only
 when it is ours: it holds the marker written before the venv was built, naming its
-recipe. Anything else at that path is refused, never deleted."""
+recipe. Anything else at that path is refused, never deleted. Two processes asking for
+one recipe's venv at once (two harvests, two test workers) build it once: the second waits
+on a lock beside the venv, then finds it ready (without the lock it took the first one's
+half-built folder for an interrupted build and deleted it)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 from opregistry.errors import HarvestError
 from opregistry.harvest.recipes import Recipe
@@ -73,10 +78,38 @@ def last_error_line(stderr: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+@contextlib.contextmanager
+def building(venv: Path) -> Iterator[None]:
+    """Held while a venv is checked and built: an exclusive lock on
+    ``<cache>/locks/<venv>.lock`` (released by the system if the holder dies; outside
+    ``venvs/``, which holds only venvs). Where ``fcntl`` does not exist (Windows), no
+    lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        locks = venv.parent.parent / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        lock = open(locks / f"{venv.name}.lock", "a")
+    except OSError as exc:
+        raise HarvestError(f"cannot lock the venv {venv}: {exc.strerror or exc}") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_venv(recipe: Recipe, base_python: str | os.PathLike[str] | None = None,
                 rebuild: bool = False) -> Path:
     """The cached venv for ``recipe``, built first if needed; returns its python."""
     venv = venv_path(recipe)
+    with building(venv):
+        return _ensure_venv(recipe, venv, base_python, rebuild)
+
+
+def _ensure_venv(recipe: Recipe, venv: Path, base_python: str | os.PathLike[str] | None,
+                 rebuild: bool) -> Path:
     python = venv / "bin" / "python"
     if rebuild and os.path.lexists(venv):
         _remove_ours(venv, recipe)

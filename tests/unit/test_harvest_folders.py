@@ -27,6 +27,9 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("OPREGISTRY_CACHE", str(tmp_path / "cache"))
     venv = environments.venv_path(RECIPE)
     venv.parent.mkdir(parents=True)
+    # the lock a build holds (opened, never written): there before the snapshots
+    (venv.parent.parent / "locks").mkdir()
+    (venv.parent.parent / "locks" / f"{venv.name}.lock").touch()
     (tmp_path / "outside.txt").write_text("outside")
     return venv
 
@@ -78,6 +81,34 @@ def test_a_failed_build_removes_only_the_venv_it_made(cache, tmp_path):
     with pytest.raises(HarvestError, match="installing ./no-such-package"):
         ensure_venv(RECIPE, sys.executable)
     assert not os.path.lexists(cache) and list(cache.parent.iterdir()) == []
+
+
+def test_a_venv_being_built_is_waited_for_not_taken_for_an_interrupted_build(cache, tmp_path):
+    """Two processes asking for one recipe's venv: the second waits for the first's lock.
+    Without it, it took the first one's half-built folder (its owner marker, no ready
+    marker yet) for an interrupted build and deleted it."""
+    import subprocess
+    import time
+
+    code = ("import sys; from opregistry.harvest.environments import ensure_venv; "
+            "from opregistry.harvest.recipes import Recipe; "
+            "ensure_venv(Recipe(version='1', python='3.11', package='./no-such-package'), "
+            "sys.executable)")
+    with environments.building(cache):  # this process is building it
+        cache.mkdir()
+        (cache / OWNER_MARKER).write_text(json.dumps({"recipe": RECIPE.name}))
+        (cache / "half-built").write_text("pip is installing")
+        other = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE,
+                                 text=True, env=dict(os.environ))
+        time.sleep(1.5)
+        assert other.poll() is None  # waiting, not deleting
+        assert (cache / "half-built").exists()
+        (cache / READY_MARKER).write_text(json.dumps(RECIPE.__dict__))
+        (cache / "bin").mkdir()
+        (cache / "bin" / "python").symlink_to(sys.executable)
+    _, stderr = other.communicate(timeout=60)
+    assert other.returncode == 0, stderr  # it found the venv ready and built nothing
+    assert (cache / "half-built").exists()
 
 
 def test_save_json_replaces_an_earlier_document_and_nothing_else(tmp_path):

@@ -1,0 +1,167 @@
+"""Where the test suite's time goes: the run's wall time, each tier's and each file's
+share, the slowest tests.
+
+Runs pytest with this module as a plugin (``-p suite_times``) that records, for every
+test, the time of its setup, call and teardown and its markers, from xdist's controller
+as from a single process; then prints the figures, against the obvious alternative of
+reading pytest's ``--durations`` by hand: the sum of every test's time over the run's
+wall time is the speed-up the workers gave (about the number of cores when the files are
+balanced). A file's tests stay in one worker (``--dist loadfile``), so a file's sum is
+about the time its worker spent on it: the longest file bounds the run.
+
+The tiers: ``unit`` (tests/unit, no TensorFlow), ``unit-fuzz`` (its CI-sized fuzz runs),
+``tf`` (tests/, the developer tier ``-m "not slow and not fuzz"``), ``tf-fuzz`` (the
+CI-sized generated-program runs), ``slow`` (another release's venv, the install).
+
+Run:  python bench/suite_times.py [--top 30] [--markdown] [--save run.json] [-- PYTEST ARGS]
+      python bench/suite_times.py --load run.json [--markdown]
+Without PYTEST ARGS it runs the README's test command's pytest part
+(``-n auto --dist loadfile``) over everything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD_ENV = "SUITE_TIMES_RECORD"  # where the plugin appends its lines (JSON, one a test)
+
+
+# -- the plugin (loaded into pytest's controller by -p suite_times) -------------------------
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """Every phase of every test reaches the controller: add the phases up per test."""
+    path = os.environ.get(RECORD_ENV)
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):  # the controller records all
+        return
+    marks = sorted(name for name in ("slow", "fuzz") if name in report.keywords)
+    with open(path, "a") as out:
+        out.write(json.dumps({"id": report.nodeid, "when": report.when,
+                              "seconds": report.duration, "outcome": report.outcome,
+                              "marks": marks}) + "\n")
+
+
+# -- the figures ----------------------------------------------------------------------------
+
+def tier(test_id: str, marks: list[str]) -> str:
+    unit = test_id.startswith("tests/unit/")
+    if "slow" in marks:
+        return "slow"
+    if "fuzz" in marks:
+        return "unit-fuzz" if unit else "tf-fuzz"
+    return "unit" if unit else "tf"
+
+
+def summarise(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    tests: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        entry = tests.setdefault(line["id"], {"seconds": 0.0, "marks": line["marks"],
+                                              "outcome": "passed"})
+        entry["seconds"] += line["seconds"]
+        if line["outcome"] != "passed" and not (line["when"] != "call"
+                                                 and line["outcome"] == "skipped"):
+            entry["outcome"] = line["outcome"]
+        elif line["outcome"] == "skipped":
+            entry["outcome"] = "skipped"
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    tiers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for test_id, entry in tests.items():
+        name = test_id.split("::")[0]
+        files[name][0] += entry["seconds"]
+        files[name][1] += 1
+        which = tier(test_id, entry["marks"])
+        tiers[which][0] += entry["seconds"]
+        tiers[which][1] += 1
+    return {"tests": tests, "files": dict(files), "tiers": dict(tiers)}
+
+
+def render(figures: dict[str, Any], wall: float | None, top: int, markdown: bool) -> str:
+    tests, files, tiers = figures["tests"], figures["files"], figures["tiers"]
+    total = sum(entry["seconds"] for entry in tests.values())
+    outcomes: dict[str, int] = defaultdict(int)
+    for entry in tests.values():
+        outcomes[entry["outcome"]] += 1
+    lines = []
+    head = (f"{len(tests)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))});"
+            f" test time {total:.0f} s")
+    if wall:
+        head += f"; wall time {wall:.0f} s; test time / wall time {total / wall:.2f}"
+    lines += [head, ""]
+
+    def table(title: str, header: list[str], rows: list[list[str]]) -> None:
+        lines.append(title)
+        if markdown:
+            lines.append("| " + " | ".join(header) + " |")
+            lines.append("|" + "|".join("---" for _ in header) + "|")
+            lines.extend("| " + " | ".join(row) + " |" for row in rows)
+        else:
+            widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+            lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                         for r in [header, *rows])
+        lines.append("")
+
+    order = ["unit", "unit-fuzz", "tf", "tf-fuzz", "slow"]
+    table("Per tier", ["tier", "tests", "seconds", "share"],
+          [[name, str(tiers[name][1]), f"{tiers[name][0]:.0f}",
+            f"{100 * tiers[name][0] / total:.0f}%" if total else "-"]
+           for name in order if name in tiers])
+    table("Per file (longest first)", ["file", "tests", "seconds"],
+          [[f"`{name}`" if markdown else name, str(count), f"{seconds:.1f}"]
+           for name, (seconds, count) in sorted(files.items(), key=lambda kv: -kv[1][0])])
+    slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:top]
+    table(f"The {top} slowest tests (setup + call + teardown)", ["seconds", "test"],
+          [[f"{entry['seconds']:.1f}", f"`{test_id}`" if markdown else test_id]
+           for test_id, entry in slowest])
+    return "\n".join(lines)
+
+
+def run(pytest_args: list[str]) -> tuple[list[dict[str, Any]], float, int]:
+    with tempfile.TemporaryDirectory(prefix="suite-times-") as folder:
+        record = Path(folder) / "record.jsonl"
+        env = dict(os.environ, **{RECORD_ENV: str(record)})
+        here = str(Path(__file__).resolve().parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+        started = time.perf_counter()
+        code = subprocess.call([sys.executable, "-m", "pytest", "-p", "suite_times",
+                                *pytest_args], cwd=ROOT, env=env)
+        wall = time.perf_counter() - started
+        lines = ([json.loads(line) for line in record.read_text().splitlines()]
+                 if record.exists() else [])
+    return lines, wall, code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    pytest_args: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, pytest_args = argv[:at], argv[at + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--markdown", action="store_true", help="tables for the docs")
+    parser.add_argument("--save", type=Path, help="keep the run's record (JSON)")
+    parser.add_argument("--load", type=Path, help="print a saved record, run nothing")
+    options = parser.parse_args(argv)
+    code = 0
+    if options.load:
+        saved = json.loads(options.load.read_text())
+        lines, wall = saved["lines"], saved["wall"]
+    else:
+        lines, wall, code = run(pytest_args or ["-n", "auto", "--dist", "loadfile", "-q"])
+        if options.save:
+            options.save.write_text(json.dumps({"lines": lines, "wall": wall,
+                                                "args": pytest_args}))
+    print(render(summarise(lines), wall, options.top, options.markdown))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
