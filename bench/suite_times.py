@@ -6,7 +6,9 @@ test, the time of its setup, call and teardown and its markers, from xdist's con
 as from a single process; then prints the figures, against the obvious alternative of
 reading pytest's ``--durations`` by hand: the sum of every test's time over the run's
 wall time is the speed-up the workers gave (about the number of cores when the files are
-balanced). A file's tests stay in one worker (``--dist loadfile``), so a file's sum is
+balanced). Each test's CPU time (its process and the subprocesses it waited for) is
+recorded too: on a machine shared with other work it changes far less than wall time.
+A file's tests stay in one worker (``--dist loadfile``), so a file's sum is
 about the time its worker spent on it: the longest file bounds the run.
 
 The tiers: ``unit`` (tests/unit, no TensorFlow), ``unit-fuzz`` (its CI-sized fuzz runs),
@@ -35,7 +37,28 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORD_ENV = "SUITE_TIMES_RECORD"  # where the plugin appends its lines (JSON, one a test)
 
 
-# -- the plugin (loaded into pytest's controller by -p suite_times) -------------------------
+# -- the plugin (loaded into pytest's controller and workers by -p suite_times) -------------
+
+def _cpu_seconds() -> float:
+    """User and system time of this process and of its children that ended (the CLI's
+    subprocesses, TF's answering processes): what a test costs whatever else runs."""
+    import resource
+
+    return sum(getattr(resource.getrusage(who), field)
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+
+
+def pytest_runtest_setup(item: Any) -> None:
+    item._suite_times_cpu = _cpu_seconds()
+
+
+def pytest_runtest_makereport(item: Any, call: Any) -> None:
+    """The test's CPU time rides on its teardown report (xdist sends user_properties to
+    the controller)."""
+    if call.when == "teardown" and hasattr(item, "_suite_times_cpu"):
+        item.user_properties.append(("cpu_seconds", _cpu_seconds() - item._suite_times_cpu))
+
 
 def pytest_runtest_logreport(report: Any) -> None:
     """Every phase of every test reaches the controller: add the phases up per test."""
@@ -44,8 +67,10 @@ def pytest_runtest_logreport(report: Any) -> None:
         return
     marks = sorted(name for name in ("slow", "fuzz") if name in report.keywords)
     with open(path, "a") as out:
+        cpu = dict(report.user_properties).get("cpu_seconds", 0.0)
         out.write(json.dumps({"id": report.nodeid, "when": report.when,
-                              "seconds": report.duration, "outcome": report.outcome,
+                              "seconds": report.duration, "cpu": cpu if report.when ==
+                              "teardown" else 0.0, "outcome": report.outcome,
                               "marks": marks}) + "\n")
 
 
@@ -63,35 +88,36 @@ def tier(test_id: str, marks: list[str]) -> str:
 def summarise(lines: list[dict[str, Any]]) -> dict[str, Any]:
     tests: dict[str, dict[str, Any]] = {}
     for line in lines:
-        entry = tests.setdefault(line["id"], {"seconds": 0.0, "marks": line["marks"],
-                                              "outcome": "passed"})
+        entry = tests.setdefault(line["id"], {"seconds": 0.0, "cpu": 0.0,
+                                              "marks": line["marks"], "outcome": "passed"})
         entry["seconds"] += line["seconds"]
+        entry["cpu"] += line.get("cpu", 0.0)
         if line["outcome"] != "passed" and not (line["when"] != "call"
                                                  and line["outcome"] == "skipped"):
             entry["outcome"] = line["outcome"]
         elif line["outcome"] == "skipped":
             entry["outcome"] = "skipped"
-    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    tiers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0.0])
+    tiers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0.0])
     for test_id, entry in tests.items():
-        name = test_id.split("::")[0]
-        files[name][0] += entry["seconds"]
-        files[name][1] += 1
-        which = tier(test_id, entry["marks"])
-        tiers[which][0] += entry["seconds"]
-        tiers[which][1] += 1
+        for table, key in ((files, test_id.split("::")[0]),
+                           (tiers, tier(test_id, entry["marks"]))):
+            table[key][0] += entry["seconds"]
+            table[key][1] += 1
+            table[key][2] += entry["cpu"]
     return {"tests": tests, "files": dict(files), "tiers": dict(tiers)}
 
 
 def render(figures: dict[str, Any], wall: float | None, top: int, markdown: bool) -> str:
     tests, files, tiers = figures["tests"], figures["files"], figures["tiers"]
     total = sum(entry["seconds"] for entry in tests.values())
+    cpu = sum(entry["cpu"] for entry in tests.values())
     outcomes: dict[str, int] = defaultdict(int)
     for entry in tests.values():
         outcomes[entry["outcome"]] += 1
     lines = []
     head = (f"{len(tests)} tests ({', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))});"
-            f" test time {total:.0f} s")
+            f" test time {total:.0f} s; CPU time {cpu:.0f} s")
     if wall:
         head += f"; wall time {wall:.0f} s; test time / wall time {total / wall:.2f}"
     lines += [head, ""]
@@ -109,17 +135,20 @@ def render(figures: dict[str, Any], wall: float | None, top: int, markdown: bool
         lines.append("")
 
     order = ["unit", "unit-fuzz", "tf", "tf-fuzz", "slow"]
-    table("Per tier", ["tier", "tests", "seconds", "share"],
+    table("Per tier", ["tier", "tests", "seconds", "share", "CPU seconds"],
           [[name, str(tiers[name][1]), f"{tiers[name][0]:.0f}",
-            f"{100 * tiers[name][0] / total:.0f}%" if total else "-"]
+            f"{100 * tiers[name][0] / total:.0f}%" if total else "-", f"{tiers[name][2]:.0f}"]
            for name in order if name in tiers])
-    table("Per file (longest first)", ["file", "tests", "seconds"],
-          [[f"`{name}`" if markdown else name, str(count), f"{seconds:.1f}"]
-           for name, (seconds, count) in sorted(files.items(), key=lambda kv: -kv[1][0])])
+    table("Per file (longest first)", ["file", "tests", "seconds", "CPU seconds"],
+          [[f"`{name}`" if markdown else name, str(int(count)), f"{seconds:.1f}",
+            f"{used:.1f}"]
+           for name, (seconds, count, used) in sorted(files.items(),
+                                                      key=lambda kv: -kv[1][0])])
     slowest = sorted(tests.items(), key=lambda kv: -kv[1]["seconds"])[:top]
-    table(f"The {top} slowest tests (setup + call + teardown)", ["seconds", "test"],
-          [[f"{entry['seconds']:.1f}", f"`{test_id}`" if markdown else test_id]
-           for test_id, entry in slowest])
+    table(f"The {top} slowest tests (setup + call + teardown)",
+          ["seconds", "CPU seconds", "test"],
+          [[f"{entry['seconds']:.1f}", f"{entry['cpu']:.1f}",
+            f"`{test_id}`" if markdown else test_id] for test_id, entry in slowest])
     return "\n".join(lines)
 
 

@@ -25,7 +25,8 @@ from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cl
 # The TF tier's files take minutes, the quick tier's (tests/unit) seconds; a run holds
 # files of one tier or of both, and the order within each list is what counts.
 _LONG_FIRST = ["tests/test_xla.py", "tests/test_check_corpus.py",
-               "tests/test_random_differential.py", "tests/test_fuzz_readers.py",
+               "tests/test_random_differential_ci.py", "tests/test_fuzz_readers.py",
+               "tests/test_random_differential.py",
                "tests/test_check_xla.py", "tests/test_output_facts.py",
                "tests/test_cond_predicate.py", "tests/test_library_replay.py",
                "tests/test_second_release.py", "tests/test_guard_keras.py",
