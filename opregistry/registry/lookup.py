@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from opregistry.db.location import DbLike
-from opregistry.db.store import Store, is_prerelease, using, version_key
+from opregistry.db.store import Store, ascii_lower, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.names import implemented_by
@@ -317,11 +317,14 @@ def input_gradients(store: Store, release_id: int, op: str | None = None,
                     ops: Collection[str] | None = None) -> dict[str, list[InputGradient]]:
     out: dict[str, list[InputGradient]] = {}
     for row in store.inputs(release_id, op, ops):
-        out.setdefault(row["op_name"], []).append(InputGradient(
-            row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
-            row["result"], row["numeric_error"],
-            tuple(json.loads(row["by_output"])) if row.get("by_output") else None))
+        out.setdefault(row["op_name"], []).append(_input_gradient(row))
     return out
+
+
+def _input_gradient(row: dict[str, Any]) -> InputGradient:
+    return InputGradient(row["position"], row["name"], row["dtype"],
+                         bool(row["carries_gradient"]), row["result"], row["numeric_error"],
+                         tuple(json.loads(row["by_output"])) if row.get("by_output") else None)
 
 
 def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
@@ -336,29 +339,54 @@ def _strip_prefix(name: str) -> str:
     return name
 
 
-def _resolve_name(store: Store, name: str) -> tuple[str, list[tuple[str, str | None]]]:
-    """(matched_by, [(op, python-name method)]) for an op or Python name."""
-    bare = _strip_prefix(name.strip())
-    exact = store.op_names(bare)
-    if exact:
-        return "op", [(exact[0], None)]
-    folded = store.op_names(bare, fold_case=True)
-    if folded:
-        return "op_case_insensitive", [(op, None) for op in folded]
-    candidates = [name.strip()]
-    if not name.startswith("tf."):
-        candidates.append("tf." + name.strip())
-    for candidate in candidates:
-        found = store.python_names(candidate) or store.python_names(candidate, fold_case=True)
-        # the op the name is implemented by, not every op its code creates (else all)
-        found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])
-                 ] or found
-        if found:
-            ops: dict[str, str] = {}
-            for row in sorted(found, key=lambda r: (r["op_name"], r["method"])):
-                ops.setdefault(row["op_name"], row["method"])
-            return "python_name", sorted(ops.items())
-    raise UnknownOpError(name, suggest(store, name))
+class _Names:
+    """The op and Python names a lookup of ``names`` can match, read in a few queries
+    whatever the number of names (not one per name)."""
+
+    def __init__(self, store: Store, names: Sequence[str]):
+        bares = {_strip_prefix(n.strip()) for n in names}
+        self.ops = set(store.op_names_in(bares))
+        missing = {b for b in bares if b not in self.ops}
+        self.folded: dict[str, list[str]] = {}
+        for op in sorted(store.op_names_in(missing, fold_case=True) if missing else ()):
+            self.folded.setdefault(ascii_lower(op), []).append(op)
+        candidates = {c for n in names if not self._is_op(n) for c in _candidates(n)}
+        self.python: dict[str, list[dict[str, Any]]] = {}
+        for row in store.python_names_in(candidates) if candidates else ():
+            self.python.setdefault(row["name"], []).append(row)
+        missing = {c for c in candidates if c not in self.python}
+        self.python_folded: dict[str, list[dict[str, Any]]] = {}
+        for row in store.python_names_in(missing, fold_case=True) if missing else ():
+            self.python_folded.setdefault(ascii_lower(row["name"]), []).append(row)
+
+    def _is_op(self, name: str) -> bool:
+        bare = _strip_prefix(name.strip())
+        return bare in self.ops or ascii_lower(bare) in self.folded
+
+    def resolve(self, name: str) -> tuple[str, list[tuple[str, str | None]]] | None:
+        """(matched_by, [(op, python-name method)]) for an op or Python name, or None."""
+        bare = _strip_prefix(name.strip())
+        if bare in self.ops:
+            return "op", [(bare, None)]
+        if ascii_lower(bare) in self.folded:
+            return "op_case_insensitive", [(op, None) for op in self.folded[ascii_lower(bare)]]
+        for candidate in _candidates(name):
+            found = self.python.get(candidate) or \
+                self.python_folded.get(ascii_lower(candidate), [])
+            # the op the name is implemented by, not every op its code creates (else all)
+            found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])
+                     ] or found
+            if found:
+                ops: dict[str, str] = {}
+                for row in sorted(found, key=lambda r: (r["op_name"], r["method"])):
+                    ops.setdefault(row["op_name"], row["method"])
+                return "python_name", sorted(ops.items())
+        return None
+
+
+def _candidates(name: str) -> list[str]:
+    """The Python names ``name`` may be: itself, and with ``tf.`` before it."""
+    return [name.strip()] + ([] if name.startswith("tf.") else ["tf." + name.strip()])
 
 
 def suggest(store: Store, name: str, limit: int = 5) -> list[str]:
@@ -379,21 +407,71 @@ def lookup(name: str, release: str | None = None, *, library: str | None = None,
     """Gradient status of an op (by op name, any case, or public Python name) in every
     release, or in ``release`` only (an op library's op: in the library release that
     ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only."""
+    results, errors = lookup_many([name], release, library=library, db=db)
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+# unknown names given a "did you mean" (difflib over every name: slow), and named in
+# the one error of a lookup of many
+SHOWN_UNKNOWN = 5
+
+
+def lookup_many(names: Sequence[str], release: str | None = None, *,
+                library: str | None = None, db: DbLike = None
+                ) -> tuple[tuple[LookupResult, ...], tuple[OpregistryError, ...]]:
+    """:func:`lookup` of each of ``names`` in a few queries, whatever their number:
+    (the results of the names found, in order; an error per name not found, in order,
+    the first ``SHOWN_UNKNOWN`` unknown ones with suggestions). An unknown release or
+    library raises."""
     with using(db) as store:
-        matched_by, ops = _resolve_name(store, name)
         wanted = _wanted_releases(store, release, library)
-        rows: list[OpRelease] = []
-        for op, method in ops:
-            for row in store.op_rows(op=op):
-                if wanted is not None and row["release_id"] not in wanted:
-                    continue
-                inputs = input_gradients(store, row["release_id"], op).get(op, [])
-                rows.append(op_release(row, via=name if method else None, inputs=inputs))
-        if wanted is not None and not rows:
-            where = f"release {release}" if release else f"op library {library}"
-            raise OpregistryError(f"{name!r} is not an op of {where}")
-        return LookupResult(query=name, matched_by=matched_by,
-                            ops=tuple(op for op, _ in ops), rows=tuple(_sorted_rows(rows)))
+        index = _Names(store, names)
+        resolved = [(name, index.resolve(name)) for name in names]
+        ops = {op for _, found in resolved if found for op, _ in found[1]}
+        by_op: dict[str, list[dict[str, Any]]] = {}
+        for row in store.op_rows(ops=ops) if ops else ():
+            if row["op"] in ops and (wanted is None or row["release_id"] in wanted):
+                by_op.setdefault(row["op"], []).append(row)
+        inputs: dict[tuple[int, str], list[InputGradient]] = {}
+        for row in store.inputs(None, ops=ops) if by_op else ():
+            if row["op_name"] in by_op:
+                inputs.setdefault((row["release_id"], row["op_name"]), []).append(
+                    _input_gradient(row))
+        results: list[LookupResult] = []
+        errors: list[OpregistryError] = []
+        unknown = 0
+        for name, found in resolved:
+            if found is None:
+                unknown += 1
+                errors.append(UnknownOpError(
+                    name, suggest(store, name) if unknown <= SHOWN_UNKNOWN else []))
+                continue
+            matched_by, pairs = found
+            rows = [op_release(row, via=name if method else None,
+                               inputs=inputs.get((row["release_id"], op), []))
+                    for op, method in pairs for row in by_op.get(op, [])]
+            if wanted is not None and not rows:
+                where = f"release {release}" if release else f"op library {library}"
+                errors.append(OpregistryError(f"{name!r} is not an op of {where}"))
+                continue
+            results.append(LookupResult(query=name, matched_by=matched_by,
+                                        ops=tuple(op for op, _ in pairs),
+                                        rows=tuple(_sorted_rows(rows))))
+        return tuple(results), tuple(errors)
+
+
+def not_found(errors: Sequence[OpregistryError], limit: int = SHOWN_UNKNOWN
+              ) -> OpregistryError:
+    """The one error of a lookup whose ``errors`` (from :func:`lookup_many`, at least
+    one) name the names not found: the error itself for one, else how many and the
+    first ``limit``."""
+    if len(errors) == 1:
+        return errors[0]
+    shown = "; ".join(str(e) for e in errors[:limit])
+    more = f"; and {len(errors) - limit:,} more" if len(errors) > limit else ""
+    return OpregistryError(f"{len(errors):,} names not found: {shown}{more}")
 
 
 def _wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:
