@@ -465,13 +465,26 @@ def lookup_many(names: Sequence[str], release: str | None = None, *,
 def not_found(errors: Sequence[OpregistryError], limit: int = SHOWN_UNKNOWN
               ) -> OpregistryError:
     """The one error of a lookup whose ``errors`` (from :func:`lookup_many`, at least
-    one) name the names not found: the error itself for one, else how many and the
-    first ``limit``."""
+    one) say which names were not found: the error itself for one; else the unknown
+    names (the first ``limit``, with their suggestions, and how many more), then the
+    names the release asked for lacks."""
     if len(errors) == 1:
         return errors[0]
-    shown = "; ".join(str(e) for e in errors[:limit])
-    more = f"; and {len(errors) - limit:,} more" if len(errors) > limit else ""
-    return OpregistryError(f"{len(errors):,} names not found: {shown}{more}")
+    unknown = [e for e in errors if isinstance(e, UnknownOpError)]
+    others = [e for e in errors if not isinstance(e, UnknownOpError)]
+    parts = []
+    if unknown:
+        shown = ", ".join(repr(e.name) + (f" (did you mean {', '.join(e.suggestions)}?)"
+                                          if e.suggestions else "")
+                          for e in unknown[:limit])
+        more = (f" and {len(unknown) - limit:,} more ({len(unknown):,} in all)"
+                if len(unknown) > limit else "")
+        parts.append(f"unknown op or Python name{'s' if len(unknown) > 1 else ''} "
+                     f"{shown}{more}")
+    parts += [str(e) for e in others[:limit]]
+    if len(others) > limit:
+        parts.append(f"and {len(others) - limit:,} more not in the release")
+    return OpregistryError("; ".join(parts))
 
 
 def _wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:
