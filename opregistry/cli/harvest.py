@@ -113,6 +113,15 @@ def harvest_command(
         targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
                                   plugins=(shipped_library_requirement(lib),))
                     for lib in LIBRARIES.values()]
+    try:  # the variables the harvest reads, checked before any work
+        from opregistry.harvest.environments import cache_dir
+        from opregistry.harvest.runner import collector_timeout
+
+        collector_timeout(xla and probes)
+        if any(t.tf_version for t in targets):
+            cache_dir()
+    except OpregistryError as exc:
+        raise fail(exc) from None
     if (rebuild_env or discard_env) and any(t.tf_version for t in targets):
         from opregistry.harvest.environments import cache_dir
 
