@@ -18,8 +18,8 @@ def main() -> None:
     plain = sys.stdout
     checked = CheckedStdout(plain)
     if sys.argv[1:2] != ["run"]:  # under ``run``, stdout is the script's
-        sys.stdout = checked  # type: ignore[assignment]
-    code: object = 0
+        sys.stdout = checked
+    code: str | int | None = 0
     try:
         try:
             _main()

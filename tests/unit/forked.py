@@ -72,7 +72,7 @@ def _child(args: list[str], env: dict[str, str], cwd: Optional[Path], umask: Opt
         encoding = locale.getpreferredencoding(False)
         sys.stdin = open(0, closefd=False, encoding=encoding)
         # the interpreter leaves sys.stdout None when descriptor 1 is closed
-        sys.stdout = None if stdout == "closed" else open(  # type: ignore[assignment]
+        sys.stdout = None if stdout == "closed" else open(
             1, "w", closefd=False, encoding=encoding, errors="strict")
         sys.stderr = open(2, "w", closefd=False, encoding=encoding, errors="backslashreplace",
                           buffering=1)
