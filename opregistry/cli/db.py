@@ -130,6 +130,8 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
             result = load_document(engine, read_document(path))
             loaded.append((str(path), result))
     except OpregistryError as exc:
+        for _, result in loaded:  # what was loaded before the document that failed
+            note(loaded_line(result))
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:
         # on stdout, the table is stderr's lines

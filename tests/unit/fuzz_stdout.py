@@ -216,7 +216,7 @@ def _fits_or_fails(done: subprocess.CompletedProcess[str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", type=int, default=80)
+    parser.add_argument("--cases", type=int, default=70)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     figures = run(args.cases, args.seed)

@@ -1,13 +1,13 @@
 """The stdout and -o fault fuzzer (tests/unit/fuzz_stdout.py), seed 0: every command
 that prints data, on /dev/full, a closed stdout, a pipe whose reader is gone and a
-full disk (a file size limit). The quick tier runs the first 20 inputs; the rest of
-the CI-sized run (80 inputs: the figures on docs/bad-input.md) is marked ``fuzz``."""
+full disk (a file size limit). The quick tier runs the first 15 inputs; the rest of
+the CI-sized run (70 inputs: the figures on docs/bad-input.md) is marked ``fuzz``."""
 from __future__ import annotations
 
 import pytest
 from fuzz_stdout import CALLS, FAULTS, case, run  # tests/unit is on sys.path
 
-CASES, QUICK = 80, 20
+CASES, QUICK = 70, 15
 
 
 def _check(figures, cases: int) -> None:
