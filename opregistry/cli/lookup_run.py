@@ -9,6 +9,7 @@ from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, render
 from opregistry.formats.lookup import Lookups, lookup_summary
 from opregistry.registry import lookup as query
+from opregistry.registry.resolve import not_found
 
 
 def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
@@ -21,7 +22,7 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         check_output(output_file, db=db)
         results, errors = query.lookup_many(names, release, library=library, db=db)
         if errors:
-            raise query.not_found(errors)
+            raise not_found(errors)
         write_output(output_file, render(Lookups(results), fmt))
     except OpregistryError as exc:
         note(f"Error: {exc}")

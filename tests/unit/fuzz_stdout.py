@@ -120,16 +120,16 @@ class _Sandbox:
 def case(n: int, seed: int) -> tuple[int, str, int]:
     """(call, fault, size limit in bytes) of input ``n``: the first ``3 * len(CALLS)``
     inputs meet every call with each of the three stdout faults (each call with a
-    different fault in every ``len(CALLS)`` inputs), the others are drawn at random."""
+    different fault in every ``len(CALLS)`` inputs); the others are a call at random
+    with a size limit on stdout or ``-o``, or ``-o`` on /dev/full."""
     rng = random.Random(f"{seed}:{n}")
     size = rng.randrange(4096, 1 << 17)
     if n < 3 * len(CALLS):
         return n % len(CALLS), FAULTS[(n // len(CALLS) + n) % 3], size
     call = rng.randrange(len(CALLS))
-    fault = rng.choice(FAULTS)
     if CALLS[call][0] in ("--help", "--version") or "--help" in CALLS[call]:
-        fault = rng.choice(FAULTS[:4])  # no -o
-    return call, fault, size
+        return call, "size", size  # no -o
+    return call, rng.choice(FAULTS[3:]), size  # a full disk at a random size, or -o
 
 
 def run(cases: int, seed: int = 0, first: int = 0) -> Figures:
