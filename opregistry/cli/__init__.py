@@ -25,13 +25,16 @@ def main() -> None:
             _main()
         except SystemExit as exc:
             code = exc.code
-        # the data reaches its file before the exit code says it did
-        sys.stdout.flush()
+        # the data reaches its file before the exit code says it did (under ``run``,
+        # stdout is the script's: left as the interpreter leaves it)
+        if sys.stdout is checked:
+            checked.flush()
     except OutputError as exc:  # written outside a command's own checks (click's help)
         note(f"Error: {exc}")
         code = 2
     finally:
-        sys.stdout = plain
+        if sys.stdout is checked:
+            sys.stdout = plain
         checked.finish()
     sys.exit(code)
 
