@@ -58,3 +58,7 @@ class PolicyError(OpregistryError):
 
 class SiteError(OpregistryError):
     """The static site cannot be written where it was asked to go."""
+
+
+class OutputError(OpregistryError):
+    """Standard output or ``-o FILE`` cannot be written, or ``-o`` names an input."""

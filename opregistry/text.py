@@ -31,3 +31,18 @@ def printable(text: str) -> str:
 def printable_cell(value: object) -> object:
     """``printable`` for a string cell; other values as they are."""
     return printable(value) if isinstance(value, str) else value
+
+
+def markdown_safe(text: str) -> str:
+    """``printable(text)`` for markdown prose or a table cell: ``&``, ``<`` and ``>``
+    as HTML entities too, so that no tag in a name (``<img onerror=...>``) is rendered
+    where the markdown is (a pull-request comment); the entities show as the text."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fenced(text: str, info: str = "") -> str:
+    """``text`` as a markdown code block (shown as typed, HTML included), its fence
+    longer than any run of backticks in it, so that nothing in it closes the block."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"

@@ -11,16 +11,32 @@ import sys
 
 
 def main() -> None:
-    try:
-        _main()
-        sys.stdout.flush()  # inside the try: a closed pipe shows here, not at exit
-    except BrokenPipeError:
-        # the reader stopped early (``| head``): what it read is all it wanted. Point
-        # stdout at /dev/null so the interpreter's final flush stays quiet too.
-        import os
+    from opregistry.cli.output import CheckedStdout, guard_standard_streams, note
+    from opregistry.errors import OutputError
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+    guard_standard_streams()
+    plain = sys.stdout
+    checked = CheckedStdout(plain)
+    if sys.argv[1:2] != ["run"]:  # under ``run``, stdout is the script's
+        sys.stdout = checked
+    code: str | int | None = 0
+    try:
+        try:
+            _main()
+        except SystemExit as exc:
+            code = exc.code
+        # the data reaches its file before the exit code says it did (under ``run``,
+        # stdout is the script's: left as the interpreter leaves it)
+        if sys.stdout is checked:
+            checked.flush()
+    except OutputError as exc:  # written outside a command's own checks (click's help)
+        note(f"Error: {exc}")
+        code = 2
+    finally:
+        if sys.stdout is checked:
+            sys.stdout = plain
+        checked.finish()
+    sys.exit(code)
 
 
 def _main() -> None:

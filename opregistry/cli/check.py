@@ -20,7 +20,7 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render
 
@@ -79,6 +79,7 @@ def upgrade_check_command(
     from opregistry.model.check import upgrade_check
     from opregistry.policy import apply_to_changes
 
+    guard_output(output_file, db=db, paths=[model], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
     say_serving_version(model)
     try:

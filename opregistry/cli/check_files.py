@@ -3,6 +3,7 @@
 each model once."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List
 
 import typer
@@ -21,7 +22,7 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit, note
+from opregistry.cli.output import emit, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
 from opregistry.formats.check import CheckedModels, summary_line
@@ -62,16 +63,19 @@ def check_files_command(
     from opregistry.model.check import check
     from opregistry.policy import apply_to_check
 
+    guard_output(output_file, db=db, policy=(policy_file,), paths=[
+        *files, *(str(Path(f).parent) for f in files if Path(f).name == "saved_model.pb")])
     policy = load_cli_policy(ignore, policy_file)
     release = canonical_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
     checked = []
+    lines = []  # each model's line, or its error, in order
     for model in models_of(files):
         try:
             result = apply_to_check(check(model, release=release, db=db, xla=xla), policy)
         except OpregistryError as exc:
             text = str(exc)  # the reader's message names the path already
-            note(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
+            lines.append(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
             errors += 1
             continue
         ignored += len(result.ignored)
@@ -80,9 +84,11 @@ def check_files_command(
                 result.partial_paths or result.xla)):
             failed += 1
         checked.append((model, result))
-        note(f"{model}: {summary_line(result)}")
-    if not errors:
+        lines.append(f"{model}: {summary_line(result)}")
+    if not errors:  # an Error: line of the output comes before any summary
         emit(output_file, render(CheckedModels(tuple(checked)), fmt))
+    for line in lines:
+        note(line)
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from opregistry.cli.output import note, write_output
+from opregistry.cli.output import check_output, note, write_output
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, format_choice
 from opregistry.formats.check import CheckRenderer
@@ -34,6 +34,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
         wanted = [(o.split(":", 1)[0], o.split(":", 1)[1]) if ":" in o else (None, o)
                   for o in output]
     try:  # (a working directory that is gone is load_policy's one line too)
+        check_output(output_file, db=db, paths=[model], policy=(policy_file,))
         policy = load_policy(ignore or (), path=policy_file)
         say_serving_version(model)
         result = apply_to_check(check(model, release=release, db=db, outputs=wanted,

@@ -12,7 +12,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
     """Print the schema revision of the database."""
     from opregistry.db import migrate
 
+    guard_output(output_file, db=db)
     try:
         _, engine = _engine(db, create=False)
         revision = migrate.current(engine)
@@ -117,6 +118,7 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
     from opregistry.db.validate import read_document
     from opregistry.formats.db import LoadedDocuments, loaded_line
 
+    guard_output(output_file, db=db, paths=files)
     loaded: list[tuple[str, LoadResult]] = []
     for path in files:  # before the database is opened (or created)
         if not path.is_file():
@@ -127,9 +129,12 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
         for path in files:
             result = load_document(engine, read_document(path))
             loaded.append((str(path), result))
-            note(loaded_line(result))
     except OpregistryError as exc:
+        for _, result in loaded:  # what was loaded before the document that failed
+            note(loaded_line(result))
         raise fail(exc) from None
     if fmt != OutputFormat.table or output_file is not None:
         # on stdout, the table is stderr's lines
         emit(output_file, render(LoadedDocuments(tuple(loaded)), fmt))
+    for _, result in loaded:  # after the data: an Error: line comes first
+        note(loaded_line(result))

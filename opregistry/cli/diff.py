@@ -11,7 +11,7 @@ from opregistry.cli.options import (
     SourceOption,
     TableFormat,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.registry import diff as changes
@@ -27,6 +27,7 @@ def diff_releases(
     db: OptionalStr = DbOption,
 ) -> None:
     """Ops added and removed, gradient status changes and changed gradient functions."""
+    guard_output(output_file, db=db)
     try:
         result = changes.diff(before, after, db=db, sources=source, library=library)
     except OpregistryError as exc:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from opregistry.cli.options import DbOption, OptionalStr, OutputFileOption, ReleaseOption
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, format_choice, render, summary
 from opregistry.formats.remedies import ExplainRenderer
@@ -31,6 +31,7 @@ def explain_command(
     their code, and the op's gradient status in every release."""
     from opregistry.remedies.explain import explain
 
+    guard_output(output_file, db=db)
     try:
         result = explain(name, release, db=db)
     except OpregistryError as exc:

@@ -17,7 +17,7 @@ from opregistry.cli.options import (
     load_cli_policy,
     report_policy,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, format_choice, summary
 from opregistry.formats.gradcheck import GradcheckRenderer
@@ -93,6 +93,7 @@ def gradcheck_command(
     from opregistry.numerical.targets import load_target, parse_shapes
     from opregistry.policy import apply_to_gradcheck
 
+    guard_output(output_file, db=db, paths=[target_path(target)], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
     release = canonical_release(release, db)
     try:
@@ -116,6 +117,14 @@ def gradcheck_command(
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def target_path(target: str) -> str:
+    """The file or folder a gradcheck target reads (``file.py`` of ``file.py:f``)."""
+    import os
+
+    path, _, function = target.rpartition(":")
+    return target if os.path.exists(target) or not path else path
 
 
 def check_target(target: str) -> None:

@@ -13,7 +13,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render, summary
 from opregistry.formats.db import Harvested
@@ -89,6 +89,7 @@ def harvest_command(
     from opregistry.harvest.recipes import LIBRARIES, shipped_library_requirement
     from opregistry.harvest.runner import DEVICES, RECIPES
 
+    guard_output(output_file, db=db, paths=[python] if python else [])
     versions = list(tf_versions or [])
     if all_releases:
         versions += [r.version for r in RECIPES.values()]
@@ -112,6 +113,15 @@ def harvest_command(
         targets += [HarvestTarget(python=python, tf_version=lib.tf_version,
                                   plugins=(shipped_library_requirement(lib),))
                     for lib in LIBRARIES.values()]
+    try:  # the variables the harvest reads, checked before any work
+        from opregistry.harvest.environments import cache_dir
+        from opregistry.harvest.runner import collector_timeout
+
+        collector_timeout(xla and probes)
+        if any(t.tf_version for t in targets):
+            cache_dir()
+    except OpregistryError as exc:
+        raise fail(exc) from None
     if (rebuild_env or discard_env) and any(t.tf_version for t in targets):
         from opregistry.harvest.environments import cache_dir
 

@@ -2,49 +2,31 @@
 (``fast.py``) both run it, so their output is the same by construction."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from opregistry.cli.output import write_report
-from opregistry.db.store import open_store
+from opregistry.cli.output import check_output, note, write_output
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, render
 from opregistry.formats.lookup import Lookups, lookup_summary
 from opregistry.registry import lookup as query
-from opregistry.text import printable
+from opregistry.registry.resolve import not_found
 
 
 def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | str,
                db: str | None, output_file: str | None = None,
                library: str | None = None) -> int:
-    """The whole `lookup` command without Typer, so the fast path can share it."""
-    results, errors = [], []
+    """The whole `lookup` command without Typer, so the fast path can share it: every
+    name in one read of the database; a name not found is the run's one ``Error:``
+    line (how many, and the first few), with nothing on stdout."""
     try:
-        reader = open_store(db)
+        check_output(output_file, db=db)
+        results, errors = query.lookup_many(names, release, library=library, db=db)
+        if errors:
+            raise not_found(errors)
+        write_output(output_file, render(Lookups(results), fmt))
     except OpregistryError as exc:
-        print(printable(f"Error: {exc}"), file=sys.stderr)
+        note(f"Error: {exc}")
         return exc.exit_code
-    try:
-        for name in names:
-            try:
-                results.append(query.lookup(name, release, library=library, db=reader))
-            except OpregistryError as exc:
-                errors.append(exc)
-    finally:
-        reader.close()
-    if results:
-        text = render(Lookups(tuple(results)), fmt)
-        if output_file is None:
-            print(text)
-            sys.stdout.flush()
-        elif not errors:  # a report with an unknown op in it is not written
-            try:
-                write_report(Path(output_file), text)
-            except OpregistryError as exc:
-                errors.append(exc)
-        for result in results:
-            print(printable(lookup_summary(result)), file=sys.stderr)
-    for error in errors:
-        print(printable(f"Error: {error}"), file=sys.stderr)
-    return errors[0].exit_code if errors else 0
+    for result in results:
+        note(lookup_summary(result))
+    return 0

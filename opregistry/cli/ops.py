@@ -12,7 +12,7 @@ from opregistry.cli.options import (
     TableFormat,
     canonical_release,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import plural, render
 from opregistry.formats.lookup import OpList
@@ -40,6 +40,7 @@ def list_ops(
 ) -> None:
     """List the ops of a release (default: the newest), filtered by gradient status; with
     --library, the ops an op library adds (its release for --tf, default its newest)."""
+    guard_output(output_file, db=db)
     try:
         found = query.ops(release, status=status, public_only=public_only, effective=effective,
                           library=library, xla_gradient=xla_gradient, db=db)

@@ -10,7 +10,7 @@ from opregistry.cli.options import (
     OutputFileOption,
     TableFormat,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.formats.lookup import ReleaseList
@@ -24,6 +24,7 @@ def releases(library: OptionalStr = LibraryOption, fmt: TableFormat = FormatOpti
                  "compile with XLA, per release and device.")) -> None:
     """Releases in the database, TensorFlow's and op libraries', with op counts per
     gradient status (--xla: per XLA status)."""
+    guard_output(output_file, db=db)
     try:
         found = query.releases(db=db, library=library)
     except OpregistryError as exc:

@@ -11,7 +11,7 @@ from opregistry.cli.options import (
     ReleaseOption,
     TableFormat,
 )
-from opregistry.cli.output import emit, fail, note
+from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
 from opregistry.registry import probe_report as coverage
@@ -30,6 +30,7 @@ def probe_report(
     """How much of a release the probes covered, the error distribution of the numerical
     checks, every op whose gradient disagrees with finite differences, and why the
     others were not compared."""
+    guard_output(output_file, db=db)
     try:
         report = coverage.probe_report(release, library=library, db=db)
     except OpregistryError as exc:

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from opregistry.db.store import Store
 
 ENV_VAR = "OPREGISTRY_DB"
-BUSY_ENV_VAR = "OPREGISTRY_BUSY_TIMEOUT"
 DEFAULT_BUSY_SECONDS = 30.0  # a load of every op of a release takes a few seconds
 SHIPPED_NAME = "opregistry.sqlite"
 
@@ -117,11 +116,11 @@ def _hide_password(url: str) -> str:
 
 
 def busy_timeout() -> float:
-    """Seconds a command waits for another process's lock before it gives up."""
-    try:
-        return max(0.0, float(os.environ.get(BUSY_ENV_VAR, DEFAULT_BUSY_SECONDS)))
-    except ValueError:
-        return DEFAULT_BUSY_SECONDS
+    """Seconds a command waits for another process's lock before it gives up
+    (``$OPREGISTRY_BUSY_TIMEOUT``, checked: a bad value is an error naming it)."""
+    from opregistry.settings import BUSY_TIMEOUT, MAX_BUSY_SECONDS, seconds
+
+    return seconds(BUSY_TIMEOUT, DEFAULT_BUSY_SECONDS, 0, MAX_BUSY_SECONDS)
 
 
 def is_lock_error(text: str) -> bool:
@@ -132,4 +131,5 @@ def is_lock_error(text: str) -> bool:
 
 def locked_error(where: str) -> DatabaseError:
     return DatabaseError(f"database {where} is locked by another process; retried for "
-                         f"{busy_timeout():g} s (set {BUSY_ENV_VAR} to wait longer)")
+                         f"{busy_timeout():g} s (set OPREGISTRY_BUSY_TIMEOUT to wait "
+                         "longer)")

@@ -308,20 +308,22 @@ class Store:
         return self.rows(_OP_SELECT + self._xla_join +
                          (" WHERE " + " AND ".join(where) if where else ""), **params)
 
-    def inputs(self, release_id: int, op: str | None = None,
+    def inputs(self, release_id: int | None, op: str | None = None,
                ops: Collection[str] | None = None) -> list[dict[str, Any]]:
-        """Per-input probe rows of a release (of one op, or of ``ops``), ordered by op
-        and position."""
-        where = ["release_id = :rid"]
-        params: dict[str, Any] = {"rid": release_id}
+        """Per-input probe rows of a release (None: of every release; of one op, or of
+        ``ops``), ordered by op and position."""
+        where: list[str] = ["1 = 1"]
+        params: dict[str, Any] = {}
+        if release_id is not None:
+            where, params = ["release_id = :rid"], {"rid": release_id}
         if op is not None:
             where.append("op_name = :op")
             params["op"] = op
         _names_in("op_name", ops, where, params)
         by_output = "by_output" if self._by_output else "NULL AS by_output"
-        return self.rows("SELECT op_name, position, name, dtype, carries_gradient, result, "
-                         "numeric_error, " + by_output + " FROM op_inputs WHERE " +
-                         " AND ".join(where) +
+        return self.rows("SELECT release_id, op_name, position, name, dtype, "
+                         "carries_gradient, result, numeric_error, " + by_output +
+                         " FROM op_inputs WHERE " + " AND ".join(where) +
                          " ORDER BY op_name, position", **params)
 
     def all_inputs(self) -> list[dict[str, Any]]:
@@ -367,6 +369,29 @@ class Store:
         return [r["op_name"] for r in self.rows(
             f"SELECT DISTINCT op_name FROM release_ops WHERE {test}", n=name)]
 
+    def op_names_in(self, names: Collection[str], fold_case: bool = False) -> list[str]:
+        """Op names in any release among ``names`` (in any ASCII case with
+        ``fold_case``), in one query; more than ``MAX_NAMES`` names read every op
+        name, and the caller keeps what it wants."""
+        where: list[str] = []
+        params: dict[str, Any] = {}
+        _names_in("lower(op_name)" if fold_case else "op_name",
+                  {ascii_lower(n) for n in names} if fold_case else names, where, params)
+        return [r["op_name"] for r in self.rows(
+            "SELECT DISTINCT op_name FROM release_ops" +
+            (" WHERE " + where[0] if where else ""), **params)]
+
+    def python_names_in(self, names: Collection[str], fold_case: bool = False
+                        ) -> list[dict[str, Any]]:
+        """(name, op_name, method) of the public Python names among ``names``, as
+        :meth:`op_names_in`."""
+        where: list[str] = []
+        params: dict[str, Any] = {}
+        _names_in("lower(name)" if fold_case else "name",
+                  {ascii_lower(n) for n in names} if fold_case else names, where, params)
+        return self.rows("SELECT DISTINCT name, op_name, method FROM python_names" +
+                         (" WHERE " + where[0] if where else ""), **params)
+
     def python_names(self, name: str | None = None, fold_case: bool = False
                      ) -> list[dict[str, Any]]:
         """(name, op_name, method) of public Python names (or of one, in any case)."""
@@ -375,6 +400,14 @@ class Store:
         test = "lower(name) = lower(:n)" if fold_case else "name = :n"
         return self.rows(f"SELECT DISTINCT name, op_name, method FROM python_names "
                          f"WHERE {test}", n=name)
+
+
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` in lower case as SQLite's ``lower()`` makes it (ASCII letters only)."""
+    return text.translate(ASCII_LOWER)
 
 
 def _matching(releases: list[ReleaseRow], version: str,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
-from opregistry.text import printable
+from opregistry.text import markdown_safe, printable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -122,9 +122,10 @@ def _format(fmt: Enum | str) -> OutputFormat:
 
 def _cell(value: Any, markdown: bool = False) -> Any:
     """A table, markdown or CSV cell: control characters of untrusted names escaped,
-    and in markdown the ``|`` that would end the cell (an op or scope name may hold one)."""
+    and in markdown HTML's ``& < >`` and the ``|`` that would end the cell (an op or
+    scope name may hold one)."""
     if isinstance(value, str):
-        text = printable(value)
+        text = markdown_safe(value) if markdown else printable(value)
         # \| keeps a pipe in its cell; backslashes right before it are doubled so that
         # none of them escapes the next (elsewhere a backslash shows as typed)
         return re.sub(r"(\\*)\|", lambda m: m[1] * 2 + "\\|", text) if markdown else text

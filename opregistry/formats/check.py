@@ -153,7 +153,7 @@ class CheckRenderer(Renderer["CheckResult"]):
     def markdown(self, result: CheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().markdown(result), result.stopping_ops)
+        return with_fix_lines(super().markdown(result), result.stopping_ops, markdown=True)
 
     def dot(self, result: CheckResult) -> str:
         from opregistry.formats.dot import check_result_dot

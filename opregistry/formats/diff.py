@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import Renderer, csv_text, plural, table
-from opregistry.text import printable
+from opregistry.text import fenced, printable
 
 if TYPE_CHECKING:
     from opregistry.registry.diff import DiffResult
@@ -86,7 +86,7 @@ class DiffRenderer(Renderer["DiffResult"]):
     def markdown(self, result: DiffResult) -> str:
         text = table(self.rows(result), COLUMNS, style="github")
         if self.source:
-            text += "".join(f"\n\n```diff\n{_escaped(c.source_diff())}\n```"
+            text += "".join("\n\n" + fenced(_escaped(c.source_diff()), "diff")
                             for c in result.changed_functions)
         return text
 

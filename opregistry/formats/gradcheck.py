@@ -114,7 +114,7 @@ class GradcheckRenderer(Renderer["GradcheckResult"]):
     def markdown(self, result: GradcheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().markdown(result), result.stopping_ops)
+        return with_fix_lines(super().markdown(result), result.stopping_ops, markdown=True)
 
     def sarif(self, result: GradcheckResult) -> str:
         from opregistry.formats.sarif import gradcheck_sarif

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import OutputFormat, Renderer, plural
-from opregistry.text import printable
+from opregistry.text import fenced, markdown_safe, printable
 
 if TYPE_CHECKING:
     from opregistry.model.results import BlockingOp
@@ -38,15 +38,17 @@ def fix_text(op: str, reason: str) -> str:
     return text + f"; opregistry explain {op}"
 
 
-def fix_lines(blocking_ops: Iterable[BlockingOp]) -> list[str]:
+def fix_lines(blocking_ops: Iterable[BlockingOp], markdown: bool = False) -> list[str]:
     """One ``fix:`` line per blocking op type (and reason), for a table's foot."""
-    return [printable(f"fix: {op} ({reason}): {fix_text(op, reason)}")
+    safe = markdown_safe if markdown else printable
+    return [safe(f"fix: {op} ({reason}): {fix_text(op, reason)}")
             for op, reason in _pairs(blocking_ops)]
 
 
-def with_fix_lines(text: str, blocking_ops: Iterable[BlockingOp]) -> str:
+def with_fix_lines(text: str, blocking_ops: Iterable[BlockingOp],
+                   markdown: bool = False) -> str:
     """A table (or markdown) text followed by its ``fix:`` lines."""
-    lines = fix_lines(blocking_ops)
+    lines = fix_lines(blocking_ops, markdown)
     if not lines or not text:
         return text
     return text + "\n\n" + "\n".join(lines)
@@ -155,12 +157,18 @@ def explain_text(result: Any, markdown: bool = False) -> str:
                                                      if r.forward_note else "")]
         if r.reference:
             lines.append(f"  reference: {r.reference}")
-        if s.snippet:
-            fence = "toml" if r.kind == "policy" else "python"
-            lines += (["", f"```{fence}", *s.snippet.splitlines(), "```"] if markdown else
-                      [""] + [f"    {line}" if line else "" for line in s.snippet.splitlines()])
-    text = "\n".join(printable(line) for line in lines)
-    return text
+        if s.snippet and markdown:  # a code block: shown as typed, no entities
+            lines += ["", _Verbatim(fenced("\n".join(
+                printable(line) for line in s.snippet.splitlines()),
+                "toml" if r.kind == "policy" else "python"))]
+        elif s.snippet:
+            lines += [""] + [f"    {line}" if line else "" for line in s.snippet.splitlines()]
+    safe = markdown_safe if markdown else printable
+    return "\n".join(line if isinstance(line, _Verbatim) else safe(line) for line in lines)
+
+
+class _Verbatim(str):
+    """A line of ``explain_text`` already made safe (a markdown code block)."""
 
 
 # ----------------------------------------------------------------------------- site

@@ -49,9 +49,11 @@ def find_python(minor: str) -> Path | None:
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get("OPREGISTRY_CACHE")
-    if explicit:
-        return Path(explicit)
+    from opregistry.settings import CACHE, directory
+
+    explicit = directory(CACHE)
+    if explicit is not None:
+        return explicit
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "opregistry"
 

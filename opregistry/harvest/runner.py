@@ -125,14 +125,11 @@ def collect(python: str | os.PathLike[str] | None = None, *, extra_imports: bool
 def collector_timeout(xla: bool) -> float:
     """Seconds the collector may take: ``OPREGISTRY_COLLECTOR_TIMEOUT`` if set, else 30
     minutes (3 hours when it compiles with XLA)."""
-    explicit = os.environ.get("OPREGISTRY_COLLECTOR_TIMEOUT")
-    if explicit:
-        try:
-            return max(1.0, float(explicit))
-        except ValueError:
-            raise HarvestError(f"OPREGISTRY_COLLECTOR_TIMEOUT={explicit!r} is not a number "
-                               "of seconds") from None
-    return float(COLLECTOR_TIMEOUT_XLA_S if xla else COLLECTOR_TIMEOUT_S)
+    from opregistry.settings import COLLECTOR_TIMEOUT, seconds
+
+    # at most a week: subprocess's timeout is a float, but "never" is not a timeout
+    return seconds(COLLECTOR_TIMEOUT, float(COLLECTOR_TIMEOUT_XLA_S if xla else
+                                            COLLECTOR_TIMEOUT_S), 1, 7 * 86400)
 
 
 def collector_command(interpreter: str, out: str | os.PathLike[str], *,

@@ -11,7 +11,7 @@ from opregistry.db.location import DbLike
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.names import implemented_by
+from opregistry.registry.resolve import SHOWN_UNKNOWN, NameIndex, suggest
 
 # --------------------------------------------------------------------------- results
 
@@ -317,11 +317,14 @@ def input_gradients(store: Store, release_id: int, op: str | None = None,
                     ops: Collection[str] | None = None) -> dict[str, list[InputGradient]]:
     out: dict[str, list[InputGradient]] = {}
     for row in store.inputs(release_id, op, ops):
-        out.setdefault(row["op_name"], []).append(InputGradient(
-            row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
-            row["result"], row["numeric_error"],
-            tuple(json.loads(row["by_output"])) if row.get("by_output") else None))
+        out.setdefault(row["op_name"], []).append(_input_gradient(row))
     return out
+
+
+def _input_gradient(row: dict[str, Any]) -> InputGradient:
+    return InputGradient(row["position"], row["name"], row["dtype"],
+                         bool(row["carries_gradient"]), row["result"], row["numeric_error"],
+                         tuple(json.loads(row["by_output"])) if row.get("by_output") else None)
 
 
 def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
@@ -329,71 +332,59 @@ def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
                                        version_key(r.release), r.package))
 
 
-def _strip_prefix(name: str) -> str:
-    for prefix in ("tf.raw_ops.", "raw_ops."):
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
-
-
-def _resolve_name(store: Store, name: str) -> tuple[str, list[tuple[str, str | None]]]:
-    """(matched_by, [(op, python-name method)]) for an op or Python name."""
-    bare = _strip_prefix(name.strip())
-    exact = store.op_names(bare)
-    if exact:
-        return "op", [(exact[0], None)]
-    folded = store.op_names(bare, fold_case=True)
-    if folded:
-        return "op_case_insensitive", [(op, None) for op in folded]
-    candidates = [name.strip()]
-    if not name.startswith("tf."):
-        candidates.append("tf." + name.strip())
-    for candidate in candidates:
-        found = store.python_names(candidate) or store.python_names(candidate, fold_case=True)
-        # the op the name is implemented by, not every op its code creates (else all)
-        found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])
-                 ] or found
-        if found:
-            ops: dict[str, str] = {}
-            for row in sorted(found, key=lambda r: (r["op_name"], r["method"])):
-                ops.setdefault(row["op_name"], row["method"])
-            return "python_name", sorted(ops.items())
-    raise UnknownOpError(name, suggest(store, name))
-
-
-def suggest(store: Store, name: str, limit: int = 5) -> list[str]:
-    """Close op names and Python names for a name the database does not know."""
-    import difflib  # only on this error path: it is slow to import
-    by_lower = {o.lower(): o for o in store.op_names()}
-    matches = [by_lower[m] for m in difflib.get_close_matches(
-        _strip_prefix(name).lower(), list(by_lower), n=limit, cutoff=0.75)]
-    if len(matches) < limit and ("." in name or name.islower()):
-        names = sorted({r["name"] for r in store.python_names()})
-        wanted = name if name.startswith("tf.") else "tf." + name
-        matches += difflib.get_close_matches(wanted, names, n=limit - len(matches), cutoff=0.8)
-    return matches
-
-
 def lookup(name: str, release: str | None = None, *, library: str | None = None,
            db: DbLike = None) -> LookupResult:
     """Gradient status of an op (by op name, any case, or public Python name) in every
     release, or in ``release`` only (an op library's op: in the library release that
     ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only."""
+    results, errors = lookup_many([name], release, library=library, db=db)
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+def lookup_many(names: Sequence[str], release: str | None = None, *,
+                library: str | None = None, db: DbLike = None
+                ) -> tuple[tuple[LookupResult, ...], tuple[OpregistryError, ...]]:
+    """:func:`lookup` of each of ``names`` in a few queries, whatever their number:
+    (the results of the names found, in order; an error per name not found, in order,
+    the first ``SHOWN_UNKNOWN`` unknown ones with suggestions). An unknown release or
+    library raises."""
     with using(db) as store:
-        matched_by, ops = _resolve_name(store, name)
         wanted = _wanted_releases(store, release, library)
-        rows: list[OpRelease] = []
-        for op, method in ops:
-            for row in store.op_rows(op=op):
-                if wanted is not None and row["release_id"] not in wanted:
-                    continue
-                inputs = input_gradients(store, row["release_id"], op).get(op, [])
-                rows.append(op_release(row, via=name if method else None, inputs=inputs))
-        if wanted is not None and not rows:
-            where = f"release {release}" if release else f"op library {library}"
-            raise OpregistryError(f"{name!r} is not an op of {where}")
-        return LookupResult(query=name, matched_by=matched_by,
-                            ops=tuple(op for op, _ in ops), rows=tuple(_sorted_rows(rows)))
+        index = NameIndex(store, names)
+        resolved = [(name, index.resolve(name)) for name in names]
+        ops = {op for _, found in resolved if found for op, _ in found[1]}
+        by_op: dict[str, list[dict[str, Any]]] = {}
+        for row in store.op_rows(ops=ops) if ops else ():
+            if row["op"] in ops and (wanted is None or row["release_id"] in wanted):
+                by_op.setdefault(row["op"], []).append(row)
+        inputs: dict[tuple[int, str], list[InputGradient]] = {}
+        for row in store.inputs(None, ops=ops) if by_op else ():
+            if row["op_name"] in by_op:
+                inputs.setdefault((row["release_id"], row["op_name"]), []).append(
+                    _input_gradient(row))
+        results: list[LookupResult] = []
+        errors: list[OpregistryError] = []
+        unknown = 0
+        for name, found in resolved:
+            if found is None:
+                unknown += 1
+                errors.append(UnknownOpError(
+                    name, suggest(store, name) if unknown <= SHOWN_UNKNOWN else []))
+                continue
+            matched_by, pairs = found
+            rows = [op_release(row, via=name if method else None,
+                               inputs=inputs.get((row["release_id"], op), []))
+                    for op, method in pairs for row in by_op.get(op, [])]
+            if wanted is not None and not rows:
+                where = f"release {release}" if release else f"op library {library}"
+                errors.append(OpregistryError(f"{name!r} is not an op of {where}"))
+                continue
+            results.append(LookupResult(query=name, matched_by=matched_by,
+                                        ops=tuple(op for op, _ in pairs),
+                                        rows=tuple(_sorted_rows(rows))))
+        return tuple(results), tuple(errors)
 
 
 def _wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:

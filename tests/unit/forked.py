@@ -29,9 +29,13 @@ _warm = False
 
 
 def run(args: list[str], *, env: Mapping[str, str], cwd: Optional[Path] = None,
-        timeout: float = 300, umask: Optional[int] = None) -> subprocess.CompletedProcess[str]:
+        timeout: float = 300, umask: Optional[int] = None, stdout: str = "file",
+        file_size: Optional[int] = None) -> subprocess.CompletedProcess[str]:
     """``subprocess.run([python, -m, opregistry, *args], capture_output=True, text=True,
-    env=env, cwd=cwd, timeout=timeout)``, forked from this process."""
+    env=env, cwd=cwd, timeout=timeout)``, forked from this process. ``stdout``: "file"
+    (captured), or a fault: "full" (/dev/full), "closed" (no descriptor 1, as
+    ``>&-`` leaves it) or "broken" (a pipe whose reader is gone: EPIPE); ``file_size``:
+    RLIMIT_FSIZE in bytes, a full disk for every file the command writes."""
     global _warm
     if not _warm:  # what the commands import, once per test process, not per call
         import opregistry.cli.app  # noqa: F401
@@ -42,7 +46,8 @@ def run(args: list[str], *, env: Mapping[str, str], cwd: Optional[Path] = None,
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(args, dict(env), cwd, umask, out.fileno(), err.fileno())
+            _child(args, dict(env), cwd, umask, out.fileno(), err.fileno(), stdout,
+                   file_size)
         code = _wait(pid, timeout, args)
         stdout, stderr = (_decode(f) for f in (out, err))
     return subprocess.CompletedProcess([sys.executable, "-m", "opregistry", *args], code,
@@ -50,11 +55,12 @@ def run(args: list[str], *, env: Mapping[str, str], cwd: Optional[Path] = None,
 
 
 def _child(args: list[str], env: dict[str, str], cwd: Optional[Path], umask: Optional[int],
-           out: int, err: int) -> None:
+           out: int, err: int, stdout: str = "file", file_size: Optional[int] = None) -> None:
     code = 1
     try:
         os.dup2(out, 1)
         os.dup2(err, 2)
+        _fault(stdout)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         if cwd is not None:
@@ -65,10 +71,16 @@ def _child(args: list[str], env: dict[str, str], cwd: Optional[Path], umask: Opt
         os.environ.update(env)
         encoding = locale.getpreferredencoding(False)
         sys.stdin = open(0, closefd=False, encoding=encoding)
-        sys.stdout = open(1, "w", closefd=False, encoding=encoding, errors="strict")
+        # the interpreter leaves sys.stdout None when descriptor 1 is closed
+        sys.stdout = None if stdout == "closed" else open(
+            1, "w", closefd=False, encoding=encoding, errors="strict")
         sys.stderr = open(2, "w", closefd=False, encoding=encoding, errors="backslashreplace",
                           buffering=1)
         _fresh_warnings()
+        if file_size is not None:  # SIGXFSZ is ignored (as by the interpreter): EFBIG
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
         sys.argv = ["opregistry", *args]
         code = _main()
     except BaseException:  # noqa: B036 - the child must never return into pytest
@@ -95,11 +107,29 @@ def _main() -> int:
         traceback.print_exc()
         code = 1
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         sys.stderr.flush()
     except Exception:  # noqa: BLE001 - the interpreter's exit status for a failed flush
         code = 120
     return code
+
+
+def _fault(stdout: str) -> None:
+    """Descriptor 1 as the fault ``stdout`` names it."""
+    if stdout == "full":
+        full = os.open("/dev/full", os.O_WRONLY)
+        os.dup2(full, 1)
+        os.close(full)
+    elif stdout == "closed":
+        os.close(1)
+    elif stdout == "broken":  # SIGPIPE is ignored here, as the interpreter sets it
+        read, write = os.pipe()
+        os.close(read)
+        os.dup2(write, 1)
+        os.close(write)
+    elif stdout != "file":
+        raise ValueError(stdout)
 
 
 def _fresh_warnings() -> None:

@@ -17,12 +17,13 @@ from typer.testing import CliRunner
 from opregistry.cli.app import load_commands
 from opregistry.cli.fast import try_fast
 from opregistry.db.location import (
-    BUSY_ENV_VAR,
     DEFAULT_BUSY_SECONDS,
     busy_timeout,
     locked_error,
     shipped_database_path,
 )
+from opregistry.settings import BUSY_TIMEOUT as BUSY_ENV_VAR
+from opregistry.settings import SettingError
 
 runner = CliRunner()
 
@@ -126,10 +127,12 @@ def test_the_busy_timeout_defaults_to_30_s_and_reads_the_environment(monkeypatch
     assert "retried for 30 s" in str(locked_error("x"))
     monkeypatch.setenv(BUSY_ENV_VAR, "2.5")
     assert busy_timeout() == 2.5 and "retried for 2.5 s" in str(locked_error("x"))
-    monkeypatch.setenv(BUSY_ENV_VAR, "-1")
+    monkeypatch.setenv(BUSY_ENV_VAR, "0")
     assert busy_timeout() == 0.0
-    monkeypatch.setenv(BUSY_ENV_VAR, "soon")
-    assert busy_timeout() == DEFAULT_BUSY_SECONDS
+    for bad in ("-1", "soon", "inf", "nan", "1e9"):  # never a silent default
+        monkeypatch.setenv(BUSY_ENV_VAR, bad)
+        with pytest.raises(SettingError, match=f"OPREGISTRY_BUSY_TIMEOUT='{bad}' is not a"):
+            busy_timeout()
 
 
 def test_opregistry_db_environment_variable(small_db, cli):

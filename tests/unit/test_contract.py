@@ -337,7 +337,10 @@ def _table_cells(text: str) -> set[str]:
 
 
 def _markdown_cells(text: str) -> set[str]:
-    return {c.strip() for line in text.splitlines() if line.startswith("|")
+    """The cells as a markdown viewer shows them (HTML entities are text there)."""
+    import html
+
+    return {html.unescape(c.strip()) for line in text.splitlines() if line.startswith("|")
             and not re.fullmatch(r"[|: -]+", line) for c in line.strip("|").split("|")} - {""}
 
 

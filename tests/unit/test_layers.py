@@ -14,7 +14,7 @@ PACKAGE = Path(opregistry.__file__).parent
 # ``formats`` sits above ``numerical`` because it renders gradcheck results (the issue's
 # sketch had them the other way round).
 LAYERS: list[set[str]] = [
-    {"errors", "text", "files", "glob", "sites"},
+    {"errors", "text", "files", "glob", "sites", "settings"},
     {"db"},
     {"registry", "harvest"},
     {"model"},

@@ -199,5 +199,9 @@ def test_a_harvest_with_xla_may_take_hours_and_the_timeout_can_be_set(monkeypatc
     monkeypatch.setenv("OPREGISTRY_COLLECTOR_TIMEOUT", "60")
     assert collector_timeout(True) == 60.0
     monkeypatch.setenv("OPREGISTRY_COLLECTOR_TIMEOUT", "soon")
-    with pytest.raises(HarvestError, match="'soon' is not a number of seconds"):
-        collector_timeout(True)
+    from opregistry.settings import SettingError
+
+    for bad in ("soon", "inf", "-5", "0"):  # never a silent default or minimum
+        monkeypatch.setenv("OPREGISTRY_COLLECTOR_TIMEOUT", bad)
+        with pytest.raises(SettingError, match=f"'{bad}' is not a number of seconds"):
+            collector_timeout(True)
