@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
         ops,
         releases,
     )
+    from opregistry.registry.release_choice import (
+        ChosenRelease,
+        ReleaseWarning,
+        choose_release,
+    )
 
     # the module is callable (the context manager): its class says so to type checkers
     guard: CallableModule
@@ -48,6 +53,7 @@ __all__ = [
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
     "load_policy", "lookup", "ops", "probe_report", "releases", "upgrade_check",
     "Explanation", "Remedy", "explain", "remedies_for",
+    "ChosenRelease", "ReleaseWarning", "choose_release",
 ]
 
 # Imported on first use, so that `import opregistry` (and `opregistry --help`) stays
@@ -73,6 +79,8 @@ _LAZY = {
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",
     "Remedy": "remedies", "remedies_for": "remedies",
+    "choose_release": "registry.release_choice",
+    "ChosenRelease": "registry.release_choice", "ReleaseWarning": "registry.release_choice",
     "NonDifferentiableWarning": "guard.actions", "NonDifferentiableError": "guard.actions",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),

@@ -17,7 +17,7 @@ from opregistry.cli.options import (
     PolicyOption,
     ReleaseOption,
     TableFormat,
-    canonical_release,
+    chosen_release,
     load_cli_policy,
     report_policy,
 )
@@ -63,12 +63,12 @@ def check_files_command(
     from opregistry.policy import apply_to_check
 
     policy = load_cli_policy(ignore, policy_file)
-    release = canonical_release(release, db)  # one error, not one per model
+    chosen = chosen_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
     checked = []
     for model in models_of(files):
         try:
-            result = apply_to_check(check(model, release=release, db=db, xla=xla), policy)
+            result = apply_to_check(check(model, release=chosen.version, db=db, xla=xla), policy)
         except OpregistryError as exc:
             text = str(exc)  # the reader's message names the path already
             note(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
@@ -83,6 +83,7 @@ def check_files_command(
         note(f"{model}: {summary_line(result)}")
     if not errors:
         emit(output_file, render(CheckedModels(tuple(checked)), fmt))
+        note(chosen.note)
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

@@ -27,6 +27,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
     from opregistry.formats.check import summary_line
     from opregistry.model.check import check
     from opregistry.policy import apply_to_check, load_policy, summary
+    from opregistry.registry.release_choice import choose_release
 
     fmt = CheckFormat(fmt)
     wanted: list[tuple[str | None, str]] | None = None
@@ -35,13 +36,15 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
                   for o in output]
     try:  # (a working directory that is gone is load_policy's one line too)
         policy = load_policy(ignore or (), path=policy_file)
+        chosen = choose_release(release, db)  # once, before the model is read
         say_serving_version(model)
-        result = apply_to_check(check(model, release=release, db=db, outputs=wanted,
+        result = apply_to_check(check(model, release=chosen.version, db=db, outputs=wanted,
                                       tags=tags, xla=xla), policy)
         write_output(output_file, _render(fmt, result, db))
     except OpregistryError as exc:
         note(f"Error: {exc}")
         return exc.exit_code
+    note(chosen.note)
     note(summary_line(result))
     for line in summary(len(result.ignored), policy):
         note(line)

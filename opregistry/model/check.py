@@ -9,7 +9,6 @@ from opregistry.model.analysis import analyse
 from opregistry.model.graph import Model, ModelError
 from opregistry.model.readers import savedmodel
 from opregistry.model.results import CheckResult
-from opregistry.registry import lookup as query
 from opregistry.registry.facts import op_facts
 
 if TYPE_CHECKING:
@@ -24,23 +23,19 @@ class _HasOp(Protocol):
 _Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names its op
 
 
-def installed_tf_version() -> str | None:
-    """The installed TensorFlow's version, from package metadata (TF is not imported)."""
-    from importlib import metadata
+def default_release(release: str | None, db: DbLike = None) -> str:
+    """``release`` as the database names it, else the default rule's release
+    (``registry.release_choice``: nearest to the installed TensorFlow, else the newest).
+    When the rule stands in a different release for the installed TensorFlow (a patch
+    the database does not hold), it says so with a ``ReleaseWarning`` (on stderr)."""
+    from opregistry.registry.release_choice import ReleaseWarning, choose_release
 
-    for name in ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-intel"):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    chosen = choose_release(release, db)
+    if chosen.why == "nearest":
+        import warnings
 
-
-def default_release(db: DbLike = None) -> str:
-    """The release a model is analysed against by default: the installed TensorFlow
-    when the database has it, else the newest one there."""
-    installed = installed_tf_version()
-    return installed if installed in set(query.iter_release_versions(db)) else "latest"
+        warnings.warn(chosen.note, ReleaseWarning, stacklevel=2)
+    return chosen.version
 
 
 def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
@@ -82,10 +77,11 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     ``model`` is a SavedModel directory or GraphDef file (read statically), a Keras file,
     or a live tf.function / callable / tf.Module / Keras model traced on ``inputs``.
     Every MetaGraph of a SavedModel is checked unless ``tags`` names one.
-    ``release`` defaults to the installed TensorFlow when the database has it, else the
-    newest release in the database. With ``xla``, also whether each output's training
-    step compiles under XLA on the CPU (``CheckResult.xla``, from the release's XLA
-    harvest: ``docs/xla.md``)."""
+    ``release`` defaults to the release nearest to the installed TensorFlow (the same
+    one when the database holds it), else the newest in the database (a stand-in for
+    the installed release is said with a ``ReleaseWarning``). With ``xla``, also whether
+    each output's training step compiles under XLA on the CPU (``CheckResult.xla``,
+    from the release's XLA harvest: ``docs/xla.md``)."""
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
@@ -93,7 +89,7 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
             outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
-    version, facts = op_facts(release or default_release(db), sorted(op_types), db=db)
+    version, facts = op_facts(default_release(release, db), sorted(op_types), db=db)
     with _no_gc():
         result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
                                      for m in models])

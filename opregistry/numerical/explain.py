@@ -50,7 +50,7 @@ def explain(result: GradcheckResult, subject: Any, release: str | None, db: DbLi
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
         op_types = sorted(set().union(*(m.op_types for m in models.values())))
-        version, facts = op_facts(release or default_release(db), op_types, db=db)
+        version, facts = op_facts(default_release(release, db), op_types, db=db)
     except OpregistryError as exc:
         # the graph alone still tells what each output depends on: blocked from
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing
