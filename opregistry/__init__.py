@@ -19,6 +19,7 @@ from opregistry.errors import (
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
     from opregistry.guard import CallableModule
+    from opregistry.model.check_files import check_files
     from opregistry.registry.lookup import (
         Blocker,
         GradientFunctionInfo,
@@ -53,7 +54,7 @@ __all__ = [
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
     "load_policy", "lookup", "ops", "probe_report", "releases", "upgrade_check",
     "Explanation", "Remedy", "explain", "remedies_for",
-    "ChosenRelease", "ReleaseWarning", "choose_release",
+    "ChosenRelease", "ReleaseWarning", "choose_release", "check_files",
 ]
 
 # Imported on first use, so that `import opregistry` (and `opregistry --help`) stays
@@ -69,6 +70,7 @@ _LAZY = {
     "probe_report": "registry.probe_report", "ProbeReport": "registry.probe_report",
     "FlaggedOp": "registry.probe_report",
     "check": "model.check", "upgrade_check": "model.check", "load_model": "model.check",
+    "check_files": "model.check_files",
     "CheckResult": "model.results", "Finding": "model.results",
     "BlockingOp": "model.results", "OutputReport": "model.results",
     "PartialPath": "model.results", "Target": "model.results",
