@@ -132,6 +132,8 @@ def check_target(target: str) -> None:
     TensorFlow."""
     import os
 
+    from opregistry.model.kinds import model_kind
+
     path, _, function = target.rpartition(":")
     if os.path.exists(target) or not path:
         path, function = target, ""
@@ -144,7 +146,7 @@ def check_target(target: str) -> None:
     if os.path.isdir(target):
         if not os.path.isfile(os.path.join(target, "saved_model.pb")):
             raise GradcheckError(f"{target}: not a SavedModel directory (no saved_model.pb)")
-    elif not target.endswith((".keras", ".h5", ".hdf5")):
+    elif model_kind(target) != "keras":
         raise GradcheckError(f"{target}: not a SavedModel directory, .keras / .h5 file or "
                              "file.py:function (a GraphDef has no inputs to give values: "
                              "use check)")

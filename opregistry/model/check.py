@@ -65,7 +65,9 @@ def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model
 
 
 def _is_keras_file(path: str | os.PathLike[str]) -> bool:
-    return os.fspath(path).endswith((".keras", ".h5", ".hdf5"))
+    from opregistry.model.kinds import model_kind
+
+    return model_kind(path) == "keras"
 
 
 def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,

@@ -57,13 +57,15 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
             return tf.constant(rng.standard_normal(dims), dtype=dtype)
         return tf.zeros(dims, dtype=dtype)
 
+    from opregistry.model.kinds import model_kind
+
     path = spec
     if os.path.isdir(path):
         fn, specs = _saved_model_signature(tf, path, signature, tags)
         _all_named(given, fn.input_names)
         return fn, tuple(sample(s.shape, s.dtype, n) for n, s in zip(fn.input_names, specs)), \
             fn.__name__
-    if path.endswith((".keras", ".h5", ".hdf5")):
+    if model_kind(path) == "keras":
         from opregistry.model.readers.traced import read_keras_model
 
         try:
