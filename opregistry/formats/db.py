@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import Renderer, plural
+from opregistry.shown import Shown
 
 if TYPE_CHECKING:
     from opregistry.db.loader import LoadResult
@@ -15,8 +16,8 @@ HARVEST_COLUMNS = ["target", "ok", "release", "library", "package", "ops", "repl
                    "seconds", "error"]
 
 
-@dataclass(frozen=True)
-class Harvested:
+@dataclass(frozen=True, repr=False)
+class Harvested(Shown):
     """What ``harvest`` shows: each target's outcome, and the database they went into."""
 
     outcomes: tuple[HarvestOutcome, ...]
@@ -43,8 +44,8 @@ class HarvestedRenderer(Renderer[Harvested]):
                 f"{result.into}" + (f", {failed} failed" if failed else ""))
 
 
-@dataclass(frozen=True)
-class LoadedDocuments:
+@dataclass(frozen=True, repr=False)
+class LoadedDocuments(Shown):
     """What ``db load`` shows: each harvest document (by path) with what loading it did."""
 
     loaded: tuple[tuple[str, LoadResult], ...]
@@ -65,8 +66,8 @@ class LoadedDocumentsRenderer(Renderer[LoadedDocuments]):
                  "replaced": r.replaced} for path, r in result.loaded]
 
 
-@dataclass(frozen=True)
-class SchemaRevision:
+@dataclass(frozen=True, repr=False)
+class SchemaRevision(Shown):
     """What ``db current`` shows: the database's schema revision and the head(s)."""
 
     revision: str | None  # None: no schema yet (base)

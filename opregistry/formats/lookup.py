@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import Renderer, plural
+from opregistry.shown import Shown
 
 if TYPE_CHECKING:
     from opregistry.registry import lookup as query
@@ -57,8 +58,8 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
-class Lookups:
+@dataclass(frozen=True, repr=False)
+class Lookups(Shown):
     """What ``lookup`` shows: the results of the names asked for, in order."""
 
     results: tuple[query.LookupResult, ...]
@@ -87,6 +88,22 @@ class LookupsRenderer(Renderer[Lookups]):
         return "\n".join(lookup_summary(r) for r in result.results)
 
 
+class LookupResultRenderer(Renderer["query.LookupResult"]):
+    """One name's result (``opregistry.lookup``), as ``lookup`` shows it."""
+
+    def data(self, result: query.LookupResult) -> Any:
+        return LookupsRenderer().data(Lookups((result,)))
+
+    def rows(self, result: query.LookupResult) -> list[dict[str, Any]]:
+        return LookupsRenderer().rows(Lookups((result,)))
+
+    def columns(self, result: query.LookupResult) -> list[str]:
+        return LookupsRenderer().columns(Lookups((result,)))
+
+    def summary(self, result: query.LookupResult) -> str:
+        return lookup_summary(result)
+
+
 def _rows(result: Lookups) -> list[query.OpRelease]:
     return [row for found in result.results for row in found.rows]
 
@@ -107,8 +124,8 @@ OPS_COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verifie
                "function", "location"]
 
 
-@dataclass(frozen=True)
-class OpList:
+@dataclass(frozen=True, repr=False)
+class OpList(Shown):
     """What ``ops`` shows: the ops of one release."""
 
     ops: tuple[query.OpRelease, ...]
@@ -139,8 +156,8 @@ XLA_RELEASE_COLUMNS = ["release", "with_tf", "device", "ops", "forward_compiles"
                        "gradient_fails", "gradient_unknown", "gradient_disagrees"]
 
 
-@dataclass(frozen=True)
-class ReleaseList:
+@dataclass(frozen=True, repr=False)
+class ReleaseList(Shown):
     """What ``releases`` shows: TensorFlow's and op libraries' releases (``xla``: how
     many of their ops compile with XLA, a row per device, instead of the op counts)."""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from opregistry.shown import Shown
+
 # reasons a gradient path stops at an op (BlockingOp.reason)
 REASONS = ("no_gradient", "missing", "none", "partial_input", "integer_edge", "unknown_op",
            "custom_gradient_none", "custom_gradient_not_saved", "python_function_not_saved",
@@ -119,8 +121,8 @@ class OutputReport:
     xla: str | None = None
 
 
-@dataclass(frozen=True)
-class CheckResult:
+@dataclass(frozen=True, repr=False)
+class CheckResult(Shown):
     release: str
     source: str
     findings: list[Finding]

@@ -7,6 +7,7 @@ from typing import Any
 
 from opregistry.errors import OpregistryError
 from opregistry.model.results import BlockingOp
+from opregistry.shown import Shown
 
 VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
 PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
@@ -47,8 +48,8 @@ class TargetCheck:
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
-@dataclass(frozen=True)
-class GradcheckResult:
+@dataclass(frozen=True, repr=False)
+class GradcheckResult(Shown):
     source: str
     dtype: str
     cast_note: str  # why the check is not in float64, when it is not

@@ -12,6 +12,7 @@ from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.names import implemented_by
+from opregistry.shown import Shown
 
 # --------------------------------------------------------------------------- results
 
@@ -133,8 +134,8 @@ class OpRelease:
         return tuple(i.name for i in self.inputs if i.result == "gradient")
 
 
-@dataclass(frozen=True)
-class LookupResult:
+@dataclass(frozen=True, repr=False)
+class LookupResult(Shown):
     query: str
     matched_by: str  # op | op_case_insensitive | python_name
     ops: tuple[str, ...]

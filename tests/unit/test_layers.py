@@ -14,7 +14,7 @@ PACKAGE = Path(opregistry.__file__).parent
 # ``formats`` sits above ``numerical`` because it renders gradcheck results (the issue's
 # sketch had them the other way round).
 LAYERS: list[set[str]] = [
-    {"errors", "text", "files", "glob", "sites"},
+    {"errors", "text", "files", "glob", "sites", "shown"},
     {"db"},
     {"registry", "harvest"},
     {"model"},
@@ -36,6 +36,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # assert_differentiable's AssertionError text is the formatter's message
     ("numerical/api.py", "opregistry.formats.gradcheck"):
         "function-level: rendering stays in formats",
+    # str(), repr() and a notebook's display of every result are its renderer's
+    ("shown.py", "opregistry.formats"): "function-level: rendering stays in formats",
 }
 
 
