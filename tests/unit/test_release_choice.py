@@ -4,6 +4,7 @@ shipped database holds 2.15.1, not 2.15.0: with TF 2.15.0 installed, 2.15.1's fa
 from __future__ import annotations
 
 import warnings
+
 import pytest
 
 from opregistry.db.location import shipped_database_path
@@ -75,8 +76,9 @@ def test_check_and_check_files_say_which_release_and_why_on_stderr(cli, tmp_path
     """The command line says the rule's release (whatever TensorFlow this venv has:
     none in the quick tier's own venv), once, beside the summary; the API warns only
     when it stands in another release for the installed one."""
-    import opregistry
     from test_output_file import BLOCKED  # tests/unit is on sys.path
+
+    import opregistry
 
     graph = tmp_path / "blocked.pbtxt"
     graph.write_text(BLOCKED)
