@@ -26,8 +26,3 @@ def printable(text: str) -> str:
     """``text`` with every control or invisible format character written as an escape
     (``\\n``, ``\\x1b``, ``\\u202e``): one line, nothing a terminal acts on."""
     return _UNSAFE.sub(_escaped, text)
-
-
-def printable_cell(value: object) -> object:
-    """``printable`` for a string cell; other values as they are."""
-    return printable(value) if isinstance(value, str) else value

@@ -168,21 +168,5 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False)
 
 
-def tabular(fmt: OutputFormat | str, data: Any, rows: Sequence[dict[str, Any]],
-            columns: Sequence[str] | None = None) -> str:
-    """``data`` as JSON, or ``rows`` as a table, CSV or markdown: for the few outputs
-    that are plain rows with no result type of their own (``harvest``, ``db``)."""
-    fmt = _format(fmt)
-    if fmt is OutputFormat.json:
-        return json_text(data)
-    if fmt is OutputFormat.csv:
-        return csv_text(rows, columns)
-    if fmt is OutputFormat.markdown:
-        return table(rows, columns, style="github")
-    if fmt is OutputFormat.table:
-        return table(rows, columns)
-    raise ValueError(f"rows have no {fmt.value} format")
-
-
 def plural(n: int, word: str, plural_word: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural_word or word + 's')}"
