@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
@@ -10,6 +10,7 @@ from opregistry.model.graph import Model, ModelError
 from opregistry.model.readers import savedmodel
 from opregistry.model.results import CheckResult
 from opregistry.registry.facts import op_facts
+from opregistry.tf_types import Tensor, Traceable
 
 if TYPE_CHECKING:
     from opregistry.registry.diff import DiffResult
@@ -38,7 +39,7 @@ def default_release(release: str | None, db: DbLike = None) -> str:
     return chosen.version
 
 
-def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
+def load_model(model: Traceable, *inputs: Tensor, tags: str | None = None) -> Model:
     """A Model from a path (SavedModel, GraphDef, .pbtxt read statically; .keras/.h5
     traced with TF) or a live object (tf.function, callable, tf.Module, Keras model)
     traced on ``inputs``. For a SavedModel, the MetaGraph tagged ``tags`` (default
@@ -48,7 +49,7 @@ def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
     return load_models(model, *inputs, tags=tags)[0]
 
 
-def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model]:
+def load_models(model: Traceable, *inputs: Tensor, tags: str | None = None) -> list[Model]:
     """Like ``load_model``, but every MetaGraph of a SavedModel unless ``tags`` names
     one: a SavedModel with a serving and a training graph is checked as a whole."""
     if isinstance(model, Model):
@@ -70,7 +71,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
     return model_kind(path) == "keras"
 
 
-def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
+def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None,
           xla: bool = False) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
@@ -141,7 +142,7 @@ class _no_gc:
             gc.enable()
 
 
-def upgrade_check(model: Any, before: str, after: str, *,
+def upgrade_check(model: Traceable, before: str, after: str, *,
                   db: DbLike = None, tags: str | None = None, sources: bool = False
                   ) -> DiffResult:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops

@@ -11,6 +11,7 @@ from opregistry.errors import first_line
 from opregistry.numerical.differences import UNSTABLE, allowed_error, differences, verdict
 from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
 from opregistry.numerical.subject import Subject, SubjectTarget
+from opregistry.tf_types import Tensor, TFModule
 
 _FINER = 16  # step divisor for the second look at a failing check
 
@@ -21,7 +22,7 @@ class Checker:
     (``second_order.py``), given ``order``, the first checker's ``rng`` and
     ``projections`` (its outputs are one number each)."""
 
-    def __init__(self, tf: Any, subject: Subject, tol: Tolerance, mode: str,
+    def __init__(self, tf: TFModule, subject: Subject, tol: Tolerance, mode: str,
                  directions: int, group_size: int | None, full_limit: int, seed: int,
                  *, order: int = 1, rng: Any = None, projections: list[Any] | None = None):
         import numpy as np
@@ -74,7 +75,7 @@ class Checker:
             for var, value in restore:
                 var.assign(value)
 
-    def outputs(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+    def outputs(self, inputs: list[Tensor], eager: bool = False) -> list[Any]:
         """The call's outputs on ``inputs`` (``eager``: as the gradient sees them), one
         forward pass counted."""
         self.passes += 1
@@ -82,17 +83,17 @@ class Checker:
             return self.subject.gradient_forward(*inputs)
         return self.subject.forward(*inputs)
 
-    def project(self, output: Any, j: int) -> Any:
+    def project(self, output: Tensor, j: int) -> Any:
         """Output ``j`` projected on its random vector: the scalar whose gradient is
         checked (order 2 differentiates it again)."""
         r = self.projections[j].reshape(output.shape)
         return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
 
-    def _measured(self, inputs: list[Any]) -> list[Any]:
+    def _measured(self, inputs: list[Tensor]) -> list[Any]:
         """What the finite differences are taken of, per output: the outputs."""
         return self.outputs(inputs)
 
-    def _objective(self, inputs: list[Any], j: int, weights: Any) -> Any:
+    def _objective(self, inputs: list[Tensor], j: int, weights: Any) -> Any:
         """The scalar whose gradient is checked: output j projected on ``weights``
         (default: the fixed random projection)."""
         out = self.outputs(inputs, eager=True)[j]
@@ -117,7 +118,7 @@ class Checker:
         sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
                    for t in self.subject.targets]
 
-        def taped(wanted: Any) -> Any:
+        def taped(wanted: Tensor) -> Any:
             # not persistent: a persistent tape over a loaded signature whose while loop
             # carries a variable fails on the loop's resource outputs, which TF's own
             # (non-persistent) tape never differentiates

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
 from opregistry.numerical.results import PROBLEMS, GradcheckResult
+from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
     from opregistry.model.results import BlockingOp, CheckResult
@@ -146,7 +147,7 @@ def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[BlockingO
     return {(f.output, f.target): f.blocking_ops for f in result.findings}
 
 
-def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
+def _output_names_of(model: Traceable, outputs: list[str]) -> dict[str, str]:
     """The traced model's output names -> the check's output names (the same for the
     call itself; for the traced second-order values, by position)."""
     names = [name for sig in model.signatures.values() for name in sig.outputs]

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from opregistry.errors import first_line
 from opregistry.numerical.results import GradcheckError
 from opregistry.numerical.subject import in_float64
+from opregistry.tf_types import DType, Tensor, TFModule, Traceable
 
 
 def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
@@ -40,7 +41,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 
     given = {name: [int(d) for d in dims] for name, dims in (shapes or {}).items()}
 
-    def sample(shape: Any, dtype: Any, name: str = "") -> Any:
+    def sample(shape: Any, dtype: DType, name: str = "") -> Any:
         if name in given:
             dims = given[name]
             if not tf.TensorShape(shape).is_compatible_with(dims):
@@ -124,7 +125,7 @@ def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
                              f"(inputs: {', '.join(map(show, names)) or 'none'})")
 
 
-def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None
+def _saved_model_signature(tf: TFModule, path: str, signature: str | None, tags: str | None
                            ) -> tuple[Any, list[Any]]:
     """One signature of a SavedModel as a positional callable, with its input specs."""
     import os
@@ -159,7 +160,7 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
     _, kwargs = fn.structured_input_signature
     names = sorted(kwargs)
 
-    def call(*args: Any) -> Any:
+    def call(*args: Tensor) -> Any:
         return fn(**dict(zip(names, args)))
 
     call.trainable_variables = trainable  # type: ignore[attr-defined]
@@ -203,7 +204,7 @@ def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
             (model.trainable is None or name in model.trainable)}
 
 
-def _check_fingerprint(tf: Any, path: str) -> None:
+def _check_fingerprint(tf: TFModule, path: str) -> None:
     """A ``fingerprint.pb`` that is not one is refused in one line: TensorFlow would log
     its own traceback (and a C++ line on fd 2) and load on. None at all is fine (a
     SavedModel older than TF 2.12)."""
@@ -235,13 +236,13 @@ def _check_fingerprint(tf: Any, path: str) -> None:
         os.close(devnull)
 
 
-def _quiet_tensorflow_warnings(tf: Any) -> None:
+def _quiet_tensorflow_warnings(tf: TFModule) -> None:
     """TensorFlow's Python warnings off (errors still show): a checkpoint holding values
     the model lacks warns when it is garbage collected, after the command's last line."""
     tf.get_logger().setLevel("ERROR")
 
 
-def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
+def _with_loss(tf: TFModule, model: Traceable, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
     """The model followed by a built-in Keras loss against fixed random targets. The
     returned object keeps the model's variables, so float64 cloning still applies."""
     from opregistry.model.readers.traced import import_keras
@@ -265,7 +266,7 @@ class _LossModel:
 
     takes_training = True  # gradcheck passes its training flag to __call__
 
-    def __init__(self, model: Any, loss: Any, truth: Any):
+    def __init__(self, model: Traceable, loss: Any, truth: Any):
         self.model, self.loss, self.truth = model, loss, truth
         self.name = getattr(model, "name", "model")
 
@@ -273,7 +274,7 @@ class _LossModel:
     def trainable_variables(self) -> list[Any]:
         return list(self.model.trainable_variables)
 
-    def __call__(self, *args: Any, training: bool = False) -> Any:
+    def __call__(self, *args: Tensor, training: bool = False) -> Any:
         import tensorflow as tf
 
         out = self.model(args[0] if len(args) == 1 else list(args), training=training)
