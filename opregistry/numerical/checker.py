@@ -12,6 +12,7 @@ from opregistry.numerical.differences import UNSTABLE, allowed_error, difference
 from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
 from opregistry.numerical.subject import Subject, SubjectTarget
 from opregistry.tf_types import Array, DType, Tensor, TFModule
+from opregistry.vocabulary import Verdict
 
 _FINER = 16  # step divisor for the second look at a failing check
 
@@ -227,7 +228,7 @@ class Checker:
         return allowed_error(self.tol, self.base[j], self.jitter[j], numeric, h)
 
     def _verdict(self, j: int, analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array,
-                 h: float) -> tuple[str, Array, str]:
+                 h: float) -> tuple[Verdict, Array, str]:
         allowed = self._allowed(j, c1, h)
         found, note = verdict(analytic, c1, c2, d1, d2, allowed, self.order)
         return found, allowed, note

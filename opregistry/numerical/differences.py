@@ -7,6 +7,7 @@ import numpy as np
 
 from opregistry.numerical.results import Tolerance
 from opregistry.tf_types import Array
+from opregistry.vocabulary import Verdict
 
 # (absolute, relative) tolerance per working precision. float64: PyTorch gradcheck's
 # rtol; the absolute part is scaled by the output's magnitude, as finite-difference
@@ -61,8 +62,8 @@ def allowed_error(tol: Tolerance, base: Array, jitter: float, numeric: Array, h:
     return tol.atol * scale + 10 * jitter / h + tol.rtol * np.abs(numeric)
 
 
-def verdict(analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array, allowed: Array, order: int
-            ) -> tuple[str, str]:
+def verdict(analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array, allowed: Array,
+            order: int) -> tuple[Verdict, str]:
     """(verdict, note) of TF's gradient ``analytic`` (None: TF gave none) against the
     differences: ``non-smooth`` where they move with the step or the one-sided slopes
     jump, ``zero`` / ``mismatch`` / ``ok`` by the error, ``none`` for no gradient. At

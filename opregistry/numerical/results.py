@@ -8,8 +8,9 @@ from typing import Any
 from opregistry.errors import OpregistryError
 from opregistry.model.results import BlockingOp
 from opregistry.shown import Shown
+from opregistry.vocabulary import VERDICTS, TargetKind, Verdict
 
-VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
+__all__ = ["VERDICTS"]  # gradcheck's verdicts (opregistry.vocabulary)
 PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
 
 class GradcheckError(OpregistryError):
@@ -32,9 +33,9 @@ class TargetCheck:
 
     order: int
     output: str
-    target_kind: str  # input | variable
+    target_kind: TargetKind
     target: str
-    verdict: str  # ok | mismatch | none | zero | non-smooth | unrelated
+    verdict: Verdict
     method: str  # jacobian | directional | directional (jointly with N targets)
     max_abs_error: float | None
     max_rel_error: float | None

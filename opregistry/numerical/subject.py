@@ -19,11 +19,12 @@ from opregistry.tf_types import (
     Traceable,
     Variable,
 )
+from opregistry.vocabulary import TargetKind
 
 
 @dataclass
 class SubjectTarget:
-    kind: str  # input | variable
+    kind: TargetKind
     name: str
     index: int  # position among the call's inputs, or among the variables
     size: int
