@@ -55,6 +55,9 @@ _GLOB_CHARS = frozenset("*?[")
 
 @dataclass(frozen=True)
 class Rule:
+    """One ignore rule: a pattern (``op:ArgMax``, ``target:head/*``, ``xla:...``), its
+    reason, and its expiry date."""
+
     pattern: str
     reason: str
     expires: datetime.date | None = None
@@ -117,6 +120,9 @@ class Rule:
 
 @dataclass
 class Policy:
+    """Ignore rules (``--ignore``, a policy file): which findings a command leaves out, and
+    which rules expired or matched nothing."""
+
     rules: list[Rule] = field(default_factory=list)
     source: str | None = None  # the policy file, if one was read
     today: datetime.date = field(default_factory=datetime.date.today)

@@ -121,6 +121,10 @@ class OutputReport:
 
 @dataclass(frozen=True, repr=False)
 class CheckResult(Shown):
+    """What ``check`` found in a model against one release: each (output, target) pair
+    with no gradient (``findings``, with every op where it stops), the ``partial_paths``,
+    the per-output reports, the targets, and with ``xla=True`` what will not compile."""
+
     release: str
     source: str
     findings: list[Finding]

@@ -51,6 +51,9 @@ class TargetCheck:
 
 @dataclass(frozen=True, repr=False)
 class GradcheckResult(Shown):
+    """What ``gradcheck`` found: a verdict per (output, target) and order (``checks``),
+    with the tolerance used, the release the static analysis read, and the ``problems``."""
+
     source: str
     dtype: str
     cast_note: str  # why the check is not in float64, when it is not

@@ -68,6 +68,9 @@ class InputChange:
 
 @dataclass(frozen=True, repr=False)
 class DiffResult(Shown):
+    """What changed between two releases: ops added and removed, gradient status and
+    effective transitions, changed gradient functions, per-input and verification changes."""
+
     before: str
     after: str
     added: tuple[OpRelease, ...] = field(default=())

@@ -136,6 +136,9 @@ class OpRelease:
 
 @dataclass(frozen=True, repr=False)
 class LookupResult(Shown):
+    """One name looked up: the ops it matched (by op name, any case, or Python name) and
+    their ``rows``, one ``OpRelease`` per (op, release)."""
+
     query: str
     matched_by: str  # op | op_case_insensitive | python_name
     ops: tuple[str, ...]

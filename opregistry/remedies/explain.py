@@ -36,6 +36,9 @@ class Suggestion:
 
 @dataclass(frozen=True, repr=False)
 class Explanation(Shown):
+    """How to let the gradient through an op or past a reason: the tested remedies with
+    their code, and the op's gradient status in every release."""
+
     query: str
     kind: str  # op | reason
     name: str  # the op type, or the reason
