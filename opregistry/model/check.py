@@ -25,13 +25,16 @@ _Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names i
 
 
 def default_release(release: str | None, db: DbLike = None) -> str:
-    """``release`` as the database names it, else the default rule's release
-    (``registry.release_choice``: nearest to the installed TensorFlow, else the newest).
-    When the rule stands in a different release for the installed TensorFlow (a patch
-    the database does not hold), it says so with a ``ReleaseWarning`` (on stderr)."""
+    """``release`` as given (the facts' lookup resolves it: once), else the default
+    rule's release (``registry.release_choice``: nearest to the installed TensorFlow,
+    else the newest). When the rule stands in a different release for the installed
+    TensorFlow (a patch the database does not hold), it says so with a
+    ``ReleaseWarning`` (on stderr)."""
     from opregistry.registry.release_choice import ReleaseWarning, choose_release
 
-    chosen = choose_release(release, db)
+    if release is not None:
+        return release
+    chosen = choose_release(None, db)
     if chosen.why == "nearest":
         import warnings
 
