@@ -18,5 +18,6 @@ Operation = Any  # a tf.Operation
 ConcreteFunction = Any  # a traced tf.function's ConcreteFunction
 Traceable = Any  # what is traced: a callable, tf.function, tf.Module or Keras model
 KerasModel = Any  # a Keras (3 or tf-keras 2) model or layer
+TensorShape = Any  # a tf.TensorShape (or a list of dimensions, None where unknown)
 Array = Any  # a numpy array (float64 in the finite-difference math)
 Proto = Any  # a protobuf message (opregistry's own schema or TF's)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from opregistry.errors import first_line
 from opregistry.model.readers.traced import import_keras, is_keras_model
@@ -39,17 +39,17 @@ class Subject:
     source: str
     precision: str
     cast_note: str
-    forward: Callable[..., list[Any]]  # (*inputs) -> flat list of float output tensors
-    gradient_forward: Callable[..., list[Any]]  # the same, eager when possible (for tapes)
+    forward: Callable[..., list[Tensor]]  # (*inputs) -> flat list of float output tensors
+    gradient_forward: Callable[..., list[Tensor]]  # the same, eager when possible (for tapes)
     inputs: list[Tensor]
     variables: list[Variable]
     outputs: list[str]
     targets: list[SubjectTarget]
     concrete: ConcreteFunction
-    keep_alive: list[Any] = field(default_factory=list)
+    keep_alive: list[Traceable] = field(default_factory=list)
     # the model in its own precision (itself unless this is a float64 version): the
     # static analysis reads it, whatever the finite differences of a clone see
-    original: Any = None
+    original: Subject | None = None
 
     @classmethod
     def build(cls, tf: TFModule, fn: Traceable, inputs: Sequence[Tensor],
@@ -107,7 +107,7 @@ class Subject:
         names = output_names(tf, structure)
         keep = _float_outputs(flat, names, wanted, source)
 
-        def forward(*args: Tensor) -> list[Any]:
+        def forward(*args: Tensor) -> list[Tensor]:
             out = tf.nest.flatten(traced(*args), expand_composites=True)
             return [out[i] for i in keep]
 
@@ -115,7 +115,7 @@ class Subject:
         # tf.function call TF turns a missing gradient into zeros
         eager = call
 
-        def gradient_forward(*args: Tensor) -> list[Any]:
+        def gradient_forward(*args: Tensor) -> list[Tensor]:
             out = tf.nest.flatten(eager(*args), expand_composites=True)
             return [out[i] for i in keep]
 
@@ -233,7 +233,7 @@ def in_float64(tf: TFModule, fn: Traceable, variables: Sequence[Variable] | None
 
         keras = import_keras()
 
-        def to64(layer: KerasModel) -> Any:
+        def to64(layer: KerasModel) -> KerasModel:
             # only a layer's floating dtype policy moves: an operation's dtype is what
             # it computes (keras.ops.cast(h, "int32") must stay a cast to int32)
             if not isinstance(layer, keras.layers.Layer):
@@ -302,9 +302,9 @@ def state_kept(fn: Traceable) -> Iterator[None]:
             var.assign(value)
 
 
-def _callable(fn: Traceable, training: bool = False) -> Any:
+def _callable(fn: Traceable, training: bool = False) -> Traceable:
     if is_keras_model(fn):
-        def call(*args: Tensor) -> Any:  # default inference: dropout off, batch norm frozen
+        def call(*args: Tensor) -> Tensor:  # default inference: dropout off, batch norm frozen
             return fn(args[0] if len(args) == 1 else list(args), training=training)
         return call
     if getattr(fn, "takes_training", False):  # a model + loss
@@ -314,7 +314,7 @@ def _callable(fn: Traceable, training: bool = False) -> Any:
     return fn
 
 
-def _as_tensor(tf: TFModule, value: Tensor) -> Any:
+def _as_tensor(tf: TFModule, value: Tensor) -> Tensor:
     try:
         return tf.convert_to_tensor(value)
     except Exception as exc:  # noqa: BLE001
@@ -322,7 +322,7 @@ def _as_tensor(tf: TFModule, value: Tensor) -> Any:
                              ) from None
 
 
-def _cast(tf: TFModule, value: Tensor, dtype: DType) -> Any:
+def _cast(tf: TFModule, value: Tensor, dtype: DType) -> Tensor:
     return tf.cast(value, dtype) if value.dtype.is_floating else value
 
 
