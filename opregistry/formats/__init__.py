@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
+from opregistry.db.records import Row
 from opregistry.text import printable
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Renderer(Generic[R]):
         """The whole result as JSON-able data."""
         raise NotImplementedError
 
-    def rows(self, result: R) -> list[dict[str, Any]]:
+    def rows(self, result: R) -> list[Row]:
         """One flat dict per line of the table (the same for CSV and markdown)."""
         raise NotImplementedError
 
@@ -135,7 +136,7 @@ def _cell(value: Any, markdown: bool = False) -> Any:
     return value
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
+def table(rows: Sequence[Row], columns: Sequence[str] | None = None,
           style: str = "simple") -> str:
     from tabulate import tabulate  # imported only when a table is drawn
 
@@ -149,7 +150,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
     return drawn
 
 
-def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+def csv_text(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
     import csv
     import io
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
 from opregistry.shown import Shown
 
@@ -32,7 +33,7 @@ class HarvestedRenderer(Renderer[Harvested]):
     def data(self, result: Harvested) -> Any:
         return self.rows(result)
 
-    def rows(self, result: Harvested) -> list[dict[str, Any]]:
+    def rows(self, result: Harvested) -> list[Row]:
         return [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in result.outcomes]
 
     def columns(self, result: Harvested) -> list[str]:
@@ -61,7 +62,7 @@ class LoadedDocumentsRenderer(Renderer[LoadedDocuments]):
     def data(self, result: LoadedDocuments) -> Any:
         return self.rows(result)
 
-    def rows(self, result: LoadedDocuments) -> list[dict[str, Any]]:
+    def rows(self, result: LoadedDocuments) -> list[Row]:
         return [{"file": path, "release": r.release, "package": r.package, "ops": r.ops,
                  "replaced": r.replaced} for path, r in result.loaded]
 
@@ -83,7 +84,7 @@ class SchemaRevisionRenderer(Renderer[SchemaRevision]):
         return {"revision": result.revision or "base", "head": list(result.heads),
                 "at_head": result.at_head}
 
-    def rows(self, result: SchemaRevision) -> list[dict[str, Any]]:
+    def rows(self, result: SchemaRevision) -> list[Row]:
         return [{"revision": result.revision or "base", "head": ", ".join(result.heads),
                  "at_head": result.at_head}]
 

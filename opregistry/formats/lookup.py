@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
 from opregistry.shown import Shown
 
@@ -69,7 +70,7 @@ class LookupsRenderer(Renderer[Lookups]):
     def data(self, result: Lookups) -> Any:
         return [r.to_dict() for r in _rows(result)]
 
-    def rows(self, result: Lookups) -> list[dict[str, Any]]:
+    def rows(self, result: Lookups) -> list[Row]:
         return [lookup_row(r) for r in _rows(result)]
 
     def columns(self, result: Lookups) -> list[str]:
@@ -94,7 +95,7 @@ class LookupResultRenderer(Renderer["query.LookupResult"]):
     def data(self, result: query.LookupResult) -> Any:
         return LookupsRenderer().data(Lookups((result,)))
 
-    def rows(self, result: query.LookupResult) -> list[dict[str, Any]]:
+    def rows(self, result: query.LookupResult) -> list[Row]:
         return LookupsRenderer().rows(Lookups((result,)))
 
     def columns(self, result: query.LookupResult) -> list[str]:
@@ -135,7 +136,7 @@ class OpListRenderer(Renderer[OpList]):
     def data(self, result: OpList) -> Any:
         return [r.to_dict() for r in result.ops]
 
-    def rows(self, result: OpList) -> list[dict[str, Any]]:
+    def rows(self, result: OpList) -> list[Row]:
         return [lookup_row(r) for r in result.ops]
 
     def columns(self, result: OpList) -> list[str]:
@@ -169,7 +170,7 @@ class ReleaseListRenderer(Renderer[ReleaseList]):
     def data(self, result: ReleaseList) -> Any:
         return [r.to_dict() for r in result.releases]
 
-    def rows(self, result: ReleaseList) -> list[dict[str, Any]]:
+    def rows(self, result: ReleaseList) -> list[Row]:
         if result.xla:
             return [row for r in result.releases for row in xla_release_rows(r)]
         return [release_row(r) for r in result.releases]

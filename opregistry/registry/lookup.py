@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from opregistry.db.location import DbLike
+from opregistry.db.records import Row
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
@@ -231,7 +232,7 @@ def releases(db: DbLike = None, *, library: str | None = None) -> tuple[ReleaseS
             s.package)))
 
 
-def _xla_counts(rows: list[dict[str, Any]]) -> dict[int, tuple[XlaCounts, ...]]:
+def _xla_counts(rows: list[Row]) -> dict[int, tuple[XlaCounts, ...]]:
     """release id -> XlaCounts per device (CPU first), from ``Store.xla_counts``."""
     per: dict[tuple[int, str], dict[str, Any]] = {}
     for row in rows:
@@ -268,7 +269,7 @@ def iter_release_versions(db: DbLike = None) -> Iterator[str]:
 # ---------------------------------------------------------------------------- ops
 
 
-def op_release(row: dict[str, Any], via: str | None = None,
+def op_release(row: Row, via: str | None = None,
                inputs: Sequence[InputGradient] = ()) -> OpRelease:
     """An OpRelease from a row of ``Store.op_rows`` (read by name)."""
     function = (GradientFunctionInfo(row["module"], row["qualname"], row["source_file"],
@@ -291,7 +292,7 @@ def op_release(row: dict[str, Any], via: str | None = None,
                      library_version=row["library_version"] or None, xla=xla_of(row))
 
 
-def xla_of(row: dict[str, Any]) -> Xla | None:
+def xla_of(row: Row) -> Xla | None:
     """The XLA facts of an ``op_rows`` row (None: harvested without XLA)."""
     if row["xla"] is None:
         return None  # harvested without XLA
