@@ -3,6 +3,7 @@ asked for, that release; else nearest to the installed TensorFlow; else the newe
 shipped database holds 2.15.1, not 2.15.0: with TF 2.15.0 installed, 2.15.1's facts."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pytest
@@ -35,7 +36,7 @@ def test_a_patch_the_database_lacks_uses_the_nearest_release(installed, expected
 
 def test_the_installed_release_itself_when_held():
     for installed in ("2.15.1", "2.21.0", "2.21"):
-        chosen = choose_release(db=SHIPPED, tf_version=lambda v=installed: v)
+        chosen = choose_release(db=SHIPPED, tf_version=functools.partial(str, installed))
         assert chosen.why == "installed", chosen
         assert chosen.version.startswith(installed)
     assert choose_release(db=SHIPPED, tf_version=lambda: "2.15.1").note == \
