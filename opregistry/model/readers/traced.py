@@ -14,7 +14,16 @@ from opregistry.errors import first_line
 from opregistry.model.graph import Model, ModelError, Signature, shown
 from opregistry.model.readers import schema
 from opregistry.model.readers.savedmodel import from_graph_def
-from opregistry.tf_types import ConcreteFunction, Graph, Tensor, TFModule, Traceable, Variable
+from opregistry.tf_types import (
+    ConcreteFunction,
+    Graph,
+    KerasModel,
+    Tensor,
+    TensorSpec,
+    TFModule,
+    Traceable,
+    Variable,
+)
 
 
 def import_tensorflow() -> Any:
@@ -47,7 +56,8 @@ def _variable_name(var: Variable) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
-def variable_names(tf: TFModule, variables: list[Variable], root: Any = None) -> dict[int, str]:
+def variable_names(tf: TFModule, variables: list[Variable], root: Traceable = None
+                   ) -> dict[int, str]:
     """id(variable) -> the name a target is shown by: the variable's name (Keras 3:
     its path), or, where distinct variables share one (``tf.Variable(1.0)`` is always
     ``Variable``), its attribute path from ``root`` as a SavedModel would record it."""
@@ -64,7 +74,7 @@ def variable_names(tf: TFModule, variables: list[Variable], root: Any = None) ->
     return names
 
 
-def _object_paths(tf: TFModule, root: Any) -> dict[int, str]:
+def _object_paths(tf: TFModule, root: Traceable) -> dict[int, str]:
     """id(object) -> its shortest attribute path from ``root``, breadth-first as
     ``tf.saved_model.save`` numbers the object graph."""
     try:
@@ -87,7 +97,7 @@ def _object_paths(tf: TFModule, root: Any) -> dict[int, str]:
 
 
 def from_concrete(concrete: ConcreteFunction, source: str, key: str = "serving_default",
-                  root: Any = None, names: dict[int, str] | None = None) -> Model:
+                  root: Traceable = None, names: dict[int, str] | None = None) -> Model:
     """A Model from a ConcreteFunction: its graph, library, inputs, outputs, captures.
     ``root`` (the traced object) names variables that share a name by their path;
     ``names`` (id(variable) -> name) names them as the caller already does."""
@@ -234,7 +244,7 @@ def trace(obj: Traceable, *inputs: Tensor, source: str | None = None) -> Model:
         root = owner
     fn: Traceable = obj
     if is_keras_model(obj):
-        def fn(*args: Tensor) -> Any:  # inference: what a user differentiates through
+        def fn(*args: Tensor) -> Tensor:  # inference: what a user differentiates through
             return obj(*args, training=False)
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
@@ -252,7 +262,7 @@ def trace(obj: Traceable, *inputs: Tensor, source: str | None = None) -> Model:
     return model
 
 
-def method_owner(obj: Traceable) -> Any:
+def method_owner(obj: Traceable) -> Traceable:
     """The object a bound method or a tf.function method belongs to (None: not one).
     TF wraps the method of a tf.function in a TfMethodTarget holding the instance."""
     owner = getattr(obj, "__self__", None)
@@ -283,7 +293,7 @@ def import_keras() -> Any:
     return keras
 
 
-def _keras_input_specs(model: Traceable) -> list[Any]:
+def _keras_input_specs(model: Traceable) -> list[TensorSpec]:
     tf = import_tensorflow()
 
     specs = []
@@ -299,7 +309,7 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
     return trace(read_keras_model(path), source=os.fspath(path))
 
 
-def read_keras_model(path: str | os.PathLike[str]) -> Any:
+def read_keras_model(path: str | os.PathLike[str]) -> KerasModel:
     """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
     Lambda layer's Python code is refused, not run."""
     import warnings
