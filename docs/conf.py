@@ -17,7 +17,13 @@ copyright = "the opregistry authors"
 release = __version__
 version = __version__
 
-extensions = ["myst_parser", "opregistry_help"]
+extensions = ["myst_parser", "opregistry_help", "opregistry_reference", "sphinx.ext.autodoc"]
+# the API reference (reference.md): signatures without annotations (TensorFlow's objects
+# are aliases of Any), members in source order, inherited ones left to their classes
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+autodoc_docstring_signature = False  # a dataclass's generated docstring is no signature
+autodoc_default_options = {"exclude-members": "__init__, __new__"}
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]

@@ -19,6 +19,7 @@ from opregistry.errors import (
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
     from opregistry.guard import CallableModule
+    from opregistry.model.check_files import check_files
     from opregistry.registry.lookup import (
         Blocker,
         GradientFunctionInfo,
@@ -30,6 +31,11 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
         lookup,
         ops,
         releases,
+    )
+    from opregistry.registry.release_choice import (
+        ChosenRelease,
+        ReleaseWarning,
+        choose_release,
     )
 
     # the module is callable (the context manager): its class says so to type checkers
@@ -48,6 +54,7 @@ __all__ = [
     "assert_differentiable", "check", "diff", "gradcheck", "guard", "harvest", "load_model",
     "load_policy", "lookup", "ops", "probe_report", "releases", "upgrade_check",
     "Explanation", "Remedy", "explain", "remedies_for",
+    "ChosenRelease", "ReleaseWarning", "choose_release", "check_files",
 ]
 
 # Imported on first use, so that `import opregistry` (and `opregistry --help`) stays
@@ -63,6 +70,7 @@ _LAZY = {
     "probe_report": "registry.probe_report", "ProbeReport": "registry.probe_report",
     "FlaggedOp": "registry.probe_report",
     "check": "model.check", "upgrade_check": "model.check", "load_model": "model.check",
+    "check_files": "model.check_files",
     "CheckResult": "model.results", "Finding": "model.results",
     "BlockingOp": "model.results", "OutputReport": "model.results",
     "PartialPath": "model.results", "Target": "model.results",
@@ -73,6 +81,8 @@ _LAZY = {
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",
     "Remedy": "remedies", "remedies_for": "remedies",
+    "choose_release": "registry.release_choice",
+    "ChosenRelease": "registry.release_choice", "ReleaseWarning": "registry.release_choice",
     "NonDifferentiableWarning": "guard.actions", "NonDifferentiableError": "guard.actions",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),

@@ -28,7 +28,7 @@ class GradientGuard(_keras.callbacks.Callback):  # type: ignore[misc,name-define
         Guard(**self._options)  # options checked now, not at the first step
         self.guard: Any = None
 
-    def on_train_begin(self, logs: Any = None) -> None:
+    def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
         from opregistry.guard import Guard
 
         if self.guard is not None and self.guard.running:
@@ -38,6 +38,6 @@ class GradientGuard(_keras.callbacks.Callback):  # type: ignore[misc,name-define
         # (action="raise") uninstalls it on its way out
         self.guard.session.on_raise = self.guard.stop
 
-    def on_train_end(self, logs: Any = None) -> None:
+    def on_train_end(self, logs: dict[str, float] | None = None) -> None:
         if self.guard is not None and self.guard.running:
             self.guard.stop()

@@ -34,12 +34,16 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opregistry.errors import PolicyError
 from opregistry.glob import GlobError, compile_glob
 from opregistry.policy_file import FILE_NAME, file_entries, find_policy_file
 from opregistry.text import printable
+
+if TYPE_CHECKING:
+    from opregistry.model.results import CheckResult, Finding, PartialPath, XlaFinding
+    from opregistry.numerical.results import GradcheckResult
 
 __all__ = ["FILE_NAME", "KINDS", "MAX_PATTERN", "MAX_RULES", "Policy", "Rule",
            "find_policy_file", "load_policy"]
@@ -55,6 +59,9 @@ _GLOB_CHARS = frozenset("*?[")
 
 @dataclass(frozen=True)
 class Rule:
+    """One ignore rule: a pattern (``op:ArgMax``, ``target:head/*``, ``xla:...``), its
+    reason, and its expiry date."""
+
     pattern: str
     reason: str
     expires: datetime.date | None = None
@@ -117,6 +124,9 @@ class Rule:
 
 @dataclass
 class Policy:
+    """Ignore rules (``--ignore``, a policy file): which findings a command leaves out, and
+    which rules expired or matched nothing."""
+
     rules: list[Rule] = field(default_factory=list)
     source: str | None = None  # the policy file, if one was read
     today: datetime.date = field(default_factory=datetime.date.today)
@@ -192,7 +202,7 @@ class Policy:
         self.used.update(covering)
         return covering[0]
 
-    def rule_for_xla(self, finding: Any) -> Rule | None:
+    def rule_for_xla(self, finding: XlaFinding) -> Rule | None:
         """The ``xla:`` rule that accepts a check --xla finding (an ``XlaFinding``),
         marked as used; None: not accepted."""
         queries = [(f"{XLA}:op", finding.op), (f"{XLA}:node", finding.node),
@@ -270,10 +280,12 @@ def _cli_rule(text: str) -> Rule:
 
 # ------------------------------------------------------------------ applying a policy
 
-def apply_to_check(result: Any, policy: Policy) -> Any:
+def apply_to_check(result: CheckResult, policy: Policy) -> CheckResult:
     """``result`` without the findings, partial paths and XLA findings the policy
     ignores; those are in ``result.ignored``, each with the rule that ignored it."""
     from dataclasses import replace
+
+    from opregistry.model.results import PartialPath
 
     kept: list[Any] = []
     kept_partial: list[Any] = []
@@ -281,7 +293,7 @@ def apply_to_check(result: Any, policy: Policy) -> Any:
     for kind, items, keep in (("finding", result.findings, kept),
                               ("partial_path", result.partial_paths, kept_partial)):
         for item in items:
-            ops = item.blocking_ops if kind == "finding" else item.ops
+            ops = item.ops if isinstance(item, PartialPath) else item.blocking_ops
             rule = policy.rule_for([item.output, f"{item.signature}:{item.output}"],
                                    item.target, [(b.op, b.node) for b in ops])
             if rule is None:
@@ -302,7 +314,7 @@ def apply_to_check(result: Any, policy: Policy) -> Any:
                    xla=kept_xla)
 
 
-def apply_to_gradcheck(result: Any, policy: Policy) -> Any:
+def apply_to_gradcheck(result: GradcheckResult, policy: Policy) -> GradcheckResult:
     """``result`` with each problem the policy ignores marked (``ignored_by``): it no
     longer makes the result fail."""
     from dataclasses import replace
@@ -344,7 +356,7 @@ class Ignored:
     """A finding or partial path a policy rule ignores."""
 
     kind: str  # finding | partial_path | xla
-    item: Any
+    item: Finding | PartialPath | XlaFinding
     rule: Rule
 
     def to_dict(self) -> dict[str, Any]:

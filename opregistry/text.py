@@ -28,11 +28,6 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escaped, text)
 
 
-def printable_cell(value: object) -> object:
-    """``printable`` for a string cell; other values as they are."""
-    return printable(value) if isinstance(value, str) else value
-
-
 def markdown_safe(text: str) -> str:
     """``printable(text)`` for markdown prose or a table cell: ``&``, ``<`` and ``>``
     as HTML entities too, so that no tag in a name (``<img onerror=...>``) is rendered

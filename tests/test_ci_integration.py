@@ -290,6 +290,7 @@ def test_the_readme_pre_commit_config_works_verbatim(models, hook_checkout, tmp_
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     assert "Failed" in blocked.stdout and "frozen_graph.pb" in blocked.stdout
     assert "ArgMax" in blocked.stdout
+    assert "facts of TensorFlow 2.15.1: as asked (2.15)" in blocked.stdout  # args: --tf
     assert "notes.txt" not in blocked.stdout and "picture.png" not in blocked.stdout
 
 

@@ -89,5 +89,24 @@ def test_every_help_and_readme_link_is_in_the_build(site):
     readme = (ROOT / "README.md").read_text()
     pages = [docs_page(path) for path in PATHS]
     pages += [p for p in re.findall(re.escape(DOCS_URL) + r"([^)\s>*]*)", readme) if p]
+    # the README links the pages in the repository (docs/x.md#anchor): their HTML
+    relative = re.findall(r"\]\(docs/([^)\s]+)\)", readme)
+    assert len(relative) >= 10, relative
+    pages += [re.sub(r"\.md(?=#|$)", ".html", p) for p in relative]
     broken = [why for p in pages if (why := _resolve(site, "index.html", p))]
     assert not broken, broken
+
+
+def test_the_api_reference_documents_every_public_name(site):
+    """Generated from ``opregistry.__all__`` by autodoc (docs/_ext/opregistry_reference.py):
+    each name has its entry (the guard and harvest modules have pages of their own)."""
+    import inspect
+
+    import opregistry
+
+    public = {name for name in opregistry.__all__
+              if not inspect.ismodule(getattr(opregistry, name))}
+    documented = {i.split(".", 1)[1] for i in site["reference.html"].ids
+                  if i.startswith("opregistry.") and i.count(".") == 1}
+    assert documented == public, public ^ documented
+    assert "opregistry.CheckResult.findings" in site["reference.html"].ids  # fields too

@@ -280,7 +280,7 @@ def test_a_correct_loop_says_nothing_and_costs_no_tf_import():
 
 
 def test_release_is_the_installed_or_the_nearest():
-    from opregistry.guard.live_facts import nearest_release
+    from opregistry.registry.release_choice import nearest_release
 
     known = ["2.15.1", "2.16.2", "2.20.0", "2.21.0"]
     assert nearest_release("2.21.0", known) == "2.21.0"

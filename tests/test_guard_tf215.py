@@ -1,20 +1,15 @@
-"""The guard under tf-keras (Keras 2) in TensorFlow 2.15, a release of the database,
-in a venv of its own (built once, cached beside the harvest venvs)."""
+"""The guard under tf-keras (Keras 2) in TensorFlow 2.15.0, a patch the database does
+not hold (it judges by 2.15.1's facts, and says so), in a venv of its own
+(tests/tf215_venv.py: built once, cached beside the harvest venvs)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-
-from opregistry.harvest import environments, recipes
-
-ROOT = Path(__file__).resolve().parent.parent
-RELEASE = "2.15.1"
+from tf215_venv import HELD, INSTALLED, env, tf215_python  # tests/ is on sys.path
 
 SCRIPT = textwrap.dedent("""
     import json, sys, warnings
@@ -50,48 +45,13 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def guard_venv() -> Path:
-    """tensorflow-cpu 2.15.1 (Python 3.10, per the harvest recipe) plus this project,
-    editable: cached under the runner's cache folder, built the first time. The project
-    is installed again when pyproject.toml changed (a dependency added since) or the venv
-    points at another checkout."""
-    recipe = recipes.recipe_for(RELEASE)
-    venv = environments.cache_dir() / "venvs" / f"guard-{recipe.name}"
-    with environments.building(venv):  # one worker builds it, the others wait
-        return _guard_venv(recipe, venv)
-
-
-def _guard_venv(recipe: recipes.Recipe, venv: Path) -> Path:
-    python = venv / "bin" / "python"
-    ready = venv / ".opregistry-guard-ready"
-    # editable: the checkout it points at is part of the stamp (another clone's venv
-    # would run that clone's code)
-    stamp = (f"{RELEASE} {ROOT} "
-             f"{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n")
-    if ready.exists() and python.exists() and ready.read_text() == stamp:
-        return python
-    if not python.exists():
-        base = environments.find_python(recipe.python)
-        if base is None:
-            pytest.skip(f"no Python {recipe.python} for TensorFlow {RELEASE}")
-        subprocess.run([str(base), "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *recipe.requirements], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "-e", str(ROOT)], check=True)
-    ready.write_text(stamp)
-    return python
-
-
 @pytest.mark.slow
 def test_tf_keras_fit_under_tf_2_15(tmp_path):
-    python = guard_venv()
+    python = tf215_python()
     script = tmp_path / "keras2_fit.py"
     script.write_text(SCRIPT)
-    # the editable install points at the repository this test runs from
-    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([str(python), str(script)], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=env(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["tf_none"] == ["blocked/bias", "blocked/kernel"]
@@ -99,5 +59,6 @@ def test_tf_keras_fit_under_tf_2_15(tmp_path):
     argmax_line = SCRIPT.splitlines().index(next(
         line for line in SCRIPT.splitlines() if line.endswith("# argmax"))) + 1
     assert result["stops"] == [["ArgMax", "none", argmax_line]]
-    assert "TensorFlow 2.15.1" in result["facts"]
+    assert result["facts"] == (f"facts of TensorFlow {HELD} from the database, the nearest "
+                               f"release to the installed {INSTALLED}")
     assert sys.version_info >= (3, 9)

@@ -81,9 +81,9 @@ def upgrade_check_command(
 
     guard_output(output_file, db=db, paths=[model], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
-    say_serving_version(model)
+    path = say_serving_version(model)
     try:
-        result = upgrade_check(model, before, after, db=db, tags=tags, sources=source)
+        result = upgrade_check(path, before, after, db=db, tags=tags, sources=source)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows, ignored = apply_to_changes(upgrade_rows(result), policy)

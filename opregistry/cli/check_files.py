@@ -18,7 +18,7 @@ from opregistry.cli.options import (
     PolicyOption,
     ReleaseOption,
     TableFormat,
-    canonical_release,
+    chosen_release,
     load_cli_policy,
     report_policy,
 )
@@ -26,19 +26,6 @@ from opregistry.cli.output import emit, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
 from opregistry.formats.check import CheckedModels, summary_line
-
-
-def models_of(files: List[str]) -> list[str]:
-    """The models behind ``files`` by their content, in order, each once; files that
-    are no model are left out (the hook hands over every file a commit touches)."""
-    from opregistry.model.sniff import model_of
-
-    seen: dict[str, None] = {}
-    for name in files:
-        model = model_of(name)
-        if model is not None:
-            seen[model] = None
-    return list(seen)
 
 
 def check_files_command(
@@ -60,35 +47,33 @@ def check_files_command(
 ) -> None:
     """Check several models (for pre-commit): findings per model, exit 1 if any; with
     --xla, also what will not compile under XLA, as check --xla."""
-    from opregistry.model.check import check
+    from opregistry.model.check_files import check_files, fails
     from opregistry.policy import apply_to_check
 
     guard_output(output_file, db=db, policy=(policy_file,), paths=[
         *files, *(str(Path(f).parent) for f in files if Path(f).name == "saved_model.pb")])
     policy = load_cli_policy(ignore, policy_file)
-    release = canonical_release(release, db)  # one error, not one per model
+    chosen = chosen_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0
     checked = []
     lines = []  # each model's line, or its error, in order
-    for model in models_of(files):
-        try:
-            result = apply_to_check(check(model, release=release, db=db, xla=xla), policy)
-        except OpregistryError as exc:
-            text = str(exc)  # the reader's message names the path already
+    for model, outcome in check_files(files, release=chosen.version, db=db, xla=xla):
+        if isinstance(outcome, OpregistryError):
+            text = str(outcome)  # the reader's message names the path already
             lines.append(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
             errors += 1
             continue
+        result = apply_to_check(outcome, policy)
         ignored += len(result.ignored)
-        # as check's exit code (check_run.run_check), per model
-        if result.findings or result.xla_failures or (strict and (
-                result.partial_paths or result.xla)):
-            failed += 1
+        failed += fails(result, strict)
         checked.append((model, result))
         lines.append(f"{model}: {summary_line(result)}")
     if not errors:  # an Error: line of the output comes before any summary
         emit(output_file, render(CheckedModels(tuple(checked)), fmt))
     for line in lines:
         note(line)
+    if not errors:
+        note(chosen.note)
     report_policy(policy, ignored)
     if errors:
         raise typer.Exit(code=EXIT_USAGE)

@@ -27,6 +27,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
     from opregistry.formats.check import summary_line
     from opregistry.model.check import check
     from opregistry.policy import apply_to_check, load_policy, summary
+    from opregistry.registry.release_choice import choose_release
 
     fmt = CheckFormat(fmt)
     wanted: list[tuple[str | None, str]] | None = None
@@ -36,30 +37,34 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
     try:  # (a working directory that is gone is load_policy's one line too)
         check_output(output_file, db=db, paths=[model], policy=(policy_file,))
         policy = load_policy(ignore or (), path=policy_file)
-        say_serving_version(model)
-        result = apply_to_check(check(model, release=release, db=db, outputs=wanted,
+        chosen = choose_release(release, db)  # once, before the model is read
+        path = say_serving_version(model)
+        result = apply_to_check(check(path, release=chosen.version, db=db, outputs=wanted,
                                       tags=tags, xla=xla), policy)
         write_output(output_file, _render(fmt, result, db))
     except OpregistryError as exc:
         note(f"Error: {exc}")
         return exc.exit_code
+    note(chosen.note)
     note(summary_line(result))
     for line in summary(len(result.ignored), policy):
         note(line)
-    if result.findings or result.xla_failures or (strict and (
-            result.partial_paths or policy.stale or result.xla)):
-        return EXIT_FINDINGS
-    return 0
+    from opregistry.model.check_files import fails
+
+    return EXIT_FINDINGS if fails(result, strict) or (strict and policy.stale) else 0
 
 
-def say_serving_version(model: str) -> None:
-    """A TF Serving model base path is read at its newest version: say which."""
+def say_serving_version(model: str) -> str:
+    """A TF Serving model base path is read at its newest version: say which, and
+    return the path to read (the version's folder: resolved once, here)."""
     from opregistry.formats.check import serving_version_line
     from opregistry.model.readers.versions import serving_version
 
     newest = serving_version(model)
-    if newest is not None:
-        note(serving_version_line(model, newest))
+    if newest is None:
+        return model
+    note(serving_version_line(model, newest))
+    return str(newest.path)
 
 
 def _render(fmt: OutputFormat, result: Any, db: str | None) -> str:

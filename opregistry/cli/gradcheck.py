@@ -13,7 +13,6 @@ from opregistry.cli.options import (
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
-    canonical_release,
     load_cli_policy,
     report_policy,
 )
@@ -92,17 +91,25 @@ def gradcheck_command(
     from opregistry.numerical.api import gradcheck
     from opregistry.numerical.targets import load_target, parse_shapes
     from opregistry.policy import apply_to_gradcheck
+    from opregistry.registry.release_choice import choose_release
 
     guard_output(output_file, db=db, paths=[target_path(target)], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
-    release = canonical_release(release, db)
+    chosen = None
+    if release is not None or analysis:  # (a database that cannot answer without --tf:
+        try:                             # the check still runs, its ops unnamed, said so)
+            chosen = choose_release(release, db)
+        except OpregistryError as exc:
+            if release is not None:
+                raise fail(exc) from None
     try:
         check_target(target)  # before TensorFlow is imported: seconds saved on a typo
         fn, inputs, name = load_target(target, signature=signature, loss=loss, tags=tags,
                                         seed=seed, shapes=parse_shapes(shape or []))
         result = gradcheck(fn, *inputs, order=order, dtype=precision.value, mode=mode.value,
                            atol=atol, rtol=rtol, step=step, directions=directions,
-                           seed=seed, analyse=analysis, release=release, db=db, source=name,
+                           seed=seed, analyse=analysis,
+                           release=chosen.version if chosen else release, db=db, source=name,
                            outputs=output or None, training=training)
     except OpregistryError as exc:
         raise fail(exc) from None
@@ -113,6 +120,8 @@ def gradcheck_command(
     emit(output_file, GradcheckRenderer(
         target=target, definitions=definitions(result.release, result.stopping_ops, db),
     ).render(result, fmt.value))
+    if chosen is not None:
+        note(chosen.note)
     note(summary(result))
     report_policy(policy, len(result.ignored))
     if not result.ok or (strict and policy.stale):
@@ -132,6 +141,8 @@ def check_target(target: str) -> None:
     TensorFlow."""
     import os
 
+    from opregistry.model.kinds import model_kind
+
     path, _, function = target.rpartition(":")
     if os.path.exists(target) or not path:
         path, function = target, ""
@@ -144,7 +155,7 @@ def check_target(target: str) -> None:
     if os.path.isdir(target):
         if not os.path.isfile(os.path.join(target, "saved_model.pb")):
             raise GradcheckError(f"{target}: not a SavedModel directory (no saved_model.pb)")
-    elif not target.endswith((".keras", ".h5", ".hdf5")):
+    elif model_kind(target) != "keras":
         raise GradcheckError(f"{target}: not a SavedModel directory, .keras / .h5 file or "
                              "file.py:function (a GraphDef has no inputs to give values: "
                              "use check)")

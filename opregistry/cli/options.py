@@ -8,6 +8,8 @@ import typer
 from opregistry.formats import OutputFormat, Renderer, format_choice
 
 if TYPE_CHECKING:
+    from opregistry.registry.release_choice import ChosenRelease
+
     TableFormat = OutputFormat
 else:  # the formats every result has: table, json, csv, markdown
     TableFormat = format_choice("TableFormat", Renderer)
@@ -78,15 +80,19 @@ def report_policy(policy: Any, ignored: int, what: str = "finding") -> None:
 def canonical_release(release: str | None, db: str | None) -> str | None:
     """``--tf`` as the database names it (``1.13`` -> ``1.13.2``), checked before any
     slow work, so an unknown release is the same one ``Error:`` line in every command;
-    None stays None (each command's own default)."""
-    if release is None:
-        return None
+    None stays None (the guard's own choice, which it says in its warnings)."""
+    return None if release is None else chosen_release(release, db).version
+
+
+def chosen_release(release: str | None, db: str | None) -> ChosenRelease:
+    """The release of ``--tf``, else the default rule's (``registry.release_choice``),
+    resolved once before any slow work; an unknown one is one ``Error:`` line. The
+    command says ``chosen.note`` on stderr when it succeeds."""
     from opregistry.cli.output import fail
-    from opregistry.db.store import using
     from opregistry.errors import OpregistryError
+    from opregistry.registry.release_choice import choose_release
 
     try:
-        with using(db) as store:
-            return store.release(release).version
+        return choose_release(release, db)
     except OpregistryError as exc:
         raise fail(exc) from None

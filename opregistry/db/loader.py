@@ -35,6 +35,7 @@ from opregistry.db.models import (
     ReleasePythonName,
     XlaVerdict,
 )
+from opregistry.db.records import Document, Row
 from opregistry.db.validate import validate
 from opregistry.errors import DocumentError
 
@@ -67,7 +68,7 @@ def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> di
     return found
 
 
-def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]]
+def _insert_missing(conn: Connection, table: Table, rows: dict[str, Row]
                     ) -> dict[str, int]:
     """Insert rows (keyed by digest) not yet stored; return digest -> id for all."""
     ids = _ids_by_digest(conn, table, list(rows))
@@ -82,7 +83,7 @@ def _text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _source_rows(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _source_rows(entries: list[Document]) -> dict[str, Row]:
     """digest -> function_sources row of every gradient function's source text."""
     rows = {}
     for entry in entries:
@@ -92,8 +93,8 @@ def _source_rows(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def _function_row(function: dict[str, Any], source_ids: dict[str, int]
-                  ) -> tuple[str, dict[str, Any]]:
+def _function_row(function: Document, source_ids: dict[str, int]
+                  ) -> tuple[str, Row]:
     row = {
         "module": function.get("module"),
         "qualname": function.get("qualname"),
@@ -138,7 +139,7 @@ def collect_garbage(conn: Connection) -> None:
     conn.execute(delete(xv).where(xv.c.id.not_in(select(_table(OpXla).c.verdict_id))))
 
 
-def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
+def load(engine: Engine, document: Document) -> LoadResult:
     """Load one harvest document; replaces an earlier load of the same release.
 
     Loads into one database run one at a time (SQLite: the write lock taken when the
@@ -156,13 +157,13 @@ def load(engine: Engine, document: dict[str, Any]) -> LoadResult:
         return _load(conn, document, rel)
 
 
-def xla_device(document: dict[str, Any]) -> str:
+def xla_device(document: Document) -> str:
     """The device a document's XLA verdicts were compiled on (``CPU`` unless a
     ``--device`` harvest says otherwise)."""
     return str((document.get("probes") or {}).get("xla_device") or "CPU")
 
 
-def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> LoadResult:
+def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     releases = _table(Release)
     package = rel.get("package") or "unknown"
     library = document.get("library") or {}
@@ -170,7 +171,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         releases.c.version == rel["version"], releases.c.package == package,
         releases.c.library == library.get("name", ""),
         releases.c.library_version == library.get("version", ""))).scalar()
-    kept: list[dict[str, Any]] = []
+    kept: list[Row] = []
     if existing is not None:
         # rows a GPU or TPU host added: that host's evidence, not this harvest's to drop
         xla = _table(OpXla)
@@ -231,7 +232,7 @@ def _load(conn: Connection, document: dict[str, Any], rel: dict[str, Any]) -> Lo
         library=f"{library['name']} {library['version']}" if library else None)
 
 
-def _load_device(conn: Connection, document: dict[str, Any], rel: dict[str, Any],
+def _load_device(conn: Connection, document: Document, rel: Document,
                  device: str) -> LoadResult:
     """Replace ``device``'s op_xla rows of the stored release this document is a
     device harvest of: the same version (and op library), preferably the same package
@@ -268,7 +269,7 @@ def _load_device(conn: Connection, document: dict[str, Any], rel: dict[str, Any]
                       library=label if library else None)
 
 
-def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, Any],
+def _insert_release(conn: Connection, document: Document, rel: Document,
                     package: str) -> int:
     """The releases row of a document; its id."""
     releases = _table(Release)
@@ -291,7 +292,7 @@ def _insert_release(conn: Connection, document: dict[str, Any], rel: dict[str, A
     return int(release_id)
 
 
-def _library_columns(library: dict[str, Any] | None) -> dict[str, Any]:
+def _library_columns(library: Document | None) -> Row:
     if not library:
         return {"library": "", "library_version": "", "library_detail": None}
     detail = {k: library[k] for k in ("modules", "op_libraries") if library.get(k)}
@@ -299,10 +300,10 @@ def _library_columns(library: dict[str, Any] | None) -> dict[str, Any]:
             "library_detail": json.dumps(detail, sort_keys=True) if detail else None}
 
 
-def _op_def_rows(ops: list[dict[str, Any]]
-                 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _op_def_rows(ops: list[Document]
+                 ) -> tuple[dict[str, Row], dict[str, str]]:
     """(digest -> op_defs row, op name -> digest): identical OpDefs are stored once."""
-    op_def_rows: dict[str, dict[str, Any]] = {}
+    op_def_rows: dict[str, Row] = {}
     op_digest: dict[str, str] = {}
     for op in ops:
         definition = op["op_def"]
@@ -319,10 +320,10 @@ def _op_def_rows(ops: list[dict[str, Any]]
     return op_def_rows, op_digest
 
 
-def _function_rows(entries: list[dict[str, Any]], source_ids: dict[str, int]
-                   ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _function_rows(entries: list[Document], source_ids: dict[str, int]
+                   ) -> tuple[dict[str, Row], dict[str, str]]:
     """(digest -> gradient_functions row, op name -> digest), for ops and orphans."""
-    function_rows: dict[str, dict[str, Any]] = {}
+    function_rows: dict[str, Row] = {}
     function_digest: dict[str, str] = {}
     for entry in entries:
         gradient = entry.get("gradient", entry)
@@ -333,7 +334,7 @@ def _function_rows(entries: list[dict[str, Any]], source_ids: dict[str, int]
     return function_rows, function_digest
 
 
-def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
+def _probe_columns(op: Document, probed: bool) -> Row:
     """release_ops columns for what the probe found about ``op``."""
     status = op["gradient"]["status"]
     probe = op.get("probe")
@@ -364,7 +365,7 @@ def _probe_columns(op: dict[str, Any], probed: bool) -> dict[str, Any]:
     }
 
 
-def _op_xla(op: dict[str, Any]) -> dict[str, Any] | None:
+def _op_xla(op: Document) -> Row | None:
     """An op's ``xla`` record: its probe's (a registered gradient: the op and the
     gradient compiled), or the op's own (format 4: no registered gradient, the op alone)."""
     probe = op.get("probe")
@@ -376,14 +377,14 @@ XLA_VERDICT = ("forward", "forward_op", "forward_reason", "gradient", "gradient_
                "gradient_structure", "gradient_reason", "gradient_agrees", "kernels")
 
 
-def xla_verdict_digest(row: dict[str, Any]) -> str:
+def xla_verdict_digest(row: Row) -> str:
     """An xla_verdicts row's digest (migration 0008 computes the same for stored rows)."""
     return hashlib.sha256(json.dumps(
         [row[c] if c != "gradient_agrees" or row[c] is None else bool(row[c])
          for c in XLA_VERDICT]).encode()).hexdigest()
 
 
-def _xla_verdict(xla: dict[str, Any]) -> dict[str, Any]:
+def _xla_verdict(xla: Document) -> Row:
     """The xla_verdicts row of a record's ``xla`` (absent: not harvested, no row)."""
     forward, gradient = xla.get("forward") or {}, xla.get("gradient") or {}
     kernels = xla.get("kernels")
@@ -399,7 +400,7 @@ def _xla_verdict(xla: dict[str, Any]) -> dict[str, Any]:
     return dict(row, digest=xla_verdict_digest(row))
 
 
-def _insert_xla(conn: Connection, records: list[tuple[int, str, dict[str, Any]]]) -> None:
+def _insert_xla(conn: Connection, records: list[tuple[int, str, Row]]) -> None:
     """op_xla rows of (release id, op name, ``xla`` record), each verdict stored once."""
     rows = [_xla_verdict(xla) for _, _, xla in records]
     ids = _insert_missing(conn, _table(XlaVerdict), {v["digest"]: v for v in rows}) \
@@ -411,7 +412,7 @@ def _insert_xla(conn: Connection, records: list[tuple[int, str, dict[str, Any]]]
     } for (release_id, name, xla), verdict in zip(records, rows)))
 
 
-def _numeric_error(probe: dict[str, Any], position: int) -> float | None:
+def _numeric_error(probe: Document, position: int) -> float | None:
     for entry in (probe.get("verification") or {}).get("inputs", []):
         if entry.get("position") == position:
             relative: float | None = entry.get("relative")
@@ -419,8 +420,8 @@ def _numeric_error(probe: dict[str, Any], position: int) -> float | None:
     return None
 
 
-def _insert_chunks(conn: Connection, table: Table, rows: Iterable[dict[str, Any]]) -> None:
-    batch: list[dict[str, Any]] = []
+def _insert_chunks(conn: Connection, table: Table, rows: Iterable[Row]) -> None:
+    batch: list[Row] = []
     for row in rows:
         batch.append(row)
         if len(batch) >= 2000:
@@ -431,7 +432,7 @@ def _insert_chunks(conn: Connection, table: Table, rows: Iterable[dict[str, Any]
 
 
 def _load_python_names(conn: Connection, names: Table, links: Table, release_id: int,
-                       entries: list[dict[str, Any]]) -> None:
+                       entries: list[Document]) -> None:
     wanted = {(e["name"], e["op"], e["method"]) for e in entries}
     if not wanted:
         return

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
+from opregistry.db.records import Row
 from opregistry.text import markdown_safe, printable
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Renderer(Generic[R]):
         """The whole result as JSON-able data."""
         raise NotImplementedError
 
-    def rows(self, result: R) -> list[dict[str, Any]]:
+    def rows(self, result: R) -> list[Row]:
         """One flat dict per line of the table (the same for CSV and markdown)."""
         raise NotImplementedError
 
@@ -136,7 +137,7 @@ def _cell(value: Any, markdown: bool = False) -> Any:
     return value
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
+def table(rows: Sequence[Row], columns: Sequence[str] | None = None,
           style: str = "simple") -> str:
     from tabulate import tabulate  # imported only when a table is drawn
 
@@ -150,7 +151,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
     return drawn
 
 
-def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
+def csv_text(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
     import csv
     import io
 
@@ -167,22 +168,6 @@ def json_text(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=2, sort_keys=False)
-
-
-def tabular(fmt: OutputFormat | str, data: Any, rows: Sequence[dict[str, Any]],
-            columns: Sequence[str] | None = None) -> str:
-    """``data`` as JSON, or ``rows`` as a table, CSV or markdown: for the few outputs
-    that are plain rows with no result type of their own (``harvest``, ``db``)."""
-    fmt = _format(fmt)
-    if fmt is OutputFormat.json:
-        return json_text(data)
-    if fmt is OutputFormat.csv:
-        return csv_text(rows, columns)
-    if fmt is OutputFormat.markdown:
-        return table(rows, columns, style="github")
-    if fmt is OutputFormat.table:
-        return table(rows, columns)
-    raise ValueError(f"rows have no {fmt.value} format")
 
 
 def plural(n: int, word: str, plural_word: str | None = None) -> str:

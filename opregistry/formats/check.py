@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
+from opregistry.shown import Shown
 from opregistry.text import printable
 
 if TYPE_CHECKING:
@@ -170,8 +171,8 @@ def _ops(result: CheckResult) -> list[BlockingOp]:
     return result.stopping_ops
 
 
-@dataclass(frozen=True)
-class CheckedModels:
+@dataclass(frozen=True, repr=False)
+class CheckedModels(Shown):
     """What ``check-files`` shows: each model (by path) with its check result."""
 
     results: tuple[tuple[str, CheckResult], ...]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
+from opregistry.shown import Shown
 
 if TYPE_CHECKING:
     from opregistry.db.loader import LoadResult
@@ -15,8 +17,8 @@ HARVEST_COLUMNS = ["target", "ok", "release", "library", "package", "ops", "repl
                    "seconds", "error"]
 
 
-@dataclass(frozen=True)
-class Harvested:
+@dataclass(frozen=True, repr=False)
+class Harvested(Shown):
     """What ``harvest`` shows: each target's outcome, and the database they went into."""
 
     outcomes: tuple[HarvestOutcome, ...]
@@ -31,7 +33,7 @@ class HarvestedRenderer(Renderer[Harvested]):
     def data(self, result: Harvested) -> Any:
         return self.rows(result)
 
-    def rows(self, result: Harvested) -> list[dict[str, Any]]:
+    def rows(self, result: Harvested) -> list[Row]:
         return [dict(o.to_dict(), seconds=round(o.seconds, 1)) for o in result.outcomes]
 
     def columns(self, result: Harvested) -> list[str]:
@@ -43,8 +45,8 @@ class HarvestedRenderer(Renderer[Harvested]):
                 f"{result.into}" + (f", {failed} failed" if failed else ""))
 
 
-@dataclass(frozen=True)
-class LoadedDocuments:
+@dataclass(frozen=True, repr=False)
+class LoadedDocuments(Shown):
     """What ``db load`` shows: each harvest document (by path) with what loading it did."""
 
     loaded: tuple[tuple[str, LoadResult], ...]
@@ -60,13 +62,13 @@ class LoadedDocumentsRenderer(Renderer[LoadedDocuments]):
     def data(self, result: LoadedDocuments) -> Any:
         return self.rows(result)
 
-    def rows(self, result: LoadedDocuments) -> list[dict[str, Any]]:
+    def rows(self, result: LoadedDocuments) -> list[Row]:
         return [{"file": path, "release": r.release, "package": r.package, "ops": r.ops,
                  "replaced": r.replaced} for path, r in result.loaded]
 
 
-@dataclass(frozen=True)
-class SchemaRevision:
+@dataclass(frozen=True, repr=False)
+class SchemaRevision(Shown):
     """What ``db current`` shows: the database's schema revision and the head(s)."""
 
     revision: str | None  # None: no schema yet (base)
@@ -82,7 +84,7 @@ class SchemaRevisionRenderer(Renderer[SchemaRevision]):
         return {"revision": result.revision or "base", "head": list(result.heads),
                 "at_head": result.at_head}
 
-    def rows(self, result: SchemaRevision) -> list[dict[str, Any]]:
+    def rows(self, result: SchemaRevision) -> list[Row]:
         return [{"revision": result.revision or "base", "head": ", ".join(result.heads),
                  "at_head": result.at_head}]
 

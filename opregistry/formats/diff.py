@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, csv_text, plural, table
 from opregistry.text import fenced, printable
 
@@ -59,7 +60,7 @@ class DiffRenderer(Renderer["DiffResult"]):
         self.source = source
         self.changes = None if rows is None else list(rows)
 
-    def rows(self, result: DiffResult) -> list[dict[str, Any]]:
+    def rows(self, result: DiffResult) -> list[Row]:
         return flat_changes(result) if self.changes is None else self.changes
 
     def columns(self, result: DiffResult) -> list[str]:

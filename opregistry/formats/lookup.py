@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
+from opregistry.shown import Shown
 
 if TYPE_CHECKING:
     from opregistry.registry import lookup as query
@@ -57,8 +59,8 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
-class Lookups:
+@dataclass(frozen=True, repr=False)
+class Lookups(Shown):
     """What ``lookup`` shows: the results of the names asked for, in order."""
 
     results: tuple[query.LookupResult, ...]
@@ -68,7 +70,7 @@ class LookupsRenderer(Renderer[Lookups]):
     def data(self, result: Lookups) -> Any:
         return [r.to_dict() for r in _rows(result)]
 
-    def rows(self, result: Lookups) -> list[dict[str, Any]]:
+    def rows(self, result: Lookups) -> list[Row]:
         return [lookup_row(r) for r in _rows(result)]
 
     def columns(self, result: Lookups) -> list[str]:
@@ -85,6 +87,22 @@ class LookupsRenderer(Renderer[Lookups]):
 
     def summary(self, result: Lookups) -> str:
         return "\n".join(lookup_summary(r) for r in result.results)
+
+
+class LookupResultRenderer(Renderer["query.LookupResult"]):
+    """One name's result (``opregistry.lookup``), as ``lookup`` shows it."""
+
+    def data(self, result: query.LookupResult) -> Any:
+        return LookupsRenderer().data(Lookups((result,)))
+
+    def rows(self, result: query.LookupResult) -> list[Row]:
+        return LookupsRenderer().rows(Lookups((result,)))
+
+    def columns(self, result: query.LookupResult) -> list[str]:
+        return LookupsRenderer().columns(Lookups((result,)))
+
+    def summary(self, result: query.LookupResult) -> str:
+        return lookup_summary(result)
 
 
 def _rows(result: Lookups) -> list[query.OpRelease]:
@@ -107,8 +125,8 @@ OPS_COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verifie
                "function", "location"]
 
 
-@dataclass(frozen=True)
-class OpList:
+@dataclass(frozen=True, repr=False)
+class OpList(Shown):
     """What ``ops`` shows: the ops of one release."""
 
     ops: tuple[query.OpRelease, ...]
@@ -118,7 +136,7 @@ class OpListRenderer(Renderer[OpList]):
     def data(self, result: OpList) -> Any:
         return [r.to_dict() for r in result.ops]
 
-    def rows(self, result: OpList) -> list[dict[str, Any]]:
+    def rows(self, result: OpList) -> list[Row]:
         return [lookup_row(r) for r in result.ops]
 
     def columns(self, result: OpList) -> list[str]:
@@ -139,8 +157,8 @@ XLA_RELEASE_COLUMNS = ["release", "with_tf", "device", "ops", "forward_compiles"
                        "gradient_fails", "gradient_unknown", "gradient_disagrees"]
 
 
-@dataclass(frozen=True)
-class ReleaseList:
+@dataclass(frozen=True, repr=False)
+class ReleaseList(Shown):
     """What ``releases`` shows: TensorFlow's and op libraries' releases (``xla``: how
     many of their ops compile with XLA, a row per device, instead of the op counts)."""
 
@@ -152,7 +170,7 @@ class ReleaseListRenderer(Renderer[ReleaseList]):
     def data(self, result: ReleaseList) -> Any:
         return [r.to_dict() for r in result.releases]
 
-    def rows(self, result: ReleaseList) -> list[dict[str, Any]]:
+    def rows(self, result: ReleaseList) -> list[Row]:
         if result.xla:
             return [row for r in result.releases for row in xla_release_rows(r)]
         return [release_row(r) for r in result.releases]

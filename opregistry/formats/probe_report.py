@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from opregistry.db.records import Row
 from opregistry.formats import Renderer, csv_text, table
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ class ProbeReportRenderer(Renderer["ProbeReport"]):
     def data(self, result: ProbeReport) -> Any:
         return result.to_dict()
 
-    def rows(self, result: ProbeReport) -> list[dict[str, Any]]:
+    def rows(self, result: ProbeReport) -> list[Row]:
         """Every section's rows, one after the other."""
         return [row for _, rows in self.sections(result) for row in rows]
 

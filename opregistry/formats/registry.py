@@ -17,6 +17,7 @@ RENDERERS: dict[str, str] = {
     "opregistry.registry.probe_report.ProbeReport":
         "opregistry.formats.probe_report:ProbeReportRenderer",
     "opregistry.formats.lookup.Lookups": "opregistry.formats.lookup:LookupsRenderer",
+    "opregistry.registry.lookup.LookupResult": "opregistry.formats.lookup:LookupResultRenderer",
     "opregistry.formats.lookup.OpList": "opregistry.formats.lookup:OpListRenderer",
     "opregistry.formats.lookup.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
     "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",

@@ -4,30 +4,9 @@ registry, which knows registered / no_gradient / missing but not what the probes
 from __future__ import annotations
 
 from opregistry.db.location import DbLike
-from opregistry.db.store import release_numbers, version_key
 from opregistry.errors import OpregistryError
 from opregistry.registry.facts import OpFacts
-
-
-def nearest_release(installed: str, known: list[str]) -> str | None:
-    """The release of ``known`` closest to ``installed``: the same one, else in its minor
-    line the newest not newer than it (else the oldest newer), else the nearest minor line
-    (an older one on a tie). Versions compare as ``version_key`` orders them."""
-    if not known:
-        return None
-    if installed in known:
-        return installed
-    want, want_key = release_numbers(installed), version_key(installed)
-
-    def distance(version: str) -> tuple[int, int]:
-        have = release_numbers(version)
-        minor_gap = abs((have[0] * 1000 + have[1]) - (want[0] * 1000 + want[1]))
-        return minor_gap, 0 if version_key(version) <= want_key else 1
-
-    best = min(distance(version) for version in known)
-    tied = [version for version in known if distance(version) == best]
-    # the newest of the older ones, else the oldest of the newer ones: the nearest
-    return max(tied, key=version_key) if best[1] == 0 else min(tied, key=version_key)
+from opregistry.registry.release_choice import choose_release, installed_tf_version
 
 
 class Facts:
@@ -40,24 +19,17 @@ class Facts:
         self.release, self.description = self._choose(release)
 
     def _choose(self, release: str | None) -> tuple[str | None, str]:
-        from opregistry.model.check import installed_tf_version
-        from opregistry.registry.lookup import iter_release_versions
-
-        installed = installed_tf_version() or "unknown"
+        """The release of ``registry.release_choice`` (every command's rule), in words."""
         try:
-            known = list(iter_release_versions(self.db))
+            chosen = choose_release(release, self.db)
         except OpregistryError as exc:
-            return None, (f"no database ({exc}): reasons from TensorFlow {installed}'s "
-                          "gradient registry")
-        if release is not None:
-            return release, f"facts of TensorFlow {release} from the database"
-        chosen = nearest_release(installed, known)
-        if chosen is None:
-            return None, "an empty database: reasons from TensorFlow's gradient registry"
-        if chosen == installed:
-            return chosen, f"facts of TensorFlow {chosen} from the database"
-        return chosen, (f"facts of TensorFlow {chosen} from the database, the nearest "
-                        f"release to the installed {installed}")
+            installed = installed_tf_version() or "unknown"
+            return None, (f"no database or release ({exc}): reasons from TensorFlow "
+                          f"{installed}'s gradient registry")
+        said = f"facts of TensorFlow {chosen.version} from the database"
+        if chosen.why == "nearest":
+            said += f", the nearest release to the installed {chosen.installed}"
+        return chosen.version, said
 
     def get(self, op_types: set[str]) -> dict[str, OpFacts]:
         """Facts for ``op_types`` (and every op asked before)."""

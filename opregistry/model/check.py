@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
 from opregistry.model.graph import Model, ModelError
 from opregistry.model.readers import savedmodel
 from opregistry.model.results import CheckResult
-from opregistry.registry import lookup as query
 from opregistry.registry.facts import op_facts
+from opregistry.tf_types import Tensor, Traceable
 
 if TYPE_CHECKING:
     from opregistry.registry.diff import DiffResult
@@ -24,26 +24,25 @@ class _HasOp(Protocol):
 _Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names its op
 
 
-def installed_tf_version() -> str | None:
-    """The installed TensorFlow's version, from package metadata (TF is not imported)."""
-    from importlib import metadata
+def default_release(release: str | None, db: DbLike = None) -> str:
+    """``release`` as given (the facts' lookup resolves it: once), else the default
+    rule's release (``registry.release_choice``: nearest to the installed TensorFlow,
+    else the newest). When the rule stands in a different release for the installed
+    TensorFlow (a patch the database does not hold), it says so with a
+    ``ReleaseWarning`` (on stderr)."""
+    from opregistry.registry.release_choice import ReleaseWarning, choose_release
 
-    for name in ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-intel"):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    if release is not None:
+        return release
+    chosen = choose_release(None, db)
+    if chosen.why == "nearest":
+        import warnings
+
+        warnings.warn(chosen.note, ReleaseWarning, stacklevel=2)
+    return chosen.version
 
 
-def default_release(db: DbLike = None) -> str:
-    """The release a model is analysed against by default: the installed TensorFlow
-    when the database has it, else the newest one there."""
-    installed = installed_tf_version()
-    return installed if installed in set(query.iter_release_versions(db)) else "latest"
-
-
-def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
+def load_model(model: Traceable, *inputs: Tensor, tags: str | None = None) -> Model:
     """A Model from a path (SavedModel, GraphDef, .pbtxt read statically; .keras/.h5
     traced with TF) or a live object (tf.function, callable, tf.Module, Keras model)
     traced on ``inputs``. For a SavedModel, the MetaGraph tagged ``tags`` (default
@@ -53,7 +52,7 @@ def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
     return load_models(model, *inputs, tags=tags)[0]
 
 
-def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model]:
+def load_models(model: Traceable, *inputs: Tensor, tags: str | None = None) -> list[Model]:
     """Like ``load_model``, but every MetaGraph of a SavedModel unless ``tags`` names
     one: a SavedModel with a serving and a training graph is checked as a whole."""
     if isinstance(model, Model):
@@ -70,10 +69,12 @@ def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model
 
 
 def _is_keras_file(path: str | os.PathLike[str]) -> bool:
-    return os.fspath(path).endswith((".keras", ".h5", ".hdf5"))
+    from opregistry.model.kinds import model_kind
+
+    return model_kind(path) == "keras"
 
 
-def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
+def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None,
           xla: bool = False) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
@@ -82,10 +83,11 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     ``model`` is a SavedModel directory or GraphDef file (read statically), a Keras file,
     or a live tf.function / callable / tf.Module / Keras model traced on ``inputs``.
     Every MetaGraph of a SavedModel is checked unless ``tags`` names one.
-    ``release`` defaults to the installed TensorFlow when the database has it, else the
-    newest release in the database. With ``xla``, also whether each output's training
-    step compiles under XLA on the CPU (``CheckResult.xla``, from the release's XLA
-    harvest: ``docs/xla.md``)."""
+    ``release`` defaults to the release nearest to the installed TensorFlow (the same
+    one when the database holds it), else the newest in the database (a stand-in for
+    the installed release is said with a ``ReleaseWarning``). With ``xla``, also whether
+    each output's training step compiles under XLA on the CPU (``CheckResult.xla``,
+    from the release's XLA harvest: ``docs/xla.md``)."""
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
@@ -93,7 +95,7 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
             outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
-    version, facts = op_facts(release or default_release(db), sorted(op_types), db=db)
+    version, facts = op_facts(default_release(release, db), sorted(op_types), db=db)
     with _no_gc():
         result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
                                      for m in models])
@@ -143,7 +145,7 @@ class _no_gc:
             gc.enable()
 
 
-def upgrade_check(model: Any, before: str, after: str, *,
+def upgrade_check(model: Traceable, before: str, after: str, *,
                   db: DbLike = None, tags: str | None = None, sources: bool = False
                   ) -> DiffResult:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops

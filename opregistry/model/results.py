@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-# reasons a gradient path stops at an op (BlockingOp.reason)
-REASONS = ("no_gradient", "missing", "none", "partial_input", "integer_edge", "unknown_op",
-           "custom_gradient_none", "custom_gradient_not_saved", "python_function_not_saved",
-           "gradient_raises")
+from opregistry.shown import Shown
+from opregistry.vocabulary import REASONS
+
+__all__ = ["REASONS"]  # reasons a gradient path stops at an op (opregistry.vocabulary)
 # reasons that make a loaded model fail for every output of the signature, not one path
 FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_saved",
                            "gradient_raises"})
@@ -24,7 +24,7 @@ class BlockingOp:
     function: str | None
     # one of REASONS; gradcheck's ops behind a problem add python_function,
     # custom_gradient, gradient_flagged_by_probe, non_smooth; the guard outside_tape
-    reason: str
+    reason: str  # (vocabulary.Reason once every producer is typed: walks, analysis)
     # "file:line" where the op is, where known: the line of traced code that created it,
     # or its node's line in a .pbtxt
     site: str | None = None
@@ -95,7 +95,7 @@ class XlaFinding:
     op: str  # the forward op (the While, for a structure)
     function: str | None
     part: str  # one of XLA_PARTS
-    status: str  # fails | unknown
+    status: str  # fails | unknown (vocabulary.XlaStatus)
     # what XLA refuses: the first unsupported op (ResizeNearestNeighborGrad) or the
     # structure (tensor_list_unknown_size); None where unknown
     cause: str | None = None
@@ -119,8 +119,12 @@ class OutputReport:
     xla: str | None = None
 
 
-@dataclass(frozen=True)
-class CheckResult:
+@dataclass(frozen=True, repr=False)
+class CheckResult(Shown):
+    """What ``check`` found in a model against one release: each (output, target) pair
+    with no gradient (``findings``, with every op where it stops), the ``partial_paths``,
+    the per-output reports, the targets, and with ``xla=True`` what will not compile."""
+
     release: str
     source: str
     findings: list[Finding]

@@ -10,11 +10,11 @@ import zipfile
 from pathlib import Path
 
 from opregistry.model.graph import ModelError
+from opregistry.model.kinds import model_kind
 from opregistry.model.readers import savedmodel
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 ZIP_MAGIC = b"PK\x03\x04"
-KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # the first field of a text GraphDef (comments and blank lines before it)
 _TEXT_GRAPH = re.compile(rb"\A(?:\s|#[^\n]*\n)*(?:node|library|versions)\s*:?\s*[{<]")
 _HEAD = 4096
@@ -39,9 +39,9 @@ def model_of(path: str | Path) -> str | None:
             head = file.read(_HEAD)
     except OSError:
         return None
-    if path.suffix in KERAS_SUFFIXES:  # check reads these by name: Keras content only
+    if model_kind(path) == "keras":  # check reads these by name: Keras content only
         return str(path) if _is_keras(path, head) else None
-    if path.suffix == ".pbtxt":
+    if model_kind(path) == "pbtxt":
         return str(path) if _TEXT_GRAPH.match(head) else None
     if not head or head[0] not in _FIRST_TAGS:
         return None

@@ -30,9 +30,10 @@ from opregistry.numerical.differences import tolerance
 from opregistry.numerical.results import GradcheckError, GradcheckResult
 from opregistry.numerical.second_order import FirstGradient, second_order_checker
 from opregistry.numerical.subject import Subject, state_kept
+from opregistry.tf_types import Tensor, Traceable, Variable
 
 
-def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
+def gradcheck(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | None = None,
               order: int = 1, dtype: str = "float64", mode: str = "auto",
               atol: float | None = None, rtol: float | None = None,
               step: float | None = None, directions: int = 1,
@@ -95,7 +96,7 @@ def gradcheck(fn: Any, *inputs: Any, variables: Sequence[Any] | None = None,
     return result
 
 
-def assert_differentiable(fn: Any, *inputs: Any, **options: Any) -> GradcheckResult:
+def assert_differentiable(fn: Traceable, *inputs: Tensor, **options: Any) -> GradcheckResult:
     """``gradcheck`` for test suites: raises AssertionError listing every problem (one
     line each, with the ops responsible) unless every target is ok or unrelated."""
     result = gradcheck(fn, *inputs, **options)

@@ -11,6 +11,8 @@ from opregistry.errors import first_line
 from opregistry.numerical.differences import UNSTABLE, allowed_error, differences, verdict
 from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
 from opregistry.numerical.subject import Subject, SubjectTarget
+from opregistry.tf_types import Array, DType, Tensor, TFModule
+from opregistry.vocabulary import Verdict
 
 _FINER = 16  # step divisor for the second look at a failing check
 
@@ -21,9 +23,9 @@ class Checker:
     (``second_order.py``), given ``order``, the first checker's ``rng`` and
     ``projections`` (its outputs are one number each)."""
 
-    def __init__(self, tf: Any, subject: Subject, tol: Tolerance, mode: str,
+    def __init__(self, tf: TFModule, subject: Subject, tol: Tolerance, mode: str,
                  directions: int, group_size: int | None, full_limit: int, seed: int,
-                 *, order: int = 1, rng: Any = None, projections: list[Any] | None = None):
+                 *, order: int = 1, rng: Any = None, projections: list[Array] | None = None):
         import numpy as np
 
         self.tf, self.np = tf, np
@@ -45,7 +47,7 @@ class Checker:
             return
         # fixed random projections of the outputs, and second-order inner directions
         self.projections = [self.rng.standard_normal(int(np.size(t)))
-                            for t in self._outputs(self.subject.inputs)]
+                            for t in self.outputs(self.subject.inputs)]
         self.inner_directions = [
             self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
             for t in self.inner]
@@ -53,7 +55,7 @@ class Checker:
     # -- evaluation ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _moved(self, deltas: dict[int, Any]) -> Iterator[list[Any]]:
+    def _moved(self, deltas: dict[int, Array]) -> Iterator[list[Tensor]]:
         """The call's inputs with ``deltas`` (target number -> array) added; variables
         are moved in place and restored exactly afterwards."""
         tf = self.tf
@@ -74,38 +76,42 @@ class Checker:
             for var, value in restore:
                 var.assign(value)
 
-    def _outputs(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+    def outputs(self, inputs: list[Tensor], eager: bool = False) -> list[Tensor]:
+        """The call's outputs on ``inputs`` (``eager``: as the gradient sees them), one
+        forward pass counted."""
         self.passes += 1
         if eager:
             return self.subject.gradient_forward(*inputs)
         return self.subject.forward(*inputs)
 
-    def _project(self, output: Any, j: int) -> Any:
+    def project(self, output: Tensor, j: int) -> Tensor:
+        """Output ``j`` projected on its random vector: the scalar whose gradient is
+        checked (order 2 differentiates it again)."""
         r = self.projections[j].reshape(output.shape)
         return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
 
-    def _measured(self, inputs: list[Any]) -> list[Any]:
+    def _measured(self, inputs: list[Tensor]) -> list[Tensor]:
         """What the finite differences are taken of, per output: the outputs."""
-        return self._outputs(inputs)
+        return self.outputs(inputs)
 
-    def _objective(self, inputs: list[Any], j: int, weights: Any) -> Any:
+    def _objective(self, inputs: list[Tensor], j: int, weights: Array) -> Tensor:
         """The scalar whose gradient is checked: output j projected on ``weights``
         (default: the fixed random projection)."""
-        out = self._outputs(inputs, eager=True)[j]
+        out = self.outputs(inputs, eager=True)[j]
         w = self.projections[j] if weights is None else weights
         return self.tf.reduce_sum(out * self.tf.cast(w.reshape(out.shape), out.dtype))
 
-    def _projection(self) -> list[Any]:
+    def _projection(self) -> list[Array]:
         """How a directional check reduces each output to one number."""
         return self.projections
 
-    def values(self, deltas: dict[int, Any]) -> list[Any]:
+    def values(self, deltas: dict[int, Array]) -> list[Array]:
         """Per output, a flat float64 numpy vector of what is measured."""
         with self._moved(deltas) as inputs:
             outs = self._measured(inputs)
         return [self.np.asarray(o.numpy(), dtype=self.np.float64).reshape(-1) for o in outs]
 
-    def gradients(self, j: int, weights: Any = None) -> list[Any]:
+    def gradients(self, j: int, weights: Array = None) -> list[Array]:
         """Gradient per target (numpy, or None) of output j projected on ``weights``
         (default: the random projection; for order 2, of q)."""
         tf, np = self.tf, self.np
@@ -113,7 +119,7 @@ class Checker:
         sources = [inputs[t.index] if t.kind == "input" else self.subject.variables[t.index]
                    for t in self.subject.targets]
 
-        def taped(wanted: Any) -> Any:
+        def taped(wanted: Tensor) -> Tensor:
             # not persistent: a persistent tape over a loaded signature whose while loop
             # carries a variable fails on the loop's resource outputs, which TF's own
             # (non-persistent) tape never differentiates
@@ -150,7 +156,7 @@ class Checker:
         self.max_jitter = max([self.max_jitter, *self.jitter])
         return self._checks()
 
-    def _dtype_of(self, target: SubjectTarget) -> Any:
+    def _dtype_of(self, target: SubjectTarget) -> DType:
         if target.kind == "input":
             return self.subject.inputs[target.index].dtype
         return self.tf.as_dtype(self.subject.variables[target.index].dtype)
@@ -168,7 +174,7 @@ class Checker:
             self.mode == "auto" and
             sum(t.size for t in subject.targets) <= self.full_limit and
             all(b.size <= self.full_limit for b in self.base))
-        jacobian_rows: dict[int, list[list[Any]]] = {}  # output -> rows of every target
+        jacobian_rows: dict[int, list[list[Array]]] = {}  # output -> rows of every target
         for number in range(len(subject.targets)):
             per_output = [grads[j][number] for j in range(n_out)]
             if full:
@@ -204,12 +210,12 @@ class Checker:
 
     # -- one check ---------------------------------------------------------------------
 
-    def _differences(self, deltas: dict[int, Any], projection: list[Any] | None,
-                     h: float) -> list[tuple[Any, Any, Any, Any]]:
+    def _differences(self, deltas: dict[int, Array], projection: list[Array] | None,
+                     h: float) -> list[tuple[Array, Array, Array, Array]]:
         """Per output: central differences at h and h/2, and the one-sided slope
         differences (forward minus backward) at h and h/2, projected if asked."""
 
-        def scaled(f: float) -> dict[int, Any]:
+        def scaled(f: float) -> dict[int, Array]:
             return {k: v * f for k, v in deltas.items()}
 
         plus, minus = self.values(scaled(h)), self.values(scaled(-h))
@@ -218,16 +224,16 @@ class Checker:
                             None if projection is None else projection[j])
                 for j, base in enumerate(self.base)]
 
-    def _allowed(self, j: int, numeric: Any, h: float) -> Any:
+    def _allowed(self, j: int, numeric: Array, h: float) -> Array:
         return allowed_error(self.tol, self.base[j], self.jitter[j], numeric, h)
 
-    def _verdict(self, j: int, analytic: Any, c1: Any, c2: Any, d1: Any, d2: Any, h: float
-                 ) -> tuple[str, Any, str]:
+    def _verdict(self, j: int, analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array,
+                 h: float) -> tuple[Verdict, Array, str]:
         allowed = self._allowed(j, c1, h)
         found, note = verdict(analytic, c1, c2, d1, d2, allowed, self.order)
         return found, allowed, note
 
-    def _full(self, number: int, per_output: list[Any], jacobian_rows: dict[int, Any]
+    def _full(self, number: int, per_output: list[Array], jacobian_rows: dict[int, Array]
               ) -> list[TargetCheck]:
         """Full Jacobian of every output with respect to one target, element by element
         (the analytic rows, one backward pass per output element, are shared by all
@@ -235,7 +241,7 @@ class Checker:
         np = self.np
         target = self.subject.targets[number]
         dtype = np.float64
-        def columns(h: float) -> list[Any]:
+        def columns(h: float) -> list[Array]:
             out = []
             for k in range(target.size):
                 e = np.zeros(target.shape, dtype=dtype)
@@ -243,7 +249,7 @@ class Checker:
                 out.append(self._differences({number: e}, None, h))
             return out
 
-        def stacked(cols: list[Any], j: int) -> tuple[Any, ...]:
+        def stacked(cols: list[Array], j: int) -> tuple[Array, ...]:
             # (output elements, target elements) per quantity
             return tuple(np.stack([col[j][i] for col in cols], axis=1) for i in range(4))
 
@@ -263,7 +269,7 @@ class Checker:
                 rows = [row[number] for row in jacobian_rows[j]]
                 analytic = np.stack([np.zeros(target.size) if r is None else r for r in rows])
 
-            def fine(j: int = j) -> tuple[Any, ...]:
+            def fine(j: int = j) -> tuple[Array, ...]:
                 nonlocal finer
                 finer = finer or columns(h / _FINER)
                 return stacked(finer, j)
@@ -271,8 +277,8 @@ class Checker:
             checks.append(self._checked(j, number, "jacobian", analytic, diffs, fine, h))
         return checks
 
-    def _checked(self, j: int, number: int, method: str, analytic: Any,
-                 diffs: tuple[Any, ...], fine: Callable[[], tuple[Any, ...]], h: float
+    def _checked(self, j: int, number: int, method: str, analytic: Array,
+                 diffs: tuple[Array, ...], fine: Callable[[], tuple[Array, ...]], h: float
                  ) -> TargetCheck:
         """The check of one output at step h, with a second look at h/16 when it fails:
         a kink merely inside the step (one of thousands of relus crossing zero) is
@@ -294,7 +300,7 @@ class Checker:
             return replace(check, verdict="non-smooth", note=UNSTABLE)
         return check
 
-    def _directional(self, group: list[int], grads: list[list[Any]], method: str
+    def _directional(self, group: list[int], grads: list[list[Array]], method: str
                      ) -> list[TargetCheck]:
         """One directional check of ``group`` (each target its own random unit
         direction), repeated ``directions`` times; the worst repetition is kept."""
@@ -318,8 +324,8 @@ class Checker:
                     float(p @ deltas[n].reshape(-1)) for p, n in zip(parts, group)
                     if p is not None))
 
-                def fine(j: int = j, deltas: dict[int, Any] = deltas,
-                         projection: Any = projection, h: float = h) -> tuple[Any, ...]:
+                def fine(j: int = j, deltas: dict[int, Array] = deltas,
+                         projection: Array = projection, h: float = h) -> tuple[Array, ...]:
                     nonlocal finer
                     finer = finer or self._differences(deltas, projection, h / _FINER)
                     return finer[j]
@@ -333,8 +339,8 @@ class Checker:
                     worst[j] = check
         return [c for c in worst if c is not None]
 
-    def _make(self, j: int, number: int, method: str, analytic: Any,
-              diffs: tuple[Any, Any, Any, Any], h: float) -> TargetCheck:
+    def _make(self, j: int, number: int, method: str, analytic: Array,
+              diffs: tuple[Array, Array, Array, Array], h: float) -> TargetCheck:
         np = self.np
         target = self.subject.targets[number]
         c1, c2, d1, d2 = diffs

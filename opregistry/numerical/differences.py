@@ -3,11 +3,11 @@ TensorFlow): steps and tolerances per precision, central and one-sided differenc
 the verdict of one comparison."""
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from opregistry.numerical.results import Tolerance
+from opregistry.tf_types import Array
+from opregistry.vocabulary import Verdict
 
 # (absolute, relative) tolerance per working precision. float64: PyTorch gradcheck's
 # rtol; the absolute part is scaled by the output's magnitude, as finite-difference
@@ -41,8 +41,8 @@ def tolerance(precision: str, atol: float | None, rtol: float | None,
 UNSTABLE = "finite differences change with the step: a kink or jump at this point"
 
 
-def differences(plus: Any, minus: Any, plus2: Any, minus2: Any, base: Any, h: float,
-                projection: Any = None) -> tuple[Any, Any, Any, Any]:
+def differences(plus: Array, minus: Array, plus2: Array, minus2: Array, base: Array, h: float,
+                projection: Array = None) -> tuple[Array, Array, Array, Array]:
     """From the values at x + h, x - h, x + h/2, x - h/2 and x: the central differences
     at h and h/2, and the one-sided slope differences (forward minus backward) at h and
     h/2, projected on ``projection`` if given."""
@@ -55,15 +55,15 @@ def differences(plus: Any, minus: Any, plus2: Any, minus2: Any, base: Any, h: fl
     return c1, c2, d1, d2
 
 
-def allowed_error(tol: Tolerance, base: Any, jitter: float, numeric: Any, h: float) -> Any:
+def allowed_error(tol: Tolerance, base: Array, jitter: float, numeric: Array, h: float) -> Array:
     """The error allowed: atol scaled by the output's magnitude, the noise of two
     identical evaluations over the step, and rtol of the finite difference."""
     scale = max(1.0, float(np.max(np.abs(base))) if np.size(base) else 1.0)
     return tol.atol * scale + 10 * jitter / h + tol.rtol * np.abs(numeric)
 
 
-def verdict(analytic: Any, c1: Any, c2: Any, d1: Any, d2: Any, allowed: Any, order: int
-            ) -> tuple[str, str]:
+def verdict(analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array, allowed: Array,
+            order: int) -> tuple[Verdict, str]:
     """(verdict, note) of TF's gradient ``analytic`` (None: TF gave none) against the
     differences: ``non-smooth`` where they move with the step or the one-sided slopes
     jump, ``zero`` / ``mismatch`` / ``ok`` by the error, ``none`` for no gradient. At

@@ -10,14 +10,18 @@ from typing import TYPE_CHECKING, Any
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
 from opregistry.numerical.results import PROBLEMS, GradcheckResult
+from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
     from opregistry.model.results import BlockingOp, CheckResult
+    from opregistry.numerical.results import TargetCheck
+    from opregistry.numerical.second_order import FirstGradient
+    from opregistry.numerical.subject import Subject
 
 
 # long: one pass over the checks of both orders, each rule a few lines
-def explain(result: GradcheckResult, subject: Any, release: str | None, db: DbLike,
-            gradient: Any = None, raised: Iterable[tuple[int, int, int]] = ()
+def explain(result: GradcheckResult, subject: Subject, release: str | None, db: DbLike,
+            gradient: FirstGradient | None = None, raised: Iterable[tuple[int, int, int]] = ()
             ) -> GradcheckResult:
     """Static analysis of the traced call (and, for order 2, of the traced first
     gradient): a missing gradient is ``none`` only when the output depends on the target
@@ -50,7 +54,7 @@ def explain(result: GradcheckResult, subject: Any, release: str | None, db: DbLi
         model.trainable = {t.name for t in subject.targets if t.kind == "variable"}
     try:
         op_types = sorted(set().union(*(m.op_types for m in models.values())))
-        version, facts = op_facts(release or default_release(db), op_types, db=db)
+        version, facts = op_facts(default_release(release, db), op_types, db=db)
     except OpregistryError as exc:
         # the graph alone still tells what each output depends on: blocked from
         # unrelated; only the ops' gradient facts (and so the ops to name) are missing
@@ -94,7 +98,8 @@ def explain(result: GradcheckResult, subject: Any, release: str | None, db: DbLi
                    analysis_note=notes[-1] if notes else result.analysis_note)
 
 
-def _revised(c: Any, blocking: Any, info: Any, named: bool, order: int) -> Any:
+def _revised(c: TargetCheck, blocking: Any, info: Any, named: bool, order: int
+             ) -> TargetCheck:
     """One check after the analysis: ``blocking`` (the ops, when the analysis finds the
     pair blocked), ``info`` (related, gradient path, ops on the paths) for a problem;
     ``named``: the release's facts were available."""
@@ -117,7 +122,7 @@ def _revised(c: Any, blocking: Any, info: Any, named: bool, order: int) -> Any:
     return c
 
 
-def _flat(c: Any) -> bool:
+def _flat(c: TargetCheck) -> bool:
     """Whether the finite differences of a check are within its tolerance of zero."""
     return c.numeric is None or c.tolerance is None or abs(c.numeric) <= c.tolerance
 
@@ -126,7 +131,7 @@ def _join(first: str, second: str) -> str:
     return f"{first}; {second}" if first else second
 
 
-def _names(subject: Any, owner: Any) -> dict[int, str]:
+def _names(subject: Subject, owner: Subject) -> dict[int, str]:
     """id(variable of ``owner``) -> the subject's target name, by position (the
     original and its float64 clone list their variables in the same order); a Keras 3
     variable also under the tf.Variable it wraps, which the traced graph captures."""
@@ -146,7 +151,7 @@ def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[BlockingO
     return {(f.output, f.target): f.blocking_ops for f in result.findings}
 
 
-def _output_names_of(model: Any, outputs: list[str]) -> dict[str, str]:
+def _output_names_of(model: Traceable, outputs: list[str]) -> dict[str, str]:
     """The traced model's output names -> the check's output names (the same for the
     call itself; for the traced second-order values, by position)."""
     names = [name for sig in model.signatures.values() for name in sig.outputs]

@@ -7,8 +7,10 @@ from typing import Any
 
 from opregistry.errors import OpregistryError
 from opregistry.model.results import BlockingOp
+from opregistry.shown import Shown
+from opregistry.vocabulary import VERDICTS, TargetKind, Verdict
 
-VERDICTS = ("ok", "mismatch", "none", "zero", "non-smooth", "unrelated")
+__all__ = ["VERDICTS"]  # gradcheck's verdicts (opregistry.vocabulary)
 PROBLEMS = frozenset({"mismatch", "none", "zero", "non-smooth"})
 
 class GradcheckError(OpregistryError):
@@ -31,9 +33,9 @@ class TargetCheck:
 
     order: int
     output: str
-    target_kind: str  # input | variable
+    target_kind: TargetKind
     target: str
-    verdict: str  # ok | mismatch | none | zero | non-smooth | unrelated
+    verdict: Verdict
     method: str  # jacobian | directional | directional (jointly with N targets)
     max_abs_error: float | None
     max_rel_error: float | None
@@ -47,8 +49,11 @@ class TargetCheck:
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
-@dataclass(frozen=True)
-class GradcheckResult:
+@dataclass(frozen=True, repr=False)
+class GradcheckResult(Shown):
+    """What ``gradcheck`` found: a verdict per (output, target) and order (``checks``),
+    with the tolerance used, the release the static analysis read, and the ``problems``."""
+
     source: str
     dtype: str
     cast_note: str  # why the check is not in float64, when it is not

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from opregistry.errors import first_line
 from opregistry.model.readers.traced import import_keras, is_keras_model
 from opregistry.numerical.results import GradcheckError
+from opregistry.tf_types import (
+    ConcreteFunction,
+    DType,
+    KerasModel,
+    Tensor,
+    TFModule,
+    Traceable,
+    Variable,
+)
+from opregistry.vocabulary import TargetKind
 
 
 @dataclass
 class SubjectTarget:
-    kind: str  # input | variable
+    kind: TargetKind
     name: str
     index: int  # position among the call's inputs, or among the variables
     size: int
@@ -29,20 +39,21 @@ class Subject:
     source: str
     precision: str
     cast_note: str
-    forward: Callable[..., list[Any]]  # (*inputs) -> flat list of float output tensors
-    gradient_forward: Callable[..., list[Any]]  # the same, eager when possible (for tapes)
-    inputs: list[Any]
-    variables: list[Any]
+    forward: Callable[..., list[Tensor]]  # (*inputs) -> flat list of float output tensors
+    gradient_forward: Callable[..., list[Tensor]]  # the same, eager when possible (for tapes)
+    inputs: list[Tensor]
+    variables: list[Variable]
     outputs: list[str]
     targets: list[SubjectTarget]
-    concrete: Any
-    keep_alive: list[Any] = field(default_factory=list)
+    concrete: ConcreteFunction
+    keep_alive: list[Traceable] = field(default_factory=list)
     # the model in its own precision (itself unless this is a float64 version): the
     # static analysis reads it, whatever the finite differences of a clone see
-    original: Any = None
+    original: Subject | None = None
 
     @classmethod
-    def build(cls, tf: Any, fn: Any, inputs: Sequence[Any], variables: Sequence[Any] | None,
+    def build(cls, tf: TFModule, fn: Traceable, inputs: Sequence[Tensor],
+              variables: Sequence[Variable] | None,
               dtype: str, source: str | None, outputs: Sequence[str] | None = None,
               training: bool = False) -> Subject:
         source = source or getattr(fn, "name", None) or getattr(fn, "__name__", None) \
@@ -79,7 +90,8 @@ class Subject:
 
     # long: one trace, its outputs and its targets belong together
     @classmethod
-    def _make(cls, tf: Any, fn: Any, values: list[Any], variables: Sequence[Any] | None,
+    def _make(cls, tf: TFModule, fn: Traceable, values: list[Tensor],
+              variables: Sequence[Variable] | None,
               source: str, wanted: Sequence[str] | None = None, training: bool = False
               ) -> Subject:
         call = _callable(fn, training)
@@ -95,7 +107,7 @@ class Subject:
         names = output_names(tf, structure)
         keep = _float_outputs(flat, names, wanted, source)
 
-        def forward(*args: Any) -> list[Any]:
+        def forward(*args: Tensor) -> list[Tensor]:
             out = tf.nest.flatten(traced(*args), expand_composites=True)
             return [out[i] for i in keep]
 
@@ -103,7 +115,7 @@ class Subject:
         # tf.function call TF turns a missing gradient into zeros
         eager = call
 
-        def gradient_forward(*args: Any) -> list[Any]:
+        def gradient_forward(*args: Tensor) -> list[Tensor]:
             out = tf.nest.flatten(eager(*args), expand_composites=True)
             return [out[i] for i in keep]
 
@@ -207,7 +219,8 @@ def why_not_float64(exc: BaseException, source: str) -> str:
     return f"{cause[:300]}" + (f" (in {where})" if where else "")
 
 
-def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, Any]:
+def in_float64(tf: TFModule, fn: Traceable, variables: Sequence[Variable] | None
+               ) -> tuple[Traceable, Sequence[Variable] | None]:
     """A float64 version of ``fn``: a Keras model is cloned layer by layer with dtype
     float64 and given its weights; other callables are used as they are (the check
     then finds out whether they run on float64 inputs)."""
@@ -220,7 +233,7 @@ def in_float64(tf: Any, fn: Any, variables: Sequence[Any] | None) -> tuple[Any, 
 
         keras = import_keras()
 
-        def to64(layer: Any) -> Any:
+        def to64(layer: KerasModel) -> KerasModel:
             # only a layer's floating dtype policy moves: an operation's dtype is what
             # it computes (keras.ops.cast(h, "int32") must stay a cast to int32)
             if not isinstance(layer, keras.layers.Layer):
@@ -252,7 +265,7 @@ _FLOAT_POLICIES = frozenset({"float16", "bfloat16", "float32", "float64", "mixed
                              "mixed_bfloat16"})
 
 
-def _is_float_policy(dtype: Any) -> bool:
+def _is_float_policy(dtype: DType) -> bool:
     """Whether a layer config's ``dtype`` is a floating dtype policy (a name, or a
     serialized DTypePolicy)."""
     if isinstance(dtype, dict):
@@ -260,7 +273,7 @@ def _is_float_policy(dtype: Any) -> bool:
     return dtype is None or dtype in _FLOAT_POLICIES
 
 
-def _input_names(fn: Any, count: int) -> list[str | None]:
+def _input_names(fn: Traceable, count: int) -> list[str | None]:
     """A Keras model's input names (the call itself only sees ``*args``)."""
     given = getattr(fn, "input_names", None)
     if given and len(given) == count:
@@ -276,7 +289,7 @@ def _input_names(fn: Any, count: int) -> list[str | None]:
 
 
 @contextlib.contextmanager
-def state_kept(fn: Any) -> Iterator[None]:
+def state_kept(fn: Traceable) -> Iterator[None]:
     """Restore every variable of ``fn`` (a Keras model's moving averages, which a call
     in training mode updates) when the check is done."""
     owner = getattr(fn, "model", fn)
@@ -289,9 +302,9 @@ def state_kept(fn: Any) -> Iterator[None]:
             var.assign(value)
 
 
-def _callable(fn: Any, training: bool = False) -> Any:
+def _callable(fn: Traceable, training: bool = False) -> Traceable:
     if is_keras_model(fn):
-        def call(*args: Any) -> Any:  # default inference: dropout off, batch norm frozen
+        def call(*args: Tensor) -> Tensor:  # default inference: dropout off, batch norm frozen
             return fn(args[0] if len(args) == 1 else list(args), training=training)
         return call
     if getattr(fn, "takes_training", False):  # a model + loss
@@ -301,7 +314,7 @@ def _callable(fn: Any, training: bool = False) -> Any:
     return fn
 
 
-def _as_tensor(tf: Any, value: Any) -> Any:
+def _as_tensor(tf: TFModule, value: Tensor) -> Tensor:
     try:
         return tf.convert_to_tensor(value)
     except Exception as exc:  # noqa: BLE001
@@ -309,11 +322,11 @@ def _as_tensor(tf: Any, value: Any) -> Any:
                              ) from None
 
 
-def _cast(tf: Any, value: Any, dtype: Any) -> Any:
+def _cast(tf: TFModule, value: Tensor, dtype: DType) -> Tensor:
     return tf.cast(value, dtype) if value.dtype.is_floating else value
 
 
-def _float_outputs(flat: list[Any], names: list[str], wanted: Sequence[str] | None,
+def _float_outputs(flat: list[Tensor], names: list[str], wanted: Sequence[str] | None,
                    source: str) -> list[int]:
     """Positions of the floating-point outputs to check (all, or those ``wanted``)."""
     keep = [i for i, t in enumerate(flat) if getattr(t, "dtype", None) is not None
@@ -330,8 +343,8 @@ def _float_outputs(flat: list[Any], names: list[str], wanted: Sequence[str] | No
     return keep
 
 
-def _targets(tf: Any, fn: Any, concrete: Any, values: list[Any], variables: list[Any]
-             ) -> list[SubjectTarget]:
+def _targets(tf: TFModule, fn: Traceable, concrete: ConcreteFunction, values: list[Tensor],
+             variables: list[Variable]) -> list[SubjectTarget]:
     """The float inputs (named by their placeholders) and the variables."""
     from opregistry.model.readers.traced import method_owner, variable_names
 

@@ -9,12 +9,21 @@ from typing import Any, Mapping, Sequence
 from opregistry.errors import first_line
 from opregistry.numerical.results import GradcheckError
 from opregistry.numerical.subject import in_float64
+from opregistry.tf_types import (
+    DType,
+    Tensor,
+    TensorShape,
+    TensorSpec,
+    TFModule,
+    Traceable,
+    Variable,
+)
 
 
 def load_target(spec: str, *, signature: str | None = None, loss: str | None = None,
                 tags: str | None = None, seed: int = 0,
                 shapes: Mapping[str, Sequence[int]] | None = None
-                ) -> tuple[Any, tuple[Any, ...], str]:
+                ) -> tuple[Traceable, tuple[Tensor, ...], str]:
     """(callable, sample inputs, name) for ``opregistry gradcheck TARGET``:
 
     * a SavedModel directory (the MetaGraph ``tags``, default the only one or serve):
@@ -40,7 +49,7 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
 
     given = {name: [int(d) for d in dims] for name, dims in (shapes or {}).items()}
 
-    def sample(shape: Any, dtype: Any, name: str = "") -> Any:
+    def sample(shape: TensorShape, dtype: DType, name: str = "") -> Tensor:
         if name in given:
             dims = given[name]
             if not tf.TensorShape(shape).is_compatible_with(dims):
@@ -57,13 +66,15 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
             return tf.constant(rng.standard_normal(dims), dtype=dtype)
         return tf.zeros(dims, dtype=dtype)
 
+    from opregistry.model.kinds import model_kind
+
     path = spec
     if os.path.isdir(path):
         fn, specs = _saved_model_signature(tf, path, signature, tags)
         _all_named(given, fn.input_names)
         return fn, tuple(sample(s.shape, s.dtype, n) for n, s in zip(fn.input_names, specs)), \
             fn.__name__
-    if path.endswith((".keras", ".h5", ".hdf5")):
+    if model_kind(path) == "keras":
         from opregistry.model.readers.traced import read_keras_model
 
         try:
@@ -112,7 +123,7 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
+def _all_named(given: Mapping[str, object], names: Sequence[str]) -> None:
     from opregistry.model.graph import shown
 
     unknown = sorted(set(given) - set(names))
@@ -122,8 +133,8 @@ def _all_named(given: Mapping[str, Any], names: Sequence[str]) -> None:
                              f"(inputs: {', '.join(map(show, names)) or 'none'})")
 
 
-def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str | None
-                           ) -> tuple[Any, list[Any]]:
+def _saved_model_signature(tf: TFModule, path: str, signature: str | None, tags: str | None
+                           ) -> tuple[Traceable, list[TensorSpec]]:
     """One signature of a SavedModel as a positional callable, with its input specs."""
     import os
 
@@ -157,7 +168,7 @@ def _saved_model_signature(tf: Any, path: str, signature: str | None, tags: str 
     _, kwargs = fn.structured_input_signature
     names = sorted(kwargs)
 
-    def call(*args: Any) -> Any:
+    def call(*args: Tensor) -> Tensor:
         return fn(**dict(zip(names, args)))
 
     call.trainable_variables = trainable  # type: ignore[attr-defined]
@@ -201,7 +212,7 @@ def _reference_variables(path: str, tags: str | None) -> dict[str, str]:
             (model.trainable is None or name in model.trainable)}
 
 
-def _check_fingerprint(tf: Any, path: str) -> None:
+def _check_fingerprint(tf: TFModule, path: str) -> None:
     """A ``fingerprint.pb`` that is not one is refused in one line: TensorFlow would log
     its own traceback (and a C++ line on fd 2) and load on. None at all is fine (a
     SavedModel older than TF 2.12)."""
@@ -233,13 +244,14 @@ def _check_fingerprint(tf: Any, path: str) -> None:
         os.close(devnull)
 
 
-def _quiet_tensorflow_warnings(tf: Any) -> None:
+def _quiet_tensorflow_warnings(tf: TFModule) -> None:
     """TensorFlow's Python warnings off (errors still show): a checkpoint holding values
     the model lacks warns when it is garbage collected, after the command's last line."""
     tf.get_logger().setLevel("ERROR")
 
 
-def _with_loss(tf: Any, model: Any, name: str, inputs: tuple[Any, ...], rng: Any) -> Any:
+def _with_loss(tf: TFModule, model: Traceable, name: str, inputs: tuple[Tensor, ...],
+               rng: Any) -> Traceable:
     """The model followed by a built-in Keras loss against fixed random targets. The
     returned object keeps the model's variables, so float64 cloning still applies."""
     from opregistry.model.readers.traced import import_keras
@@ -263,15 +275,15 @@ class _LossModel:
 
     takes_training = True  # gradcheck passes its training flag to __call__
 
-    def __init__(self, model: Any, loss: Any, truth: Any):
+    def __init__(self, model: Traceable, loss: Traceable, truth: Tensor):
         self.model, self.loss, self.truth = model, loss, truth
         self.name = getattr(model, "name", "model")
 
     @property
-    def trainable_variables(self) -> list[Any]:
+    def trainable_variables(self) -> list[Variable]:
         return list(self.model.trainable_variables)
 
-    def __call__(self, *args: Any, training: bool = False) -> Any:
+    def __call__(self, *args: Tensor, training: bool = False) -> Tensor:
         import tensorflow as tf
 
         out = self.model(args[0] if len(args) == 1 else list(args), training=training)
@@ -285,7 +297,7 @@ class _LossModel:
         return _LossModel(clone, self.loss, self.truth)
 
 
-def _from_python(spec: str) -> tuple[Any, tuple[Any, ...], str]:
+def _from_python(spec: str) -> tuple[Traceable, tuple[Tensor, ...], str]:
     """``file.py:function`` or ``module:function`` -> what the function returns."""
     import importlib
     import importlib.util

@@ -5,9 +5,9 @@ replaced by a resource variable holding its saved value."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from opregistry.errors import first_line
+from opregistry.tf_types import Proto, Tensor, TensorSpec, TFModule, Traceable
 
 REFERENCE_OPS = frozenset({"VariableV2", "Variable"})
 # state the imported graph cannot restore by itself: such a signature stays as loaded
@@ -18,8 +18,8 @@ class Unsupported(Exception):
     """Why the signature cannot be rebuilt with variables (it is checked as loaded)."""
 
 
-def with_variables(tf: Any, path: str, tags: list[str] | None, key: str,
-                   names: list[str]) -> tuple[Any, list[Any]]:
+def with_variables(tf: TFModule, path: str, tags: list[str] | None, key: str,
+                   names: list[str]) -> tuple[Traceable, list[TensorSpec]]:
     """(call(*inputs in ``names`` order) -> {output: tensor}, the trainable variables)
     for signature ``key``, the reference variables as resource variables."""
     from tensorflow.core.protobuf import saved_model_pb2
@@ -65,14 +65,14 @@ def with_variables(tf: Any, path: str, tags: list[str] | None, key: str,
     except Exception as exc:  # noqa: BLE001 - any graph TF cannot import this way
         raise Unsupported(first_line(exc)) from None
 
-    def call(*args: Any) -> Any:
+    def call(*args: Tensor) -> Tensor:
         return dict(zip(outputs, pruned(*args)))
 
     call._keep = (wrapped, variables)  # type: ignore[attr-defined]  # alive with the call
     return call, [v for v in variables.values() if v.trainable and v.dtype.is_floating]
 
 
-def _trainable(tf: Any, meta: Any) -> set[str] | None:
+def _trainable(tf: TFModule, meta: Proto) -> set[str] | None:
     """Names of the MetaGraph's trainable variables (None: no collection says)."""
     from tensorflow.core.framework import variable_pb2
 

@@ -7,6 +7,7 @@ from typing import Any
 from opregistry.db.location import DbLike
 from opregistry.db.store import using
 from opregistry.registry.lookup import GradientFunctionInfo, OpRelease, release_ops
+from opregistry.shown import Shown
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,11 @@ class InputChange:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class DiffResult:
+@dataclass(frozen=True, repr=False)
+class DiffResult(Shown):
+    """What changed between two releases: ops added and removed, gradient status and
+    effective transitions, changed gradient functions, per-input and verification changes."""
+
     before: str
     after: str
     added: tuple[OpRelease, ...] = field(default=())

@@ -8,10 +8,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from opregistry.db.location import DbLike
+from opregistry.db.records import Row
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.resolve import SHOWN_UNKNOWN, NameIndex, suggest
+from opregistry.shown import Shown
 
 # --------------------------------------------------------------------------- results
 
@@ -133,8 +135,11 @@ class OpRelease:
         return tuple(i.name for i in self.inputs if i.result == "gradient")
 
 
-@dataclass(frozen=True)
-class LookupResult:
+@dataclass(frozen=True, repr=False)
+class LookupResult(Shown):
+    """One name looked up: the ops it matched (by op name, any case, or Python name) and
+    their ``rows``, one ``OpRelease`` per (op, release)."""
+
     query: str
     matched_by: str  # op | op_case_insensitive | python_name
     ops: tuple[str, ...]
@@ -227,7 +232,7 @@ def releases(db: DbLike = None, *, library: str | None = None) -> tuple[ReleaseS
             s.package)))
 
 
-def _xla_counts(rows: list[dict[str, Any]]) -> dict[int, tuple[XlaCounts, ...]]:
+def _xla_counts(rows: list[Row]) -> dict[int, tuple[XlaCounts, ...]]:
     """release id -> XlaCounts per device (CPU first), from ``Store.xla_counts``."""
     per: dict[tuple[int, str], dict[str, Any]] = {}
     for row in rows:
@@ -264,7 +269,7 @@ def iter_release_versions(db: DbLike = None) -> Iterator[str]:
 # ---------------------------------------------------------------------------- ops
 
 
-def op_release(row: dict[str, Any], via: str | None = None,
+def op_release(row: Row, via: str | None = None,
                inputs: Sequence[InputGradient] = ()) -> OpRelease:
     """An OpRelease from a row of ``Store.op_rows`` (read by name)."""
     function = (GradientFunctionInfo(row["module"], row["qualname"], row["source_file"],
@@ -287,7 +292,7 @@ def op_release(row: dict[str, Any], via: str | None = None,
                      library_version=row["library_version"] or None, xla=xla_of(row))
 
 
-def xla_of(row: dict[str, Any]) -> Xla | None:
+def xla_of(row: Row) -> Xla | None:
     """The XLA facts of an ``op_rows`` row (None: harvested without XLA)."""
     if row["xla"] is None:
         return None  # harvested without XLA

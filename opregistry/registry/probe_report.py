@@ -8,6 +8,7 @@ from opregistry.db.location import DbLike
 from opregistry.db.store import using
 from opregistry.errors import OpregistryError
 from opregistry.registry.lookup import InputGradient, release_ops
+from opregistry.shown import Shown
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,8 @@ class FlaggedOp:
         return out
 
 
-@dataclass(frozen=True)
-class ProbeReport:
+@dataclass(frozen=True, repr=False)
+class ProbeReport(Shown):
     """How far the probes got in one release, and what they found."""
 
     release: str

@@ -21,6 +21,9 @@ KINDS = ("function", "register", "save", "policy", "advice")
 
 @dataclass(frozen=True)
 class Remedy:
+    """A tested fix from the remedy catalogue: for an op type or a reason, the code that
+    lets the gradient through."""
+
     id: str
     title: str
     kind: str  # one of KINDS: how the snippet runs (see catalogue.toml)

@@ -7,6 +7,7 @@ from typing import Any
 
 from opregistry.db.location import DbLike
 from opregistry.remedies import Remedy, catalogue, snippet_for
+from opregistry.shown import Shown
 
 # the reason a blocking op has, from its effective status (else its registry status)
 REASON_OF_STATUS = {"none": "none", "no_gradient": "no_gradient", "missing": "missing",
@@ -33,8 +34,11 @@ class Suggestion:
         return dict(self.remedy.to_dict(), snippet=self.snippet, kind=self.remedy.kind)
 
 
-@dataclass(frozen=True)
-class Explanation:
+@dataclass(frozen=True, repr=False)
+class Explanation(Shown):
+    """How to let the gradient through an op or past a reason: the tested remedies with
+    their code, and the op's gradient status in every release."""
+
     query: str
     kind: str  # op | reason
     name: str  # the op type, or the reason

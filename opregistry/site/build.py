@@ -80,7 +80,7 @@ def build_site(out_dir: str | os.PathLike[str], *, db: DbLike = None, force: boo
 
     ``force`` is accepted for compatibility and widens nothing: a folder is replaced only
     when its manifest proves every file in it an earlier build's. ``checked``: what
-    :func:`site_target` returned, not read again if nothing in the folder changed."""
+    ``site_target`` returned, not read again if nothing in the folder changed."""
     started = time.perf_counter()
     out = _absolute(out_dir)
     db_path = _database_path(db)

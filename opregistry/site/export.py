@@ -62,6 +62,7 @@ from opregistry.registry.history import History, ReleaseRecord
 from opregistry.registry.lookup import OpRelease
 from opregistry.registry.names import ranked
 from opregistry.registry.sources import source_url
+from opregistry.site.records import Record
 from opregistry.site.xla import XLA_STATES, xla_entry
 from opregistry.site.xla import codes as xla_codes
 
@@ -88,7 +89,7 @@ def cell_state(row: OpRelease | None) -> str:
     return row.gradient  # registered (unprobed), no_gradient or missing
 
 
-def release_entry(record: ReleaseRecord) -> dict[str, Any]:
+def release_entry(record: ReleaseRecord) -> Record:
     return {"key": record.key, "version": record.version, "package": record.package,
             "library": record.library, "library_version": record.library_version,
             "prerelease": record.prerelease, "label": record.label, "short": record.short,
@@ -96,7 +97,7 @@ def release_entry(record: ReleaseRecord) -> dict[str, Any]:
             "git_version": record.git_version, "harvested_at": record.harvested_at}
 
 
-def op_entry(row: OpRelease) -> dict[str, Any]:
+def op_entry(row: OpRelease) -> Record:
     """One op in one release, as exported (null, false and empty values left out)."""
     function = None
     if row.function is not None:
@@ -139,17 +140,17 @@ def _spans(indexes: list[int], releases: tuple[ReleaseRecord, ...]) -> list[list
     return [[releases[a].key, releases[b].key] for a, b in runs]
 
 
-def _compact(data: dict[str, Any]) -> dict[str, Any]:
+def _compact(data: Record) -> Record:
     # by identity for None and False: 0 == False, and position 0 must stay
     return {k: v for k, v in data.items()
             if v is not None and v is not False and v != [] and v != {} and v != ""}
 
 
-def export(history: History, pages: dict[str, str]) -> dict[str, Any]:
+def export(history: History, pages: dict[str, str]) -> Record:
     """The whole export: every op, every release it is in; ``pages``: op -> its page."""
-    ops: dict[str, Any] = {}
+    ops: Record = {}
     for name in history.op_names():
-        per: dict[str, Any] = {}
+        per: Record = {}
         summary, names = "", {}  # type: str, dict[str, list[int]]
         for index, rel in enumerate(history.releases):
             row = history.ops[rel.key].get(name)
@@ -178,7 +179,7 @@ def export(history: History, pages: dict[str, str]) -> dict[str, Any]:
                          for r in history.releases], "ops": ops}
 
 
-def matrix(data: dict[str, Any], release_pages: dict[str, str]) -> dict[str, Any]:
+def matrix(data: Record, release_pages: dict[str, str]) -> Record:
     """The compact index of the matrix page, derived from the export
     (``release_pages``: release key -> its page)."""
     keys = [r["key"] for r in data["releases"]]
@@ -195,11 +196,11 @@ def matrix(data: dict[str, Any], release_pages: dict[str, str]) -> dict[str, Any
             "xla_codes": {s: c for s, (c, _, _) in XLA_STATES.items()}}
 
 
-def as_json(data: dict[str, Any]) -> str:
+def as_json(data: Record) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def as_script(name: str, data: dict[str, Any]) -> str:
+def as_script(name: str, data: Record) -> str:
     """``data`` as a script that sets ``window.NAME``: a page opened from ``file://`` may
     load a script, but Chromium refuses it ``fetch()`` of a local JSON file. The JSON is
     parsed with ``JSON.parse``, not written as an object literal, where a key

@@ -12,6 +12,7 @@ from typing import Any
 from opregistry.formats.remedies import remedies_html
 from opregistry.site.export import ABSENT, STATES
 from opregistry.site.html import esc, glyph, layout, state_badge
+from opregistry.site.records import Record
 from opregistry.site.xla import op_section
 
 # "changes" second: on a narrow screen the table scrolls, and what changed must show
@@ -19,7 +20,7 @@ _COLUMNS = ("release", "changes", "gradient", "effective", "per-input", "second 
             "verification", "gradient function", "Python names", "needs_import")
 
 
-def names_by_release(op: dict[str, Any], keys: list[str]) -> dict[str, tuple[str, ...]]:
+def names_by_release(op: Record, keys: list[str]) -> dict[str, tuple[str, ...]]:
     """release key -> the op's Python names in that release (from the export's spans)."""
     index = {k: i for i, k in enumerate(keys)}
     found: dict[str, list[str]] = {k: [] for k in keys}
@@ -30,7 +31,7 @@ def names_by_release(op: dict[str, Any], keys: list[str]) -> dict[str, tuple[str
     return {k: tuple(sorted(v)) for k, v in found.items()}
 
 
-def _identity(entry: dict[str, Any] | None, names: tuple[str, ...]) -> Any:
+def _identity(entry: Record | None, names: tuple[str, ...]) -> Any:
     """What must be equal for two releases to share a row: everything but the source
     link's tag, and ``public`` only where both releases know it (1.13 has no tf.raw_ops)."""
     if entry is None:
@@ -48,7 +49,7 @@ def _same(before: tuple[Any, Any], after: tuple[Any, Any]) -> bool:
     return old is None or new is None or old == new
 
 
-def changes(before: dict[str, Any] | None, after: dict[str, Any] | None,
+def changes(before: Record | None, after: Record | None,
             names: tuple[tuple[str, ...], tuple[str, ...]]) -> list[str]:
     """What changed from one release of the op to the next (plain phrases)."""
     if before is None or after is None:
@@ -89,12 +90,12 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any] | None,
     return out
 
 
-def _runs(op: dict[str, Any], releases: list[dict[str, Any]], names: dict[str, Any]
-          ) -> list[list[dict[str, Any]]]:
+def _runs(op: Record, releases: list[Record], names: Record
+          ) -> list[list[Record]]:
     """The op's releases (from its first, per library) cut into runs of equal facts."""
     per = op["releases"]
     libraries = {r["library"] for r in releases if r["key"] in per}
-    runs: list[list[dict[str, Any]]] = []
+    runs: list[list[Record]] = []
     last: tuple[Any, Any] = (None, object())
     for rel in (r for r in releases if r["library"] in libraries):
         entry = per.get(rel["key"])
@@ -109,7 +110,7 @@ def _runs(op: dict[str, Any], releases: list[dict[str, Any]], names: dict[str, A
     return runs
 
 
-def _function_cell(run: list[dict[str, Any]], per: dict[str, Any]) -> str:
+def _function_cell(run: list[Record], per: Record) -> str:
     function = per[run[-1]["key"]].get("function")
     if not function:
         return ""
@@ -126,7 +127,7 @@ def _function_cell(run: list[dict[str, Any]], per: dict[str, Any]) -> str:
             f'<span class="dim">{esc(where)}</span><br>{" · ".join(links)}')
 
 
-def _verification_cell(v: dict[str, Any] | None) -> str:
+def _verification_cell(v: Record | None) -> str:
     if not v:
         return ""
     text = esc(v["status"])
@@ -142,7 +143,7 @@ def _verification_cell(v: dict[str, Any] | None) -> str:
     return text
 
 
-def _inputs_cell(entry: dict[str, Any]) -> str:
+def _inputs_cell(entry: Record) -> str:
     return " ".join(f'<span class="in in-{esc(i["result"])}">{esc(i["name"])}:'
                     f'{esc(i["result"])}</span>' for i in entry.get("inputs", []))
 
@@ -157,7 +158,7 @@ def _names_cell(names: tuple[str, ...], before: tuple[str, ...] | None) -> str:
         f'<span class="dim">{sign}{n}</span> ' for sign, n in (("+", added), ("−", removed)) if n)
 
 
-def _names_section(op: dict[str, Any]) -> str:
+def _names_section(op: Record) -> str:
     if not op["python_names"]:
         return "<p>No public Python name leads to this op.</p>"
     items = "".join(
@@ -167,7 +168,7 @@ def _names_section(op: dict[str, Any]) -> str:
     return f'<ul class="names">{items}</ul>'
 
 
-def _row(run: list[dict[str, Any]], per: dict[str, Any], names: tuple[str, ...],
+def _row(run: list[Record], per: Record, names: tuple[str, ...],
          before: tuple[str, ...] | None, change: list[str], first: bool) -> str:
     keys = [r["key"] for r in run]
     anchors = "".join(f'<span id="r-{esc(k)}"></span>' for k in keys)
@@ -196,7 +197,7 @@ def _row(run: list[dict[str, Any]], per: dict[str, Any], names: tuple[str, ...],
             f'<td>{esc(entry.get("needs_import", ""))}</td></tr>')
 
 
-def _strip_cell(key: str, per: dict[str, Any], linked: bool) -> str:
+def _strip_cell(key: str, per: Record, linked: bool) -> str:
     """One release in the strip: glyph and colour, the release and status as its label."""
     state = per[key]["state"] if key in per else ABSENT
     mark = STATES[state][1]
@@ -206,14 +207,14 @@ def _strip_cell(key: str, per: dict[str, Any], linked: bool) -> str:
     return f'<a href="#r-{esc(key)}" {label}>{mark}</a>'
 
 
-def _newest_state(per: dict[str, Any], releases: list[dict[str, Any]]) -> str | None:
+def _newest_state(per: Record, releases: list[Record]) -> str | None:
     """The op's state in the newest final release that has it (its remedies' reason)."""
     final = [r["key"] for r in releases if r["key"] in per and not r.get("prerelease")]
     keys = final or [r["key"] for r in releases if r["key"] in per]
     return per[keys[-1]]["state"] if keys else None
 
 
-def render(name: str, op: dict[str, Any], releases: list[dict[str, Any]],
+def render(name: str, op: Record, releases: list[Record],
            release_files: dict[str, str]) -> str:
     """The whole page of op ``name`` (``op`` is its record in the export)."""
     per = op["releases"]

@@ -3,20 +3,19 @@ from ``data/matrix.js``) and the comparison of any two releases (``compare.html`
 ``data/ops.js``); and the page that documents the export (``data.html``)."""
 from __future__ import annotations
 
-from typing import Any
-
 from opregistry.site import export as export_module
 from opregistry.site.html import esc, layout, legend
+from opregistry.site.records import Record
 from opregistry.site.xla import legend_html as xla_legend
 
 
-def _release_options(releases: list[dict[str, Any]], blank: str = "") -> str:
+def _release_options(releases: list[Record], blank: str = "") -> str:
     first = f'<option value="">{esc(blank)}</option>' if blank else ""
     return first + "".join(f'<option value="{esc(r["key"])}">{esc(r["label"])}</option>'
                            for r in releases)
 
 
-def matrix_page(data: dict[str, Any]) -> str:
+def matrix_page(data: Record) -> str:
     releases = data["releases"]
     states = "".join(f'<option value="{esc(s)}">{esc(s)}</option>'
                      for s in export_module.STATES)
@@ -53,7 +52,7 @@ def matrix_page(data: dict[str, Any]) -> str:
                   page_class="matrix-page")
 
 
-def _xla_note(releases: list[dict[str, Any]]) -> str:
+def _xla_note(releases: list[Record]) -> str:
     """What the view under XLA rests on: the releases harvested with XLA, or none."""
     harvested = [r for r in releases if r.get("xla")]
     if not harvested:
@@ -65,7 +64,7 @@ def _xla_note(releases: list[dict[str, Any]]) -> str:
             "<b>not harvested</b>.")
 
 
-def compare_page(data: dict[str, Any]) -> str:
+def compare_page(data: Record) -> str:
     releases = data["releases"]
     body = (
         '<h1>Compare two releases</h1>'
@@ -79,7 +78,7 @@ def compare_page(data: dict[str, Any]) -> str:
     return layout("Compare releases", body, "", scripts=("data/ops.js", "static/compare.js"))
 
 
-def data_page(data: dict[str, Any]) -> str:
+def data_page(data: Record) -> str:
     doc = (export_module.__doc__ or "").strip()
     body = (
         '<h1>The data</h1>'

@@ -4,15 +4,15 @@ so a page says what ``opregistry diff A B`` says."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 from urllib.parse import quote
 
 from opregistry.registry.diff import DiffResult, Transition
 from opregistry.site.export import STATES
 from opregistry.site.html import esc, glyph, layout, table
+from opregistry.site.records import Record
 
 
-def consecutive_pairs(releases: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def consecutive_pairs(releases: list[Record]) -> list[tuple[str, str]]:
     """(before, after) keys: each release and the one before it in its library."""
     pairs = []
     for before, after in zip(releases, releases[1:]):
@@ -25,12 +25,12 @@ def diff_file(before: str, after: str, files: dict[str, str]) -> str:
     return f"{files[before]}--{files[after]}"
 
 
-def _counts(data: dict[str, Any], key: str) -> Counter[str]:
+def _counts(data: Record, key: str) -> Counter[str]:
     return Counter(op["releases"][key]["state"] for op in data["ops"].values()
                    if key in op["releases"])
 
 
-def index_page(data: dict[str, Any], files: dict[str, str]) -> str:
+def index_page(data: Record, files: dict[str, str]) -> str:
     releases = data["releases"]
     previous = {after: before for before, after in consecutive_pairs(releases)}
     states = [s for s in STATES if s != "absent"]
@@ -55,7 +55,7 @@ def index_page(data: dict[str, Any], files: dict[str, str]) -> str:
     return layout("Releases", body, "../")
 
 
-def release_page(data: dict[str, Any], rel: dict[str, Any], files: dict[str, str],
+def release_page(data: Record, rel: Record, files: dict[str, str],
                  op_files: dict[str, str]) -> str:
     key = rel["key"]
     pairs = consecutive_pairs(data["releases"])
@@ -109,7 +109,7 @@ def _section(title: str, n: int, content: str) -> str:
             f"{content or '<p class=dim>none</p>'}</section>")
 
 
-def diff_command(a: dict[str, Any], b: dict[str, Any]) -> str:
+def diff_command(a: Record, b: Record) -> str:
     """The command that prints the same diff."""
     if a["library_version"]:
         return f"opregistry diff {a['library_version']} {b['library_version']} " \
@@ -117,7 +117,7 @@ def diff_command(a: dict[str, Any], b: dict[str, Any]) -> str:
     return f"opregistry diff {a['key']} {b['key']}"
 
 
-def diff_page(result: DiffResult, a: dict[str, Any], b: dict[str, Any],
+def diff_page(result: DiffResult, a: Record, b: Record,
               op_files: dict[str, str], files: dict[str, str]) -> str:
     before, after = a["key"], b["key"]
     def listed(names: list[str], key: str) -> str:
@@ -156,6 +156,6 @@ def diff_page(result: DiffResult, a: dict[str, Any], b: dict[str, Any],
     return layout(f"{a['label']} → {b['label']}", body, "../")
 
 
-def _source(function: dict[str, Any]) -> str:
+def _source(function: Record) -> str:
     url = function.get("url")
     return f'<a href="{esc(url)}" rel="noopener">source</a>' if url else ""

@@ -8,6 +8,7 @@ from typing import Any
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
 from opregistry.registry.lookup import OpRelease
+from opregistry.site.records import Record
 
 NOT_HARVESTED = "not_harvested"
 # cell state -> (code, glyph, label); absent is the gradient matrix's "."
@@ -21,7 +22,7 @@ XLA_STATES: dict[str, tuple[str, str, str]] = {
 }
 
 
-def xla_entry(row: OpRelease) -> dict[str, Any] | None:
+def xla_entry(row: OpRelease) -> Record | None:
     """The export's ``xla`` of one op in one release (None: not harvested with XLA)."""
     x = row.xla
     if x is None:
@@ -47,7 +48,7 @@ def xla_state(forward: str, gradient: str, gradient_reason: str | None) -> str:
     return "unknown"
 
 
-def codes(per: dict[str, Any], keys: list[str]) -> str:
+def codes(per: Record, keys: list[str]) -> str:
     """The op's XLA codes, one per release in column order."""
     out = []
     for key in keys:
@@ -65,7 +66,7 @@ def legend_html(esc: Any) -> str:
     return f'<ul class="legend" aria-label="Legend under XLA">{items}</ul>'
 
 
-def op_section(per: dict[str, Any], releases: list[dict[str, Any]], esc: Any) -> str:
+def op_section(per: Record, releases: list[Record], esc: Any) -> str:
     """The op page's table under XLA: a row per release that has the op."""
     rows = []
     for r in releases:

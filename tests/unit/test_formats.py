@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from opregistry.formats import csv_text, plural, table, tabular
+from opregistry.formats import csv_text, json_text, plural, table
 
 ROWS = [{"op": "ArgMax", "public": True, "function": None},
         {"op": "Shape", "public": False, "function": "x"}]
@@ -16,9 +16,9 @@ def test_table_and_csv_write_booleans_and_nulls_alike():
 
 
 def test_json_keeps_the_data_and_markdown_is_a_github_table():
-    assert json.loads(tabular("json", {"rows": ROWS}, ROWS)) == {"rows": ROWS}
-    assert tabular("markdown", None, ROWS).splitlines()[1].startswith("|--")
-    assert tabular("table", None, []) == ""
+    assert json.loads(json_text({"rows": ROWS})) == {"rows": ROWS}
+    assert table(ROWS, style="github").splitlines()[1].startswith("|--")
+    assert table([]) == ""
 
 
 def test_plural():

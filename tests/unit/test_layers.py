@@ -1,6 +1,7 @@
 """Imports run one way, from the leaves up to the command line. Read from the source,
-function-level and ``TYPE_CHECKING`` imports included, so a new back-edge fails here
-(``test_cli_imports.py`` checks the edges inside ``cli``)."""
+function-level, relative and ``TYPE_CHECKING`` imports included, so a new back-edge
+fails here (``test_cli_imports.py`` checks the edges inside ``cli``); the
+in-environment harvester imports only itself, without a cycle."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +15,8 @@ PACKAGE = Path(opregistry.__file__).parent
 # ``formats`` sits above ``numerical`` because it renders gradcheck results (the issue's
 # sketch had them the other way round).
 LAYERS: list[set[str]] = [
-    {"errors", "text", "files", "glob", "sites", "settings"},
+    {"errors", "text", "files", "glob", "sites", "settings", "shown", "tf_types",
+     "vocabulary"},
     {"db"},
     {"registry", "harvest"},
     {"model"},
@@ -36,6 +38,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # assert_differentiable's AssertionError text is the formatter's message
     ("numerical/api.py", "opregistry.formats.gradcheck"):
         "function-level: rendering stays in formats",
+    # str(), repr() and a notebook's display of every result are its renderer's
+    ("shown.py", "opregistry.formats"): "function-level: rendering stays in formats",
 }
 
 
@@ -52,17 +56,30 @@ def _top(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
-def imports(path: Path, members: bool = False) -> set[str]:
-    """Every ``opregistry.<...>`` module ``path`` imports, anywhere in it; with
-    ``members``, each ``from M import N`` as ``M.N`` too (N may be a module of M)."""
+def _module_of(node: ast.ImportFrom, path: Path, package: Path) -> str | None:
+    """The module a ``from`` import names, a relative one resolved against ``path``."""
+    if node.level == 0:
+        return node.module
+    parts = ["opregistry", *path.relative_to(package).parent.parts]
+    parts = parts[:len(parts) - node.level + 1]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def imports(path: Path, members: bool = False, package: Path = PACKAGE) -> set[str]:
+    """Every ``opregistry.<...>`` module ``path`` imports, anywhere in it, relative
+    imports resolved; with ``members``, each ``from M import N`` as ``M.N`` too (N may
+    be a module of M)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            if members:
-                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = _module_of(node, path, package)
+            if not module:
+                continue
+            found.add(module)
+            if members or node.level:  # ``from . import workers``: the module workers
+                found |= {f"{module}.{alias.name}" for alias in node.names}
     return {name for name in found if name.startswith("opregistry.")}
 
 
@@ -98,6 +115,50 @@ def test_a_planted_back_edge_fails(tmp_path):
     assert back_edges(tmp_path) == {("model/traced.py", "opregistry.guard.hooks")}
 
 
-def test_the_inenv_files_import_nothing_from_opregistry():
+INENV = "opregistry.harvest.inenv"
+
+
+def inenv_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """In-environment module -> the in-environment modules it imports (anywhere)."""
+    folder = package / "harvest" / "inenv"
+    modules = {f"{INENV}.{p.stem}" for p in folder.glob("*.py")}
+    return {f"{INENV}.{path.stem}": imports(path, package=package) & modules - {
+        f"{INENV}.{path.stem}"} for path in sorted(folder.glob("*.py"))}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph`` (each once, from its first module by name)."""
+    found: list[list[str]] = []
+
+    def walk(module: str, trail: list[str]) -> None:
+        for nxt in sorted(graph.get(module, ())):
+            if nxt == trail[0]:
+                found.append(trail)
+            elif nxt not in trail and nxt > trail[0]:
+                walk(nxt, trail + [nxt])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return found
+
+
+def test_the_inenv_files_import_only_each_other():
+    """Loaded by path in another interpreter, without opregistry installed."""
     for path in (PACKAGE / "harvest" / "inenv").rglob("*.py"):
-        assert not imports(path), path
+        outside = {m for m in imports(path) if not m.startswith(INENV)}
+        assert not outside, (path, outside)
+
+
+def test_the_inenv_files_import_no_cycle():
+    """Not even at run time (collector imported workers, which imported collector)."""
+    assert cycles(inenv_graph()) == []
+
+
+def test_a_planted_inenv_cycle_fails(tmp_path):
+    folder = tmp_path / "harvest" / "inenv"
+    folder.mkdir(parents=True)
+    (folder / "collector.py").write_text("def f():\n    from . import workers\n")
+    (folder / "workers.py").write_text("from .collector import f\n")
+    (folder / "common.py").write_text("import os\n")
+    assert cycles(inenv_graph(tmp_path)) == [
+        [f"{INENV}.collector", f"{INENV}.workers"]]

@@ -1,6 +1,10 @@
 """No module uses another module's ``_private`` name: what crosses a module boundary is
 an interface, and it has a public name. Read from the source (function-level imports
-included); a module's own ``_names`` and dunders are its business."""
+included, relative ones resolved: the in-environment harvester's); a module's own
+``_names`` and dunders are its business. An attribute ``x._name`` of anything but
+``self`` or ``cls`` that the module itself never defines is another module's private
+too (``checker._project(...)``), unless it is a third party's with no public way
+(``PRIVATE_ATTRIBUTES``, each with the reason)."""
 from __future__ import annotations
 
 import ast
@@ -20,12 +24,66 @@ def _is_module(dotted: str, root: Path) -> bool:
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
+# (file, attribute use) -> why: a third party's private with no public equivalent
+PRIVATE_ATTRIBUTES: dict[tuple[str, str], str] = {
+    ("db/loader.py", "row._mapping"): "SQLAlchemy's documented Row mapping",
+    ("guard/eager.py", "tensor._id"): "TensorFlow's tape id of an eager tensor",
+    ("guard/live_facts.py", "ops._gradient_registry"): "TensorFlow's gradient registry",
+    ("sites.py", "sys._getframe"): "the standard library's documented frame access",
+    ("harvest/inenv/tf_imports.py", "registry._registry"): "TensorFlow's gradient registry",
+    ("harvest/inenv/sources.py", "node._fields"): "the ast module's documented fields",
+}
+
+
+def _absolute(node: ast.ImportFrom, path: Path, root: Path) -> str | None:
+    """The module ``from ... import`` names, a relative one resolved against ``path``'s
+    package (``root`` is the ``opregistry`` package folder)."""
+    if node.level == 0:
+        return node.module
+    package = ["opregistry", *path.relative_to(root).parent.parts]
+    if node.level > 1:
+        package = package[:len(package) - node.level + 1]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _defined(tree: ast.AST) -> set[str]:
+    """Every name a module defines or binds: its functions, classes, assignments,
+    attributes it sets, parameters and imports."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name)
+    return names
+
+
+def private_attributes(path: Path) -> set[str]:
+    """``x._name`` (as written) for every private attribute ``path`` reads off an object
+    other than ``self``/``cls`` whose name it never defines itself."""
+    tree = ast.parse(path.read_text())
+    own = _defined(tree)
+    return {ast.unparse(node) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and _private(node.attr)
+            and node.attr not in own
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))}
+
+
 def private_uses(path: Path, root: Path = PACKAGE) -> set[str]:
     """``module.name`` for every private name ``path`` takes from another module."""
     found: set[str] = set()
     modules: dict[str, str] = {}  # local name -> opregistry module it is bound to
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:  # relative: read as absolute
+            node = ast.ImportFrom(module=_absolute(node, path, root), names=node.names,
+                                  level=0)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("opregistry."):
@@ -68,3 +126,25 @@ def test_a_planted_private_import_fails(tmp_path):
     assert private_uses(planted, tmp_path) == {
         "opregistry.model.flatten._INST", "opregistry.model.readers._schema",
         "opregistry.model.flatten._OUT"}
+
+
+def test_no_module_reads_another_modules_private_attribute():
+    found = {(str(path.relative_to(PACKAGE)), use) for path in sorted(PACKAGE.rglob("*.py"))
+             for use in private_attributes(path)}
+    assert found == set(PRIVATE_ATTRIBUTES)
+
+
+def test_a_planted_relative_import_and_attribute_fail(tmp_path):
+    (tmp_path / "harvest" / "inenv").mkdir(parents=True)
+    (tmp_path / "harvest" / "inenv" / "probe_numeric.py").write_text("_TOLERANCE = 1\n")
+    planted = tmp_path / "harvest" / "inenv" / "probe_xla.py"
+    planted.write_text("from .probe_numeric import _TOLERANCE\n"
+                       "from . import probe_numeric\n"
+                       "from .. import _runner\n"
+                       "def f(first):\n    return probe_numeric._feeds, first._project()\n"
+                       "class A:\n    _mine = 1\n    def g(self, other):\n"
+                       "        return self._x, other._mine\n")
+    assert private_uses(planted, tmp_path) == {
+        "opregistry.harvest.inenv.probe_numeric._TOLERANCE", "opregistry.harvest._runner",
+        "opregistry.harvest.inenv.probe_numeric._feeds"}
+    assert private_attributes(planted) == {"probe_numeric._feeds", "first._project"}

@@ -130,6 +130,7 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
             (probe_report(library="tensorflow-text"), {})],
         "opregistry.formats.lookup.Lookups": [(Lookups(tuple(found)), {}),
                                               (Lookups(tuple(found[2:])), {})],
+        "opregistry.registry.lookup.LookupResult": [(one, {}) for one in found],
         "opregistry.formats.lookup.OpList": [
             (OpList(query.ops("2.21", status="no_gradient")), {}), (OpList(()), {})],
         "opregistry.formats.lookup.ReleaseList": [
@@ -335,3 +336,29 @@ def test_check_files_json_shows_each_model_as_check_json_does(samples):
     alone = json.loads(render(blocked, OutputFormat.json))
     assert shown == [{"model": "a.pbtxt", **alone}]
     assert alone["remedies"]  # the blocked model has remedies to show
+
+
+# -- where users meet a result: str(), repr(), a notebook ----------------------------
+
+
+@pytest.mark.parametrize("name", sorted(RENDERERS))
+def test_every_result_reads_well_in_str_repr_and_a_notebook(name, samples):
+    """str() is the command's table (its summary where the table is empty), a
+    notebook shows the markdown table and the summary, repr() is one short line."""
+    from opregistry.shown import Shown
+
+    assert issubclass(load(name), Shown), f"{name}: add Shown to show it"
+    for result, options in samples[name]:
+        if options:
+            continue  # what a command adds (--source, --details): not the result's own
+        said = summary(result)
+        text = render(result, "table").rstrip("\n")
+        assert str(result) == (text or said or f"{type(result).__name__}: nothing to show")
+        markdown = result._repr_markdown_()
+        assert markdown.startswith(render(result, "markdown").rstrip("\n")), name
+        assert " ".join(said.split())[:40] in " ".join(markdown.split()), name
+        shown = repr(result)
+        assert "\n" not in shown and len(shown) <= 200, shown
+        assert shown.startswith(f"<{type(result).__name__}"), shown
+        if said:
+            assert " ".join(said.split())[:40] in shown, shown

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zipfile
 
-from opregistry.cli.check_files import models_of
+from opregistry.model.check_files import models_of
 from opregistry.model.readers import schema
 from opregistry.model.sniff import model_of
 
@@ -64,3 +64,26 @@ def test_models_of_keeps_order_once_each_and_passes_missing_paths_to_check(tmp_p
                               saved / "fingerprint.pb", tmp_path / "a.pb",
                               tmp_path / "gone.pb")]
     assert models_of(files) == [str(saved), str(tmp_path / "a.pb"), str(tmp_path / "gone.pb")]
+
+
+def test_check_files_checks_each_model_and_keeps_going_past_an_error(tmp_path):
+    """The library loop behind ``check-files``: a result or the error per model, in
+    order, and check's exit rule (``fails``) the command uses for both commands."""
+    from test_output_file import BLOCKED, CLEAN  # tests/unit is on sys.path
+
+    from opregistry.db.location import shipped_database_path
+    from opregistry.errors import OpregistryError
+    from opregistry.model.check_files import check_files, fails
+
+    (tmp_path / "blocked.pbtxt").write_text(BLOCKED)
+    (tmp_path / "clean.pbtxt").write_text(CLEAN)
+    (tmp_path / "notes.txt").write_text("no model")
+    files = [str(tmp_path / n) for n in ("gone.pb", "notes.txt", "blocked.pbtxt",
+                                         "clean.pbtxt")]
+    out = list(check_files(files, release="2.21", db=shipped_database_path()))
+    assert [model for model, _ in out] == [files[0], files[2], files[3]]
+    assert isinstance(out[0][1], OpregistryError) and "no such file" in str(out[0][1])
+    blocked, clean = out[1][1], out[2][1]
+    assert not isinstance(blocked, OpregistryError) and fails(blocked)
+    assert not isinstance(clean, OpregistryError) and not fails(clean)
+    assert clean.release == blocked.release == "2.21.0"

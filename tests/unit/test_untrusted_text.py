@@ -14,7 +14,7 @@ import forked  # tests/unit is on sys.path
 import pytest
 from documents import document, op
 
-from opregistry.formats import tabular
+from opregistry.formats import csv_text, json_text, table
 from opregistry.model.readers import schema
 from opregistry.text import printable
 
@@ -43,7 +43,9 @@ def test_printable_escapes_controls_and_invisible_format_characters():
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv"])
 def test_table_markdown_and_csv_cells_are_escaped(fmt):
-    text = tabular(fmt, None, [{"node": HOSTILE, "n": 1}])
+    rows = [{"node": HOSTILE, "n": 1}]
+    text = {"table": table(rows), "markdown": table(rows, style="github"),
+            "csv": csv_text(rows)}[fmt]
     _clean(text)
     assert ESCAPED in text and len(text.splitlines()) == (2 if fmt == "csv" else 3)
     if fmt == "csv":
@@ -52,7 +54,7 @@ def test_table_markdown_and_csv_cells_are_escaped(fmt):
 
 def test_json_stays_exact():
     data = [{"node": HOSTILE}]
-    text = tabular("json", data, data)
+    text = json_text(data)
     assert "\x1b" not in text and json.loads(text) == data
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from opregistry.db.store import release_numbers, version_key
-from opregistry.guard.live_facts import nearest_release
+from opregistry.registry.release_choice import nearest_release
 
 # PEP 440 order, oldest first (tf-nightly writes its dev releases as 2.22.0-dev2026...)
 ORDERED = ["2.9.3", "2.10.0", "2.10.1", "2.16.0.dev20240101", "2.16.0-dev20240202",

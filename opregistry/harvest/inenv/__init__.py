@@ -11,7 +11,8 @@ list of them (packaging, ruff, mypy and the Python 3.7 test all read the folder)
   ``opregistry_inenv``, so the modules import each other with relative imports.
 
 ``collector`` builds the document (release, registries, Python names; ``op_defs``,
-``sources``, ``names``, ``plugins``); ``workers`` runs the probes in subprocesses;
+``sources``, ``names``, ``plugins``), after ``tf_imports`` has imported what fills the
+registries (as each probe worker does); ``workers`` runs the probes in subprocesses;
 ``probe`` probes one op (``probe_build``, ``probe_symbolic``, ``probe_numeric`` with
 ``probe_args``, sharing ``probe_api``; with ``--xla``, ``probe_xla`` builds what ``xla``
 compiles); ``common`` holds the shared helpers.

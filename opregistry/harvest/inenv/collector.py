@@ -14,7 +14,6 @@ import io
 import json
 import os
 import platform
-import re
 import sys
 import traceback
 
@@ -23,6 +22,14 @@ from . import plugins as plugin_loader  # "plugins" is the name of the option it
 from .common import one_line
 from .document import FORMAT, FORMAT_VERSION
 from .op_defs import all_op_defs, op_def_record
+from .tf_imports import (
+    USAGE,
+    gradient_registry,
+    import_gradient_modules,
+    load_libraries,
+    parse_arguments,
+    tf_source_root,
+)
 
 # Distribution names that can provide the ``tensorflow`` package.
 _TF_DISTRIBUTIONS = (
@@ -30,15 +37,6 @@ _TF_DISTRIBUTIONS = (
     "tensorflow-macos", "tensorflow-aarch64", "intel-tensorflow",
     "tf-nightly", "tf-nightly-cpu", "tf-nightly-gpu",
 )
-
-# Source text that marks a module as one that fills the gradient registry.
-_REGISTERS_GRADIENTS = re.compile(
-    r"RegisterGradient\(|NotDifferentiable\(|NoGradient\(|no_gradient\(")
-
-
-class CollectorError(Exception):
-    """A fact the collector cannot establish; reported as one line by main()."""
-
 
 # --------------------------------------------------------------------------- release
 
@@ -106,98 +104,6 @@ def _release(tf):
         "machine": platform.machine(),
     }
 
-
-# ------------------------------------------------------------------ module imports
-
-def tf_source_root():
-    """(directory, top-level module name) holding TF's Python code.
-
-    1.14 to 2.0 keep the code in ``tensorflow_core``; other releases in ``tensorflow``.
-    """
-    from tensorflow.python.framework import ops
-    module_dir = os.path.dirname(os.path.abspath(ops.__file__))
-    root = os.path.dirname(os.path.dirname(module_dir))
-    return root, ops.__name__.split(".")[0]
-
-
-def _gradient_modules(root, top):
-    """Module names under the TF tree whose source registers gradients."""
-    return plugin_loader.module_names(
-        root, top, _REGISTERS_GRADIENTS, ("python", "contrib", "compiler"))
-
-
-def import_gradient_modules(root, top):
-    """Import every module that registers gradients.
-
-    Returns (attempted, failures, needs_import): the last maps each registry entry
-    that ``import tensorflow`` alone does not create to the module that creates it.
-    """
-    import importlib
-    attempted = _gradient_modules(root, top)
-    registry = gradient_registry()
-    failures = []
-    needs_import = {}
-    for name in attempted:
-        if name in sys.modules:
-            continue
-        before = set(registry)
-        modules_before = set(sys.modules)
-        try:
-            # Some modules print on import; keep our stdout clean for the document.
-            with contextlib.redirect_stdout(sys.stderr):
-                importlib.import_module(name)
-        except BaseException as exc:  # noqa: B036 - import side effects are arbitrary
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            failures.append({"module": name, "error": one_line(exc)})
-        added = set(registry) - before
-        if added:
-            # A package __init__ can import many modules at once (tf.contrib does):
-            # credit each entry to the newly imported module that names it.
-            new_modules = sorted(set(sys.modules) - modules_before)
-            for entry in added:
-                needs_import[entry] = _registering_module(entry, new_modules, registry) or name
-    return attempted, failures, needs_import
-
-
-def _registering_module(entry, modules, registry):
-    """The module among ``modules`` that registers ``entry``: the gradient function's
-    own module, else the one whose source names the op in quotes."""
-    fn = registry[entry].get("type") if isinstance(registry[entry], dict) else None
-    if fn is not None and getattr(fn, "__module__", None) in modules:
-        return fn.__module__
-    quoted = ('"%s"' % entry, "'%s'" % entry)
-    for module_name in modules:
-        path = getattr(sys.modules.get(module_name), "__file__", None)
-        if not path or not path.endswith(".py"):
-            continue
-        try:
-            with io.open(path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-        except (IOError, OSError):
-            continue
-        if any(q in text for q in quoted) and _REGISTERS_GRADIENTS.search(text):
-            return module_name
-    return None
-
-
-# ---------------------------------------------------------------- gradient registry
-
-def gradient_registry():
-    from tensorflow.python.framework import ops
-    registry = getattr(ops, "_gradient_registry", None) or getattr(ops, "gradient_registry")
-    return registry._registry  # name -> {"type": fn or None, "location": frame}
-
-
-def load_libraries(plugins, op_libraries):
-    """Load the op libraries of a library harvest (``plugins.py``); None without any."""
-    if not plugins and not op_libraries:
-        return None
-    return plugin_loader.load(plugins, op_libraries, gradient_registry())
-
-
-
-# -------------------------------------------------------------------------- main
 
 def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libraries=(),
             library_name=None, library_version=None, xla=False, xla_device="CPU"):
@@ -295,41 +201,11 @@ def collect(import_modules=True, probes=False, numeric=True, plugins=(), op_libr
     return document
 
 
-_USAGE = ("usage: __main__.py [--out FILE] [--no-extra-imports] "
-          "[--probes [--no-numeric] [--xla [--xla-device CPU|GPU]]] "
-          "[--plugin MODULE|FILE.py]... [--op-library FILE.so]... [--library-name NAME] "
-          "[--library-version VERSION]")
-
-
-def parse_arguments(argv):
-    options = {"out": None, "import_modules": True, "probes": False, "numeric": True, "xla": False,
-               "xla_device": "CPU",
-               "plugins": [], "op_libraries": [], "library_name": None,
-               "library_version": None}
-    valued = {"--out": "out", "--library-name": "library_name", "--xla-device": "xla_device",
-              "--library-version": "library_version"}
-    listed = {"--plugin": "plugins", "--op-library": "op_libraries"}
-    flags = {"--no-extra-imports": ("import_modules", False), "--probes": ("probes", True),
-             "--no-numeric": ("numeric", False), "--xla": ("xla", True)}
-    while argv:
-        arg = argv.pop(0)
-        if arg in valued and argv:
-            options[valued[arg]] = argv.pop(0)
-        elif arg in listed and argv:
-            options[listed[arg]].append(argv.pop(0))
-        elif arg in flags:
-            key, value = flags[arg]
-            options[key] = value
-        else:
-            return None
-    return options
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     options = parse_arguments(argv)
     if options is None:
-        print(_USAGE, file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     out_path = options.pop("out")
     try:

@@ -15,8 +15,8 @@ from .probe_api import FLOAT_TYPES, STRING_OVERRIDES, TRAINABLE, ProbeFailure, f
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported
 from .probe_symbolic import control_flow_v1, input_names, output_names
 
-_TOLERANCE = {"DT_DOUBLE": (1e-6, 1e-5), "DT_FLOAT": (1e-3, 2e-2)}  # (step, tolerance)
-_NUMERIC_CONFIGS = tuple((shape, mode) for shape in ([2, 2], [2, 2, 2, 2]) for mode in (
+TOLERANCE = {"DT_DOUBLE": (1e-6, 1e-5), "DT_FLOAT": (1e-3, 2e-2)}  # (step, tolerance)
+NUMERIC_CONFIGS = tuple((shape, mode) for shape in ([2, 2], [2, 2, 2, 2]) for mode in (
     "named", "scalar", "ones")) + tuple((shape, mode) for shape in (
     [2], [], [2, 2, 2], [2, 2, 2, 2, 2]) for mode in ("named", "scalar")) + (
     ([2, 3], "named"),)  # cross products and colour conversions want a last dimension of 3
@@ -59,14 +59,14 @@ def numeric_check(api, op_def, rows, seed=1234):
     else:
         variants = (0, 1) if any(a.type == "string" and a.name in STRING_OVERRIDES
                                  for a in op_def.attr) else (0,)
-        configs = [(v, c) for v in variants for c in _NUMERIC_CONFIGS]
+        configs = [(v, c) for v in variants for c in NUMERIC_CONFIGS]
     for float_type, (variant, (shape, int_mode)) in (
             (f, c) for f in ("DT_DOUBLE", "DT_FLOAT") for c in configs):
         for low, high in ((0.3, 0.9), (1.1, 1.9)):
             rng = random.Random(seed)
             try:
                 return _numeric_at(api, op_def, family, float_type, shape, int_mode, variant,
-                                   positions, point=_RandomPoint(rng, low, high))
+                                   positions, point=RandomPoint(rng, low, high))
             except _NonFinite as failure:
                 failures.append(failure)
                 continue
@@ -120,7 +120,7 @@ class _NonFinite(ProbeFailure):
     pass
 
 
-class _RandomPoint(object):
+class RandomPoint(object):
     """A random point away from kinks; ``vary(source)``: the sources a check varies."""
 
     def __init__(self, rng, low, high):
@@ -205,7 +205,7 @@ def _numeric_at(api, op_def, family, float_type, shape, int_mode, variant, posit
                                "them)" % ", ".join(kinds) if kinds else "no outputs")
         labels = [output_names(op_def, op)[i] + ("" if t.op.type == "Identity"
                                                   else ":" + t.op.type) for i, t in read]
-        sources, feeds = _feeds(api, op_def, op, builder, shape, point)
+        sources, feeds = feeds_for(api, op_def, op, builder, shape, point)
         varied = [s for s in sources if point.varies(s, positions, family) and
                   feeds[s.feed].size]  # an empty input has no direction to vary
         result = _compare(api, op_def, graph, op, outputs, sources, varied, feeds,
@@ -228,7 +228,7 @@ def _numeric_at(api, op_def, family, float_type, shape, int_mode, variant, posit
     return result
 
 
-def _feeds(api, op_def, op, builder, shape, point):
+def feeds_for(api, op_def, op, builder, shape, point):
     """(sources, feeds): a value for every placeholder of the graph. The builder's
     sources first, then the op's own placeholder inputs (sources of their position),
     then what generic builders made on the side (the dense matrix of a CSR input)."""
@@ -263,7 +263,7 @@ def _feeds(api, op_def, op, builder, shape, point):
                 builder.arg_shape(names[s.position]) if s.position is not None and
                 builder.family is not None else shape)
         feeds[t] = point.value(api, s, t.dtype.base_dtype, t_shape, positive_definite)
-    if isinstance(point, _RandomPoint):
+    if isinstance(point, RandomPoint):
         _bound_clip_inputs(api, op_def, op, feeds)
         _normalise_labels(api, op_def, op, feeds)
     return sources, feeds
@@ -281,7 +281,7 @@ def _compare(api, op_def, graph, op, outputs, sources, varied, feeds, shaped):
         "DT_FLOAT" if dtypes <= set(["DT_FLOAT", "DT_DOUBLE"]) else None)
     if actual is None:
         raise ProbeFailure("build", "only half-precision kernels (%s)" % ", ".join(sorted(dtypes)))
-    delta, tolerance = _TOLERANCE[actual]
+    delta, tolerance = TOLERANCE[actual]
     if sum(feeds[s.feed].size for s in varied) > 64:
         raise ProbeFailure("build", "too large for a full Jacobian")
     symmetric = bool(_SYMMETRIC.search(op_def.name))

@@ -15,10 +15,10 @@ from .probe_api import FLOAT_TYPES, TRAINABLE, ProbeFailure
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported
 
 # the numerical check's own configs, point and feeds: XLA compiles what it checked
-from .probe_numeric import _NUMERIC_CONFIGS, _TOLERANCE, _feeds, _RandomPoint
+from .probe_numeric import NUMERIC_CONFIGS, TOLERANCE, RandomPoint, feeds_for
 from .probe_symbolic import control_flow_v1, output_names
 
-_XLA_TOLERANCE = {"float32": _TOLERANCE["DT_FLOAT"][1], "float64": _TOLERANCE["DT_DOUBLE"][1]}
+_XLA_TOLERANCE = {"float32": TOLERANCE["DT_FLOAT"][1], "float64": TOLERANCE["DT_DOUBLE"][1]}
 
 
 def xla_check(api, op_def, record, device="CPU"):
@@ -33,7 +33,7 @@ def xla_check(api, op_def, record, device="CPU"):
 
 def _xla_subject(api, op_def, record):
     family = args.family_for(op_def.name)
-    configs = [(family.shape, "named")] if family is not None else list(_NUMERIC_CONFIGS)
+    configs = [(family.shape, "named")] if family is not None else list(NUMERIC_CONFIGS)
     positions = [r["position"] for r in (record or {}).get("inputs", ())
                  if r["result"] == "gradient" and r["dtype"] in TRAINABLE]
     wants_gradient = (record or {}).get("effective") in ("differentiable", "partial")
@@ -58,8 +58,8 @@ def _xla_subject(api, op_def, record):
                     outputs, these = [t for _, t in read], []
                 if not outputs and record is None:  # alone: its integer, boolean, string...
                     outputs = list(op.outputs)       # outputs (Shape, Equal, AsString)
-                point = _RandomPoint(random.Random(1234), 0.3, 0.9)
-                sources, feeds = _feeds(api, op_def, op, builder, shape, point)
+                point = RandomPoint(random.Random(1234), 0.3, 0.9)
+                sources, feeds = feeds_for(api, op_def, op, builder, shape, point)
                 if any(s.setup is not None for s in sources) or \
                         api.v1.global_variables():
                     raise ProbeFailure("build", "needs variables or set-up ops")

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from . import collector, probe
+from . import probe, tf_imports
 from .common import ENTRY, one_line
 from .op_defs import all_op_defs
 
@@ -37,9 +37,9 @@ def probe_worker(ops_path, results_path, numeric, plugins=(), op_libraries=(), x
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with contextlib.redirect_stdout(sys.stderr):
         import tensorflow  # noqa: F401
-    root, top = collector.tf_source_root()
-    collector.import_gradient_modules(root, top)
-    collector.load_libraries(plugins, op_libraries)
+    root, top = tf_imports.tf_source_root()
+    tf_imports.import_gradient_modules(root, top)
+    tf_imports.load_libraries(plugins, op_libraries)
     api = probe.TFApi()
     op_defs = dict((op.name, op) for op in all_op_defs())
     with io.open(ops_path, encoding="utf-8") as handle:
@@ -254,7 +254,7 @@ def place_records(ops, records, statuses, alone=()):
 
 def main(argv):
     """``--probe-worker OPS RESULTS [collector options]``: one worker's run."""
-    options = collector.parse_arguments(argv[3:]) or {}
+    options = tf_imports.parse_arguments(argv[3:]) or {}
     return probe_worker(argv[1], argv[2], options.get("numeric", True),
                         options.get("plugins", ()), options.get("op_libraries", ()),
                         options.get("xla", False), options.get("xla_device", "CPU"))

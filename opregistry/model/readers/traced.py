@@ -14,6 +14,16 @@ from opregistry.errors import first_line
 from opregistry.model.graph import Model, ModelError, Signature, shown
 from opregistry.model.readers import schema
 from opregistry.model.readers.savedmodel import from_graph_def
+from opregistry.tf_types import (
+    ConcreteFunction,
+    Graph,
+    KerasModel,
+    Tensor,
+    TensorSpec,
+    TFModule,
+    Traceable,
+    Variable,
+)
 
 
 def import_tensorflow() -> Any:
@@ -41,12 +51,13 @@ def import_tensorflow() -> Any:
     return tf
 
 
-def _variable_name(var: Any) -> str:
+def _variable_name(var: Variable) -> str:
     name: str = getattr(var, "path", None) or var.name
     return name[:-2] if name.endswith(":0") else name
 
 
-def variable_names(tf: Any, variables: list[Any], root: Any = None) -> dict[int, str]:
+def variable_names(tf: TFModule, variables: list[Variable], root: Traceable = None
+                   ) -> dict[int, str]:
     """id(variable) -> the name a target is shown by: the variable's name (Keras 3:
     its path), or, where distinct variables share one (``tf.Variable(1.0)`` is always
     ``Variable``), its attribute path from ``root`` as a SavedModel would record it."""
@@ -63,7 +74,7 @@ def variable_names(tf: Any, variables: list[Any], root: Any = None) -> dict[int,
     return names
 
 
-def _object_paths(tf: Any, root: Any) -> dict[int, str]:
+def _object_paths(tf: TFModule, root: Traceable) -> dict[int, str]:
     """id(object) -> its shortest attribute path from ``root``, breadth-first as
     ``tf.saved_model.save`` numbers the object graph."""
     try:
@@ -85,8 +96,8 @@ def _object_paths(tf: Any, root: Any) -> dict[int, str]:
     return paths
 
 
-def from_concrete(concrete: Any, source: str, key: str = "serving_default",
-                  root: Any = None, names: dict[int, str] | None = None) -> Model:
+def from_concrete(concrete: ConcreteFunction, source: str, key: str = "serving_default",
+                  root: Traceable = None, names: dict[int, str] | None = None) -> Model:
     """A Model from a ConcreteFunction: its graph, library, inputs, outputs, captures.
     ``root`` (the traced object) names variables that share a name by their path;
     ``names`` (id(variable) -> name) names them as the caller already does."""
@@ -121,7 +132,7 @@ def from_concrete(concrete: Any, source: str, key: str = "serving_default",
     return model
 
 
-def _creation_sites(graph: Any) -> dict[str, str]:
+def _creation_sites(graph: Graph) -> dict[str, str]:
     """node -> the user's file:line that created it (TF keeps each graph op's creation
     stack; ops made by Keras or TensorFlow alone have no user frame)."""
     from opregistry.sites import shown, traceback_site
@@ -134,7 +145,7 @@ def _creation_sites(graph: Any) -> dict[str, str]:
     return sites
 
 
-def bind_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
+def bind_custom_gradients(tf: TFModule, graph: Graph, model: Model) -> None:
     """tf.custom_gradient functions are live Python objects here: all of them are
     bound; traced as SavedModel export does, their bodies tell which inputs get a
     gradient (the guard binds those of the graph it is tracing the same way)."""
@@ -146,7 +157,7 @@ def bind_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
     _trace_custom_gradients(tf, graph, model)
 
 
-def _trace_custom_gradients(tf: Any, graph: Any, model: Model) -> None:
+def _trace_custom_gradients(tf: TFModule, graph: Graph, model: Model) -> None:
     """Trace the gradient function of every tf.custom_gradient op of ``graph`` (and of
     the functions it calls) into the model's library, bound like a saved one: the
     call ``grad_fn(op, *upstream)`` that ``tf.saved_model.save`` traces. A gradient
@@ -205,7 +216,7 @@ def _check_members(name: str) -> None:
                              f"outside the archive (refused)")
 
 
-def output_names(tf: Any, structure: Any) -> list[str]:
+def output_names(tf: TFModule, structure: Any) -> list[str]:
     try:
         from tensorflow.python.util import nest
 
@@ -218,7 +229,7 @@ def output_names(tf: Any, structure: Any) -> list[str]:
     return [p or f"output_{i}" for i, p in enumerate(paths)]
 
 
-def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
+def trace(obj: Traceable, *inputs: Tensor, source: str | None = None) -> Model:
     """Trace a tf.function, a callable, a tf.Module with ``__call__`` or a Keras model
     on ``inputs`` (tensors or tf.TensorSpec) and return its Model."""
     tf = import_tensorflow()
@@ -231,9 +242,9 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     owner = method_owner(obj)  # before tracing, which rewraps the Python function
     if root is None and isinstance(owner, tf.Module):  # a method of a module
         root = owner
-    fn: Any = obj
+    fn: Traceable = obj
     if is_keras_model(obj):
-        def fn(*args: Any) -> Any:  # inference: what a user differentiates through
+        def fn(*args: Tensor) -> Tensor:  # inference: what a user differentiates through
             return obj(*args, training=False)
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
@@ -251,7 +262,7 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     return model
 
 
-def method_owner(obj: Any) -> Any:
+def method_owner(obj: Traceable) -> Traceable:
     """The object a bound method or a tf.function method belongs to (None: not one).
     TF wraps the method of a tf.function in a TfMethodTarget holding the instance."""
     owner = getattr(obj, "__self__", None)
@@ -267,7 +278,7 @@ def method_owner(obj: Any) -> Any:
         return None
 
 
-def is_keras_model(obj: Any) -> bool:
+def is_keras_model(obj: Traceable) -> bool:
     return hasattr(obj, "trainable_variables") and hasattr(obj, "inputs") and \
         hasattr(obj, "layers")
 
@@ -282,7 +293,7 @@ def import_keras() -> Any:
     return keras
 
 
-def _keras_input_specs(model: Any) -> list[Any]:
+def _keras_input_specs(model: Traceable) -> list[TensorSpec]:
     tf = import_tensorflow()
 
     specs = []
@@ -298,7 +309,7 @@ def read_keras(path: str | os.PathLike[str]) -> Model:
     return trace(read_keras_model(path), source=os.fspath(path))
 
 
-def read_keras_model(path: str | os.PathLike[str]) -> Any:
+def read_keras_model(path: str | os.PathLike[str]) -> KerasModel:
     """The Keras model of a ``.keras`` or ``.h5`` file, loaded with safe_mode on: a
     Lambda layer's Python code is refused, not run."""
     import warnings

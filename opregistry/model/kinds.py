@@ -1,0 +1,22 @@
+"""What kind of model a path names, decided once for every command and the API: by
+its name (a Keras file by suffix, a directory as a SavedModel or a TF Serving base
+path, a ``.pbtxt`` as a text GraphDef, any other file as a binary GraphDef). Content is
+the sniffer's (``model/sniff.py``) and the readers' to judge; nothing is read here."""
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+ModelKind = Literal["keras", "savedmodel", "pbtxt", "graphdef"]
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+
+
+def model_kind(path: str | os.PathLike[str]) -> ModelKind:
+    """``keras`` (traced with TensorFlow), ``savedmodel`` (a directory, or its
+    ``saved_model.pb``), ``pbtxt`` or ``graphdef`` (read statically)."""
+    text = os.fspath(path)
+    if text.endswith(KERAS_SUFFIXES):
+        return "keras"
+    if os.path.isdir(text) or os.path.basename(text) == "saved_model.pb":
+        return "savedmodel"
+    return "pbtxt" if text.endswith(".pbtxt") else "graphdef"

@@ -1,0 +1,30 @@
+"""The vocabulary of ARCHITECTURE.md as types: every word a result field may hold, in
+one module, so the type checker reads them (``BlockingOp.reason: Reason``) and the run
+time lists come from the same words (``REASONS = get_args(StopReason)``)."""
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# what TF's Python registry says of an op's gradient
+GradientStatus = Literal["registered", "no_gradient", "missing"]
+# what the probes found
+Effective = Literal["differentiable", "partial", "none", "no_gradient", "missing", "unknown"]
+# why a gradient path stops at an op (check's findings and partial paths)
+StopReason = Literal["no_gradient", "missing", "none", "partial_input", "integer_edge",
+                     "unknown_op", "custom_gradient_none", "custom_gradient_not_saved",
+                     "python_function_not_saved", "gradient_raises"]
+# what gradcheck's ops behind a problem and the guard add to those
+Reason = Literal[StopReason, "python_function", "custom_gradient",
+                 "gradient_flagged_by_probe", "non_smooth", "outside_tape"]
+# gradcheck's verdict per (output, target): the same words as check and the guard
+Verdict = Literal["ok", "mismatch", "none", "zero", "non-smooth", "unrelated"]
+# XLA's verdict per op, gradient and training step
+XlaStatus = Literal["compiles", "fails", "unknown"]
+# how gradcheck takes its Jacobians
+GradcheckMode = Literal["auto", "full", "directional"]
+TargetKind = Literal["input", "variable"]
+
+REASONS: tuple[StopReason, ...] = get_args(StopReason)
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+XLA_STATUSES: tuple[XlaStatus, ...] = get_args(XlaStatus)
+GRADCHECK_MODES: tuple[GradcheckMode, ...] = get_args(GradcheckMode)
