@@ -58,3 +58,9 @@ class PolicyError(OpregistryError):
 
 class SiteError(OpregistryError):
     """The static site cannot be written where it was asked to go."""
+
+
+class DatabaseRecovered(UserWarning):
+    """A database was repaired before it was read (an interrupted write's journal rolled
+    back): the data is what the last committed write left. The CLI shows it as one line
+    on stderr."""
