@@ -142,15 +142,15 @@ def validate(document: Any) -> None:
             f"(this opregistry reads format_version {MIN_FORMAT_VERSION} to {FORMAT_VERSION})")
     bad = _bad_value(document)
     if bad is not None:
-        problem, path = bad
+        problem, keys = bad
         raise _fail("$" + "".join(f"[{k}]" if type(k) is int else f".{k}"
-                                  for k in reversed(path)), problem)
+                                  for k in reversed(keys)), problem)
     import fastjsonschema
 
     try:
         _validator()(document)
     except fastjsonschema.JsonSchemaValueException as error:
-        raise _fail(_json_path(error.name), _message(error)) from None
+        raise _fail(_json_path(error.name or "data"), _message(error)) from None
     # what JSON Schema cannot say: keys unique among a list's items, and agreements
     _unique(document["ops"], "name", "$.ops")
     _unique(document.get("orphan_gradients") or [], "name", "$.orphan_gradients")
