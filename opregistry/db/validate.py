@@ -3,7 +3,8 @@ way a document is read from a file.
 
 What a document may hold is its JSON Schema (``document_schema.py``), checked by the
 ``fastjsonschema`` library; beside it, what JSON Schema cannot say: every value,
-free-form ones included, nested at most MAX_DEPTH deep, no NaN, valid Unicode; and the
+free-form ones included, nested at most MAX_DEPTH deep, no NaN, valid Unicode without
+NUL (which PostgreSQL's text cannot hold: a document loads into either database); and the
 few rules between list items. The first problem is one DocumentError naming
 its JSON path: ``$.ops[12].probe.inputs[0].position: 70000 is outside 0..65535``.
 
@@ -86,12 +87,14 @@ def _json_path(name: str) -> str:
 
 def _bad_value(value: Any, depth: int = 0) -> tuple[str, list[Any]] | None:
     """What JSON Schema does not say of every value, free-form ones included: nested at
-    most MAX_DEPTH deep, no NaN, text that is valid Unicode (a lone surrogate,
+    most MAX_DEPTH deep, no NaN, no NUL, text that is valid Unicode (a lone surrogate,
     ``"\\ud800"``, is valid JSON, not text). (problem, path from the innermost) or None."""
     kind = type(value)
     if kind is str:
         if not value.isascii() and not _is_text(value):
             return "a string that is not valid Unicode", []
+        if "\x00" in value:  # SQLite stores it, PostgreSQL's text cannot
+            return "a string with a NUL character", []
     elif kind is float:
         if value != value:
             return "NaN is not a value here", []
@@ -100,8 +103,8 @@ def _bad_value(value: Any, depth: int = 0) -> tuple[str, list[Any]] | None:
             return f"nested deeper than {MAX_DEPTH} levels", []
         items = value.items() if kind is dict else enumerate(value)
         for key, element in items:
-            if kind is dict and (type(key) is not str or not key.isascii() and
-                                 not _is_text(key)):
+            if kind is dict and (type(key) is not str or "\x00" in key or
+                                 not key.isascii() and not _is_text(key)):
                 return "a key that is not text", [str(key)]
             found = _bad_value(element, depth + 1)
             if found is not None:

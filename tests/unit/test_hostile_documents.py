@@ -158,6 +158,11 @@ HOSTILE = {
         r"\$\.ops\[1\]\.probe\.verification\.max_error: expected a number"),
     "second order a word of no vocabulary": (
         _set(["ops", 1, "probe", "second_order"], "maybe"), r"\.probe\.second_order"),
+    # SQLite stored it; PostgreSQL refused the load ("cannot contain NUL")
+    "a NUL in a summary": (_set(["ops", 0, "op_def", "summary"], "a\x00b"),
+                           r"\$\.ops\[0\]\.op_def\.summary: a string with a NUL"),
+    "a NUL in a free-form key": (_set(["ops", 0, "probe", "extra"], {"k\x00": 1}),
+                                 r"\$\.ops\[0\]\.probe\.extra\.k.*: a key that is not text"),
     "an op name ending in a newline": (_set(["ops", 0, "name"], "Floor\n"),
                                        r"\$\.ops\[0\]\.name: 'Floor\\n' is not a valid"),
 }
