@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from opregistry.db.journal import needs_rollback, roll_back_hot_journal
 from opregistry.db.location import (
     DatabaseLocation,
     DbLike,
@@ -23,13 +24,7 @@ from opregistry.db.location import (
     resolve,
 )
 from opregistry.db.vocabulary import HEAD_REVISION
-from opregistry.errors import (
-    DatabaseError,
-    DatabaseRecovered,
-    OpregistryError,
-    UnknownReleaseError,
-    first_line,
-)
+from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
 # databases behind head that the read store still reads: 0007 only added
 # op_inputs.by_output (NULL: no per-output facts), 0008 only moved op_xla's verdicts
@@ -148,9 +143,9 @@ class Store:
                 try:
                     return [dict(r) for r in self._sqlite.execute(sql, params).fetchall()]
                 except sqlite3.OperationalError as exc:
-                    if not _needs_rollback(exc):
+                    if not needs_rollback(exc):
                         raise
-                self._roll_back_hot_journal()
+                roll_back_hot_journal(self.location)
                 return [dict(r) for r in self._sqlite.execute(sql, params).fetchall()]
             from sqlalchemy import text
 
@@ -162,34 +157,6 @@ class Store:
                 raise locked_error(self.location.describe()) from None
             raise DatabaseError(
                 f"cannot read database {self.location.describe()}: {first_line(exc)}") from None
-
-    def _roll_back_hot_journal(self) -> None:
-        """Roll back the journal an interrupted write left (a killed or full-disk load):
-        SQLite rolls it back on the first read of a connection that may write, and a
-        read-only one refuses to read until then. Said on stderr (DatabaseRecovered)."""
-        path = self.location.sqlite_path
-        assert path is not None
-        where = self.location.describe()
-        try:
-            writer = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True,
-                                     timeout=busy_timeout())
-            try:
-                writer.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            finally:
-                writer.close()
-        except sqlite3.Error as exc:
-            if is_lock_error(first_line(exc)):
-                raise locked_error(where) from None
-            raise DatabaseError(
-                f"{where} has the journal of an interrupted write ({path.name}-journal), "
-                f"which must be rolled back before it is read, and this process cannot "
-                f"({first_line(exc)}): run `opregistry db upgrade --db {path}` as a user "
-                "who may write it") from None
-        import warnings
-
-        warnings.warn(DatabaseRecovered(
-            f"{where}: rolled back the journal of an interrupted write before reading "
-            "(the data is that of the last completed write)"), stacklevel=2)
 
     def _check_revision(self) -> None:
         try:
@@ -473,14 +440,6 @@ def release_numbers(version: str) -> tuple[int, int, int]:
     ``(2, 16, 0)``); ``(0, 0, 0)`` for a string that is no version."""
     numbers = tuple(version_key(version)[1]) + (0, 0, 0)
     return numbers[0], numbers[1], numbers[2]
-
-
-def _needs_rollback(exc: sqlite3.OperationalError) -> bool:
-    """SQLITE_READONLY_ROLLBACK: a read-only connection met a hot journal."""
-    name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
-    if name is not None:
-        return bool(name == "SQLITE_READONLY_ROLLBACK")
-    return "attempt to write a readonly database" in str(exc)
 
 
 def location_of(db: DbLike) -> DatabaseLocation:
