@@ -62,3 +62,9 @@ class SiteError(OpregistryError):
 
 class OutputError(OpregistryError):
     """Standard output or ``-o FILE`` cannot be written, or ``-o`` names an input."""
+
+
+class DatabaseRecovered(UserWarning):
+    """A database was repaired before it was read (an interrupted write's journal rolled
+    back): the data is what the last committed write left. The CLI shows it as one line
+    on stderr."""

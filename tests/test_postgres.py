@@ -189,3 +189,50 @@ def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_
     assert vacuumed.returncode == 0 and vacuumed.stderr.endswith(": vacuumed\n"), \
         vacuumed.stderr
     assert "a new verdict after the migration" in cli(*ask).stdout
+
+
+def test_write_commands_never_touch_another_applications_postgres_database(
+        postgres_url, tmp_path, cli):
+    """Another application's Alembic database on the server (its own revision, or one
+    that happens to be ours): every write command refuses it in one line, and its
+    tables stay as they were (issue 35: `db vacuum` ran VACUUM ANALYZE on it)."""
+    import json
+
+    import sqlalchemy
+
+    from tests.unit.documents import default_document
+
+    admin = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql("CREATE DATABASE theirs")
+    admin.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + "/theirs"
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32) "
+                             "NOT NULL PRIMARY KEY)")
+        conn.exec_driver_sql("CREATE TABLE notes (body TEXT)")
+        conn.exec_driver_sql("INSERT INTO notes VALUES ('n1'), ('n2')")
+
+    def state() -> list[object]:
+        with engine.connect() as conn:
+            tables = conn.exec_driver_sql(
+                "SELECT table_name FROM information_schema.tables WHERE "
+                "table_schema = 'public' ORDER BY 1").scalars().all()
+            return [tables, conn.exec_driver_sql("SELECT * FROM alembic_version").all(),
+                    conn.exec_driver_sql("SELECT body FROM notes ORDER BY 1").all()]
+
+    doc = tmp_path / "doc.json"
+    doc.write_text(json.dumps(default_document()))
+    for revision in ("ae1027a6acf", "0008_xla_verdicts"):
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM alembic_version")
+            conn.exec_driver_sql(f"INSERT INTO alembic_version VALUES ('{revision}')")
+        before = state()
+        for command in (["db", "vacuum"], ["db", "upgrade"], ["db", "load", str(doc)],
+                        ["db", "downgrade", "base", "--yes"]):
+            done = cli(*command, "--db", url)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert "is not an opregistry database" in done.stderr, done.stderr
+            assert state() == before, command
+    engine.dispose()

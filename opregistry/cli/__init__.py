@@ -44,6 +44,8 @@ def _main() -> None:
 
     from opregistry.cli.fast import try_fast
 
+    _show_recoveries()
+
     if sys.argv[1:2] != ["run"]:  # TF's C++ log lines (cuInit...) are not our output;
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # under ``run`` they are the script's
 
@@ -73,3 +75,24 @@ def _typer_main() -> int:
         print(line, file=sys.stderr)
         return 2
     return code if isinstance(code, int) else 0
+
+
+def _show_recoveries() -> None:
+    """A DatabaseRecovered warning is one line on stderr, as a note is; other warnings
+    are shown as Python shows them."""
+    import warnings
+
+    from opregistry.errors import DatabaseRecovered
+
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        if issubclass(category, DatabaseRecovered):
+            from opregistry.cli.output import note
+
+            note(str(message))
+            return
+        shown(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+    warnings.showwarning = show

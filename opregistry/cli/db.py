@@ -45,6 +45,7 @@ def upgrade(revision: str = typer.Argument("head"), db: OptionalStr = DbOption) 
             reached = migrate.create_file(location, revision)  # no file left on a failure
         else:
             location, engine = _engine(db, create=True)
+            migrate.owned_revision(engine, new=True)  # never another application's
             migrate.upgrade(engine, revision)
             reached = migrate.current(engine)
         note(f"{location.describe()} is at {reached}")
@@ -62,6 +63,7 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, or base
 
     try:
         location, engine = _engine(db, create=False, write=True)
+        migrate.owned_revision(engine)  # never another application's
         lost = [plural(n, what) for n, what in migrate.downgrade_losses(engine, revision)]
         if lost and not yes:
             raise OpregistryError(f"downgrading {location.describe()} to {revision} deletes "
@@ -100,8 +102,7 @@ def vacuum(db: OptionalStr = DbOption) -> None:
 
     try:
         location, engine = _engine(db, create=False, write=True)
-        if migrate.current(engine) is None:
-            raise OpregistryError(f"{location.describe()} is not an opregistry database")
+        migrate.owned_revision(engine)  # never another application's
         sizes = compact(engine)
     except OpregistryError as exc:
         raise fail(exc) from None

@@ -63,7 +63,7 @@ def translated(location: Any, doing: str) -> Iterator[None]:
 def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseError:
     from sqlalchemy import exc as sa_exc
 
-    where = _where(location)
+    where = database_name(location)
     cause = getattr(exc, "orig", None) or exc
     text = first_line(cause)
     if is_lock_error(text):
@@ -76,7 +76,7 @@ def _as_database_error(exc: Exception, location: Any, doing: str) -> DatabaseErr
     return DatabaseError(f"cannot {doing} {where}: {text}")
 
 
-def _where(location: Any) -> str:
+def database_name(location: Any) -> str:
     """A location or an engine, as the other messages name a database."""
     if hasattr(location, "describe"):
         return str(location.describe())

@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 
-from opregistry.db.engine import translated
+from opregistry.db.engine import database_name, translated
 from opregistry.db.location import DatabaseLocation
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError
@@ -112,21 +112,64 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def ensure_current(engine: Engine) -> None:
-    """Bring a new, empty database to head; refuse one at another revision.
+# tables every revision since 0001_initial has; and every table any revision made
+_FIRST_TABLES = frozenset({"releases", "op_defs", "release_ops", "gradient_functions",
+                           "orphan_gradients", "python_names", "release_python_names"})
+_OUR_TABLES = _FIRST_TABLES | {"op_inputs", "function_sources", "op_xla", "xla_verdicts"}
+
+
+def revisions() -> frozenset[str]:
+    """Every revision of opregistry's migrations."""
+    config = Config()
+    config.set_main_option("script_location", str(scripts_location()))
+    return frozenset(s.revision for s in ScriptDirectory.from_config(config).walk_revisions())
+
+
+def owned_revision(engine: Engine, *, new: bool = False) -> str | None:
+    """The revision of a database that is provably opregistry's: its ``alembic_version``
+    names one of our revisions and its tables are ours (another application's Alembic
+    database has an ``alembic_version`` too). ``new``: an empty database (no tables;
+    None) is accepted, for the commands that create the schema. The one rule every
+    write command asks before it touches a database; anything else is DatabaseError.
 
     The revision and the tables are read in one transaction: read apart, another
     process migrating the same new file in between looks like a foreign database."""
     with translated(engine, "read"), engine.connect() as connection, connection.begin():
         if connection.dialect.name == "postgresql":  # SQLite: BEGIN IMMEDIATE (writers)
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
-        revision = MigrationContext.configure(connection).get_current_revision()
         tables = set(inspect(connection).get_table_names())
+        found = (connection.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+                 if "alembic_version" in tables else [])
+    tables.discard("alembic_version")
+    where = database_name(engine)
+    if not found and not tables:
+        if new:
+            return None
+        raise DatabaseError(f"{where} is not an opregistry database (it has no tables)")
+    if not found:
+        raise DatabaseError(f"{where} is not an opregistry database: it has tables but no "
+                            "opregistry schema revision")
+    revision = str(found[0][0])
+    if len(found) > 1 or revision not in revisions():
+        shown = ", ".join(repr(str(row[0])[:40]) for row in found[:3])
+        raise DatabaseError(f"{where} is not an opregistry database: its alembic_version "
+                            f"({shown}) is not a revision of opregistry's migrations")
+    if not _FIRST_TABLES <= tables or tables - _OUR_TABLES:
+        odd = sorted(tables - _OUR_TABLES) or sorted(_FIRST_TABLES - tables)
+        raise DatabaseError(f"{where} is not an opregistry database: "
+                            + ("tables opregistry never makes" if tables - _OUR_TABLES
+                               else "tables missing that opregistry always has")
+                            + f" ({', '.join(odd[:5])})")
+    return revision
+
+
+def ensure_current(engine: Engine) -> None:
+    """Bring a new, empty database to head; refuse one at another revision, or one
+    that is not provably opregistry's (``owned_revision``)."""
+    revision = owned_revision(engine, new=True)
     if revision == HEAD_REVISION:
         return
     if revision is None:
-        if tables - {"alembic_version"}:
-            raise DatabaseError("the database has tables but no opregistry schema revision")
         upgrade(engine)
         return
     raise DatabaseError(

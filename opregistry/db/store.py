@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from opregistry.db.journal import needs_rollback, roll_back_hot_journal
 from opregistry.db.location import (
     DatabaseLocation,
     DbLike,
@@ -139,6 +140,12 @@ class Store:
         """The rows of ``sql`` (named parameters), each a dict by column name."""
         try:
             if self._sqlite is not None:
+                try:
+                    return [dict(r) for r in self._sqlite.execute(sql, params).fetchall()]
+                except sqlite3.OperationalError as exc:
+                    if not needs_rollback(exc):
+                        raise
+                roll_back_hot_journal(self.location)
                 return [dict(r) for r in self._sqlite.execute(sql, params).fetchall()]
             from sqlalchemy import text
 

@@ -139,6 +139,32 @@ HOSTILE = {
                              r"\$\.python_names\[0\]\.name"),
     "effective unknown word": (_set(["ops", 0, "probe", "effective"], "sometimes"),
                                r"\.probe\.effective"),
+    # loaded, then a traceback in every read command of the release (issue 35)
+    "second-order blockers of numbers": (
+        _set(["ops", 1, "probe", "second_order_blockers"], [1]),
+        r"\$\.ops\[1\]\.probe\.second_order_blockers\[0\]: expected an object"),
+    "second-order blockers a string": (
+        _set(["ops", 1, "probe", "second_order_blockers"], "abc"),
+        r"\$\.ops\[1\]\.probe\.second_order_blockers: expected a list"),
+    "a second-order blocker without its reason": (
+        _set(["ops", 1, "probe", "second_order_blockers"], [{"op": "X"}]),
+        r"\$\.ops\[1\]\.probe\.second_order_blockers\[0\]: missing key 'reason'"),
+    "verified without its error": (
+        _set(["ops", 1, "probe", "verification"], {"status": "verified", "tolerance": 1e-6}),
+        r"\$\.ops\[1\]\.probe\.verification: missing key 'max_error'"),
+    "flagged with a null error": (
+        _set(["ops", 1, "probe", "verification"],
+             {"status": "flagged", "max_error": None, "tolerance": 1e-6}),
+        r"\$\.ops\[1\]\.probe\.verification\.max_error: expected a number"),
+    "second order a word of no vocabulary": (
+        _set(["ops", 1, "probe", "second_order"], "maybe"), r"\.probe\.second_order"),
+    # SQLite stored it; PostgreSQL refused the load ("cannot contain NUL")
+    "a NUL in a summary": (_set(["ops", 0, "op_def", "summary"], "a\x00b"),
+                           r"\$\.ops\[0\]\.op_def\.summary: a string with a NUL"),
+    "a NUL in a free-form key": (_set(["ops", 0, "probe", "extra"], {"k\x00": 1}),
+                                 r"\$\.ops\[0\]\.probe\.extra\.k.*: a key that is not text"),
+    "an op name ending in a newline": (_set(["ops", 0, "name"], "Floor\n"),
+                                       r"\$\.ops\[0\]\.name: 'Floor\\n' is not a valid"),
 }
 
 

@@ -35,6 +35,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # writes them (Python 3.7, stdlib only, loaded by path): a leaf module of harvest
     ("db/validate.py", "opregistry.harvest.inenv.document"):
         "the validator reads the constants the collector writes",
+    ("db/document_schema.py", "opregistry.harvest.inenv.document"):
+        "the schema says the format, version and source size the collector writes",
     # assert_differentiable's AssertionError text is the formatter's message
     ("numerical/api.py", "opregistry.formats.gradcheck"):
         "function-level: rendering stays in formats",
