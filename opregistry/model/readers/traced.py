@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from opregistry.errors import first_line
-from opregistry.model.graph import Model, ModelError, Signature, shown
+from opregistry.model.graph import Model, ModelError, Signature
 from opregistry.model.readers import schema
 from opregistry.model.readers.archives import check_keras_file
 from opregistry.model.readers.savedmodel import from_graph_def
