@@ -41,14 +41,18 @@ def _check_inputs(nodes: dict[str, Any], source: str, where: str,
     """Every input names a node; in node order the common graph (every input a plain
     name defined before it) costs one C-level lookup per node; the rest is walked."""
     order = dict(zip(nodes, range(len(nodes))))
-    get = order.get
+    get, at = order.get, order.__getitem__
     ordered = True
     for position, node in enumerate(nodes.values()):
-        refs = list(map(get, node.input))
-        if None not in refs:
-            if refs and max(refs) >= position:  # type: ignore[type-var,operator]  # (no None)
+        inputs = node.input
+        if not inputs:
+            continue
+        try:  # (in C: every input a plain name of a node, the last one defined)
+            if max(map(at, inputs)) >= position:
                 ordered = False
             continue
+        except KeyError:
+            pass
         control = False
         for text in node.input:
             if not text:
