@@ -117,6 +117,7 @@ def test_a_bomb_is_one_line_and_bounded_in_check_and_gradcheck(seed, tmp_path, k
             assert "HDF5 dataset" in done.stderr, done.stderr
         else:
             assert f"archive member '{member}' inflates to more than" in done.stderr
+        print(f"{kind} {command}: peak RSS {peak} MB")
         assert peak < PEAK_LIMIT_MB, (command, peak)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing extracted
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from opregistry.model import library
 from opregistry.model.graph import Model, ModelError, Node, shown
 from opregistry.model.readers import schema
+from opregistry.model.readers.structure import InvalidGraph
 
 if TYPE_CHECKING:
     from opregistry.registry.facts import OpFacts
@@ -367,10 +368,10 @@ class Flat:
                 # (the common op without variadic inputs: its count from one lookup)
                 expected = arity[node.op] if node.op in arity else expected_inputs(node)
                 if expected is not None and expected != count:
-                    raise ModelError(f"{self.model.source}: node {shown(node.name)} has "
-                                     f"{count} data input{'' if count == 1 else 's'}, but "
-                                     f"its op {shown(node.op)} takes {expected} (TensorFlow "
-                                     f"refuses it)")
+                    raise InvalidGraph(f"{self.model.source}: node {shown(node.name)} has "
+                                       f"{count} data input{'' if count == 1 else 's'}, but "
+                                       f"its op {shown(node.op)} takes {expected} "
+                                       f"(TensorFlow refuses it)")
 
     def expected_inputs(self, node: Node) -> int | None:
         """How many data inputs the OpDef gives ``node`` (None: an op the database does

@@ -59,6 +59,12 @@ def test_two_nodes_of_one_name_are_refused_not_analysed_as_all_clear(tmp_path):
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error:"), done.stderr
     assert "'rx'" in done.stderr
+    # the pre-commit hook reads files by their content: the forged one is a model
+    # (checked, exit 2), not a file it skips as no model
+    done = forked.run(["check-files", str(tmp_path / "forged.pb"), "--tf", "2.21"], env=env,
+                      timeout=120)
+    assert done.returncode == 2 and "'rx' appears twice" in done.stderr, done
+    assert done.stderr.count("Error:") == 1, done.stderr
 
 
 @pytest.mark.parametrize(("inputs", "message"), [

@@ -18,6 +18,11 @@ _MERGE_OPS = frozenset({"Merge", "RefMerge", "_XlaMerge"})
 _NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
+class InvalidGraph(ModelError):
+    """A graph TensorFlow's import refuses: a model still (``check-files`` checks it and
+    fails, never skips it as a file that is no model)."""
+
+
 def unique_nodes(node_defs: Sequence[Any], source: str, where: str,
                  args: frozenset[str] = frozenset()) -> dict[str, Any]:
     """name -> NodeDef of ``node_defs`` (``where``: "the graph" or "function 'f'"),
@@ -29,7 +34,7 @@ def unique_nodes(node_defs: Sequence[Any], source: str, where: str,
         seen: set[str] = set()
         for n in node_defs:
             if n.name in seen:
-                raise ModelError(f"{source}: node {shown(n.name)} appears twice in {where} "
+                raise InvalidGraph(f"{source}: node {shown(n.name)} appears twice in {where} "
                                  f"(TensorFlow refuses node names that are not unique)")
             seen.add(n.name)
     _check_inputs(nodes, source, where, args)
@@ -56,12 +61,12 @@ def _check_inputs(nodes: dict[str, Any], source: str, where: str,
         control = False
         for text in node.input:
             if not text:
-                raise ModelError(f"{source}: node {shown(node.name)} has an empty input name")
+                raise InvalidGraph(f"{source}: node {shown(node.name)} has an empty input name")
             if text[0] == "^":
                 control, name = True, text[1:]
             else:
                 if control:
-                    raise ModelError(f"{source}: node {shown(node.name)} has the data input "
+                    raise InvalidGraph(f"{source}: node {shown(node.name)} has the data input "
                                      f"{shown(text)} after a control input (TensorFlow "
                                      f"refuses it)")
                 name = text.split(":", 1)[0]
@@ -69,7 +74,7 @@ def _check_inputs(nodes: dict[str, Any], source: str, where: str,
             if found is None:
                 if name in args:
                     continue
-                raise ModelError(f"{source}: node {shown(node.name)} has the input "
+                raise InvalidGraph(f"{source}: node {shown(node.name)} has the input "
                                  f"{shown(text)}, which names no node of {where}")
             if found >= position:
                 ordered = False
@@ -118,6 +123,6 @@ def _check_cycles(nodes: dict[str, Any], source: str, where: str) -> None:
         current = next(s for s in (index.get(t[1:] if t[0] == "^" else t.split(":", 1)[0])
                                    for t in node.input)
                        if s is not None and pending[s] > 0)
-    raise ModelError(f"{source}: node {shown(defs[current].name)} lies on a cycle in "
+    raise InvalidGraph(f"{source}: node {shown(defs[current].name)} lies on a cycle in "
                      f"{where} ({len(defs) - done} nodes on or after a cycle; TensorFlow "
                      f"refuses cycles other than a while loop's NextIteration back edge)")
