@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,39 @@ def _deflated(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def _zeros(archive: zipfile.ZipFile, name: str, size: int) -> None:
-    """A member of ``size`` zero bytes, deflated (~1,000:1), written in pieces."""
+class _Repeating:
+    """A raw deflate compressor that compresses a piece written again and again once:
+    after a full flush each copy is the same bytes (a 1 GiB bomb in a second, where
+    compressing it costs a minute on a busy machine)."""
+
+    def __init__(self) -> None:
+        self._deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+        self._last: tuple[bytes, bytes] | None = None
+
+    def compress(self, data: bytes) -> bytes:
+        if self._last is None or self._last[0] is not data:
+            self._last = (data, self._deflate.compress(data) +
+                          self._deflate.flush(zlib.Z_FULL_FLUSH))
+        return self._last[1]
+
+    def flush(self) -> bytes:
+        return self._deflate.flush()
+
+
+def _bomb_member(archive: zipfile.ZipFile, name: str, head: bytes, piece: bytes,
+                 size: int, tail: bytes) -> None:
+    """A member of ``head``, ``piece`` repeated to ``size`` bytes, ``tail``: deflated
+    ~1,000:1 (zipfile writes its header, CRC and sizes)."""
     with archive.open(_deflated(name), "w", force_zip64=True) as member:
-        piece = bytes(1 << 24)
+        member._compressor = _Repeating()  # type: ignore[attr-defined]  # noqa: SLF001
+        member.write(head)
         for _ in range(size // len(piece)):
             member.write(piece)
+        member.write(tail)
+
+
+def _zeros(archive: zipfile.ZipFile, name: str, size: int) -> None:
+    _bomb_member(archive, name, b"", bytes(1 << 24), size, b"")
 
 
 def _rewritten(seed: Path, target: Path, replace: str, size: int) -> Path:
@@ -50,12 +78,7 @@ def _rewritten(seed: Path, target: Path, replace: str, size: int) -> Path:
         for info in src.infolist():
             if info.filename == replace:
                 if replace.endswith(".json"):  # valid JSON: '{"a": "000...0"}'
-                    with dst.open(_deflated(replace), "w", force_zip64=True) as out:
-                        out.write(b'{"a": "')
-                        piece = b"0" * (1 << 24)
-                        for _ in range(size // len(piece)):
-                            out.write(piece)
-                        out.write(b'"}')
+                    _bomb_member(dst, replace, b'{"a": "', b"0" * (1 << 24), size, b'"}')
                 else:
                     _zeros(dst, replace, size)
             else:
