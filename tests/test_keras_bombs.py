@@ -77,8 +77,11 @@ def _rewritten(seed: Path, target: Path, replace: str, size: int) -> Path:
             zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
             if info.filename == replace:
-                if replace.endswith(".json"):  # valid JSON: '{"a": "000...0"}'
-                    _bomb_member(dst, replace, b'{"a": "', b"0" * (1 << 24), size, b'"}')
+                if replace.endswith(".json"):  # the real config padded: {..., "pad": "0..0"}
+                    real = src.read(info).rstrip()
+                    assert real.endswith(b"}")
+                    _bomb_member(dst, replace, real[:-1] + b', "pad": "', b"0" * (1 << 24),
+                                 size, b'"}')
                 else:
                     _zeros(dst, replace, size)
             else:
