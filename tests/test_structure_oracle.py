@@ -151,6 +151,9 @@ def test_tf_and_check_agree_on_every_structural_mutation(seeds, tmp_path):
             assert "\n" not in ours, ours
         shutil.rmtree(path.parent)
     print(sorted(counts.items()))
+    print(f"{INPUTS} structural mutations: "
+          f"{sum(n for (_, ok), n in counts.items() if not ok)} refused by TF and by check, "
+          f"{sum(n for (_, ok), n in counts.items() if ok)} imported by TF and analysed")
     assert not disagree, "\n".join(map(repr, disagree))
     assert not claims_wrong, claims_wrong
     refused = sum(n for (_, ok), n in counts.items() if not ok)
@@ -195,5 +198,7 @@ def test_saved_models_tf_loads_are_analysed_and_those_it_refuses_refused(tmp_pat
         if (tf_says is None) != (ours is None) or claim != (tf_says is not None):
             disagree.append((index, label, claim, tf_says, ours))
         shutil.rmtree(folder)
+    print(f"{LOADS} function-body mutations through tf.saved_model.load: "
+          f"{outcomes[False]} refused by TF and by check, {outcomes[True]} loaded and analysed")
     assert not disagree, disagree
     assert outcomes[True] and outcomes[False], outcomes
