@@ -79,14 +79,14 @@ def _check_inputs(nodes: dict[str, Any], source: str, where: str,
             if found >= position:
                 ordered = False
     if not ordered:
-        _check_cycles(nodes, source, where)
+        _check_cycles(nodes, order, source, where)
 
 
-def _check_cycles(nodes: dict[str, Any], source: str, where: str) -> None:
+def _check_cycles(nodes: dict[str, Any], index: dict[str, int], source: str,
+                  where: str) -> None:
     """Kahn's algorithm as TF's graph constructor runs it: a node is ready once every
     input is; a Merge with a NextIteration input once one data input and its control
     inputs are. What is never ready lies on, or after, a cycle TF refuses."""
-    index = dict(zip(nodes, range(len(nodes))))
     defs = list(nodes.values())
     consumers: list[list[int]] = [[] for _ in defs]
     pending = [0] * len(defs)
