@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from opregistry.model import library
 from opregistry.model.graph import Model, ModelError, Node, shown
 from opregistry.model.readers import schema
+from opregistry.model.readers.structure import InvalidGraph
 
 if TYPE_CHECKING:
     from opregistry.registry.facts import OpFacts
@@ -29,6 +30,7 @@ def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     """The model's top-level graph with every call inlined (the analysis and gradcheck's
     explanation share one when they look at the same model)."""
     flat = Flat(model, facts)
+    flat.check_input_counts()
     flat.add_graph(model.nodes, TOP, None, {})
     return flat
 
@@ -124,6 +126,7 @@ class Flat:
         # op types with per-output facts that stop some path (walks.per_output_ops)
         self.per_output: frozenset[str] | None = None
         self._variadic: dict[str, tuple[str, ...]] = {}  # op -> its variadic attrs
+        self._arity: dict[Any, int | None] = {}  # passes_key -> data inputs expected
         self._defaults: dict[str, dict[str, int]] = {}  # op -> type attr -> default
         self._custom_gradients: dict[tuple[str, int], tuple[set[int] | None, int]] = {}
 
@@ -347,6 +350,63 @@ class Flat:
             return op
         return (op,) + tuple(_attr_key(node.attr[a]) if a in node.attr else None
                              for a in attrs)
+
+    def check_input_counts(self) -> None:
+        """Every node of the graph and of every function (called or not: TF checks the
+        whole library) has the data inputs its OpDef takes, as TF's import requires;
+        ops the database does not know are not judged. Control inputs come last (the
+        reader checked), so the data inputs are those before the first one."""
+        arity, expected_inputs = self._arity, self.expected_inputs
+        bodies = [self.model.nodes.values()] + [f.nodes.values()
+                                                for f in self.model.functions.values()]
+        for nodes in bodies:
+            for node in nodes:
+                inputs = node.input
+                count = len(inputs)
+                if count and inputs[-1][:1] == "^":
+                    count = next(i for i, text in enumerate(inputs) if text[:1] == "^")
+                # (the common op without variadic inputs: its count from one lookup)
+                expected = arity[node.op] if node.op in arity else expected_inputs(node)
+                if expected is not None and expected != count:
+                    raise InvalidGraph(f"{self.model.source}: node {shown(node.name)} has "
+                                       f"{count} data input{'' if count == 1 else 's'}, but "
+                                       f"its op {shown(node.op)} takes {expected} "
+                                       f"(TensorFlow refuses it)")
+
+    def expected_inputs(self, node: Node) -> int | None:
+        """How many data inputs the OpDef gives ``node`` (None: an op the database does
+        not know, or a count attr that is missing without a default: not judged here).
+        Cached by op for ops without variadic inputs (in ``_arity``), else by
+        ``passes_key``."""
+        key = self.passes_key(node)
+        if key in self._arity:
+            return self._arity[key]
+        facts = self.facts.get(node.op)
+        count: int | None = None
+        if facts is not None:
+            defaults = {a["name"]: a["default"] for a in facts.definition.get("attrs", [])
+                        if isinstance(a.get("default"), dict)}
+            count = 0
+            for arg in facts.definition.get("inputs", []):
+                attr = arg.get("number_attr") or arg.get("type_list_attr")
+                if not attr:
+                    count += 1
+                elif attr in node.attr:
+                    value = node.attr[attr]
+                    number = bool(arg.get("number_attr"))
+                    if value.HasField("list") == number or value.type:  # the wrong kind
+                        count = None
+                        break
+                    count += value.i if number else len(value.list.type)
+                elif attr in defaults:  # SavedModels strip attrs left at their default
+                    default = defaults[attr]
+                    count += int(default.get("i", 0)) if arg.get("number_attr") else \
+                        len(default.get("list", {}).get("type", []))
+                else:
+                    count = None
+                    break
+        self._arity[key] = count
+        return count
 
     def input_arg_names(self, node: Node) -> list[str] | None:
         """The OpDef argument name of each input position (None: op not known)."""

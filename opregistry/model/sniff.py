@@ -12,6 +12,7 @@ from pathlib import Path
 from opregistry.model.graph import ModelError
 from opregistry.model.kinds import model_kind
 from opregistry.model.readers import savedmodel
+from opregistry.model.readers.structure import InvalidGraph
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -47,6 +48,8 @@ def model_of(path: str | Path) -> str | None:
         return None
     try:
         savedmodel.read(path)
+    except InvalidGraph:
+        return str(path)  # a model TF refuses: check says so (a forged file is not skipped)
     except ModelError:
         return None
     return str(path)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.model.readers import schema
-from tests.fuzz import metagraph, structure, text, wire
+from tests.fuzz import metagraph, structure, text, validity, wire
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Generator:
     def _structured(self, kind: str, data: bytes, rng: random.Random, labels: list[str]
                     ) -> bytes:
         message = schema.parse("SavedModel" if kind == "savedmodel" else "GraphDef", data)
-        mutators: list[Any] = structure.GRAPH_MUTATORS + (
+        mutators: list[Any] = structure.GRAPH_MUTATORS + [validity.m_validity] + (
             metagraph.META_MUTATORS if kind == "savedmodel" else [])
         for _ in range(rng.choice((1, 1, 2, 3))):
             labels.append(rng.choice(mutators)(message, rng))
@@ -93,7 +93,8 @@ class Generator:
         message = schema.message_classes()["GraphDef"]()
         text_format.Parse(data.decode("utf-8"), message, allow_unknown_field=True)
         for _ in range(rng.choice((1, 1, 2))):
-            labels.append(rng.choice(structure.GRAPH_MUTATORS)(message, rng))
+            labels.append(rng.choice(structure.GRAPH_MUTATORS + [validity.m_validity])(
+                message, rng))
         data = text_format.MessageToString(message).encode("utf-8")
         if rng.random() < 0.2:
             data, more = text.mutate(data.decode("utf-8"), rng)

@@ -12,6 +12,7 @@ from opregistry.model.graph import Function, Model, ModelError, Signature, shown
 from opregistry.model.readers import schema
 from opregistry.model.readers.files import read_bytes as _read_bytes
 from opregistry.model.readers.objects import ObjectPaths, check_object_graph
+from opregistry.model.readers.structure import unique_nodes
 from opregistry.model.readers.versions import serving_version
 
 
@@ -315,15 +316,16 @@ def _variable_dtype(node: Any) -> int:
 
 
 def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
-    nodes, op_types, variables = {}, set(), {}
-    for n in graph_def.node:  # one pass: a graph can have millions of nodes
-        nodes[n.name] = n
+    nodes = unique_nodes(graph_def.node, source, "the graph")
+    op_types, variables = set(), {}
+    for n in nodes.values():  # one pass: a graph can have millions of nodes
         op = n.op
         op_types.add(op)
         if op in _VARIABLE_OPS:
             variables[n.name] = (_utf8(n.attr["shared_name"].s, source, n.name)
                                  if "shared_name" in n.attr else "") or n.name
-    functions = {f.signature.name: function_from_def(f) for f in graph_def.library.function}
+    functions = {f.signature.name: function_from_def(f, source)
+                 for f in graph_def.library.function}
     bindings = {g.registered_op_type: g.gradient_func
                 for g in graph_def.library.registered_gradients}
     for function in functions.values():
@@ -334,14 +336,18 @@ def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
     return model
 
 
-def function_from_def(f: Any) -> Function:
-    """A library Function from a FunctionDef message."""
+def function_from_def(f: Any, source: str = "") -> Function:
+    """A library Function from a FunctionDef message, its body checked as TF checks a
+    graph (``structure``)."""
     sig = f.signature
+    args = frozenset(a.name for a in sig.input_arg)
     return Function(
         name=sig.name,
         input_args=[(a.name, a.type) for a in sig.input_arg],
         output_args=[(a.name, a.type) for a in sig.output_arg],
-        ret=dict(f.ret), nodes={n.name: n for n in f.node_def},
+        ret=dict(f.ret),
+        nodes=unique_nodes(f.node_def, source or "the model",
+                           f"function {shown(sig.name)}", args),
         arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
                    if a.type_attr})
 

@@ -11,8 +11,9 @@ import os
 from typing import Any
 
 from opregistry.errors import first_line
-from opregistry.model.graph import Model, ModelError, Signature, shown
+from opregistry.model.graph import Model, ModelError, Signature
 from opregistry.model.readers import schema
+from opregistry.model.readers.archives import check_keras_file
 from opregistry.model.readers.savedmodel import from_graph_def
 from opregistry.tf_types import (
     ConcreteFunction,
@@ -197,25 +198,6 @@ def _trace_custom_gradients(tf: TFModule, graph: Graph, model: Model) -> None:
                     i for i, r in enumerate(returned) if r is not None]
 
 
-def _check_members(name: str) -> None:
-    """Every member of a ``.keras`` archive stays inside it: a name that is absolute or
-    climbs out (``../x``, ``C:\\x``) is refused before Keras sees the archive (zipfile
-    would skip it with a warning and Keras load the rest)."""
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(name) as archive:
-            members = [info.filename for info in archive.infolist()]
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ModelError(f"{name}: not a Keras file ({first_line(exc, 200)})") from None
-    for member in members:
-        parts = member.replace("\\", "/").split("/")
-        if member.startswith(("/", "\\")) or ".." in parts or member[1:2] == ":" or \
-                any(ord(c) < 32 for c in member):
-            raise ModelError(f"{name}: archive member {shown(member)} would be written "
-                             f"outside the archive (refused)")
-
-
 def output_names(tf: TFModule, structure: Any) -> list[str]:
     try:
         from tensorflow.python.util import nest
@@ -333,7 +315,8 @@ def read_keras_model(path: str | os.PathLike[str]) -> KerasModel:
 
 def _check_keras_container(path: str | os.PathLike[str]) -> None:
     """A ``.keras`` file is a zip archive and an ``.h5`` file HDF5: anything else is
-    named for what it is, not left to Keras ("File not found" for a text file)."""
+    named for what it is, not left to Keras ("File not found" for a text file); then
+    its members and datasets within their limits (``archives``)."""
     import zipfile
 
     name = os.fspath(path)
@@ -346,7 +329,6 @@ def _check_keras_container(path: str | os.PathLike[str]) -> None:
         raise ModelError(f"{name}: cannot read: {exc.strerror}") from None
     if name.endswith(".keras") and not zipfile.is_zipfile(name):
         raise ModelError(f"{name}: not a Keras file (a .keras file is a zip archive)")
-    if name.endswith(".keras"):
-        _check_members(name)
     if name.endswith((".h5", ".hdf5")) and head != b"\x89HDF\r\n\x1a\n":
         raise ModelError(f"{name}: not a Keras file (an .h5 file is HDF5)")
+    check_keras_file(name)  # Keras is never given a bomb or a zip slip

@@ -1,0 +1,240 @@
+"""Structural mutations whose validity TensorFlow's own import decides: node names made
+not unique, inputs naming no node, data inputs added or dropped (the OpDef's count),
+a data input after a control input, cycles outside a while loop's back edge; and their
+legal twins (nodes in another order, a control edge that closes no cycle, a name that
+another scope uses, a while loop's NextIteration back edge kept), which must be
+analysed, not refused.
+
+``mutate(message, rng)`` changes one node list of a parsed GraphDef or SavedModel (its
+graph, or a function body) and returns (label, whether TF refuses it). The claim is
+what the TF tier (tests/test_structure_oracle.py) checks against
+``tf.graph_util.import_graph_def`` and ``tf.saved_model.load``; the unit tier
+(tests/unit/test_structure_fuzz.py) checks opregistry against the claim, without TF.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tests.fuzz.structure import graphs
+
+_MERGE = ("Merge", "RefMerge")
+
+
+def scopes(message: Any) -> list[tuple[Any, frozenset[str]]]:
+    """(repeated NodeDef field, names of its function arguments) of every scope."""
+    out: list[tuple[Any, frozenset[str]]] = []
+    for graph in graphs(message):
+        out.append((graph.node, frozenset()))
+        out.extend((f.node_def, frozenset(a.name for a in f.signature.input_arg))
+                   for f in graph.library.function)
+    return [(nodes, args) for nodes, args in out if len(nodes)]
+
+
+def _source(text: str) -> str:
+    return text[1:] if text.startswith("^") else text.split(":", 1)[0]
+
+
+def _data(node: Any) -> list[int]:
+    """Positions of the node's data inputs."""
+    return [i for i, text in enumerate(node.input) if not text.startswith("^")]
+
+
+def descendants(nodes: Any, start: str, through_merge: bool = True) -> set[str]:
+    """Names reachable from ``start`` along data and control edges (not ``start``
+    itself unless a cycle returns to it); ``through_merge=False`` leaves out Merge
+    nodes and what lies behind them, so a cycle closed on what it finds passes
+    through no loop's Merge."""
+    consumers: dict[str, list[Any]] = {}
+    for node in nodes:
+        for text in node.input:
+            consumers.setdefault(_source(text), []).append(node)
+    found: set[str] = set()
+    queue = [start]
+    while queue:
+        for node in consumers.get(queue.pop(), []):
+            if node.name not in found and (through_merge or node.op not in _MERGE):
+                found.add(node.name)
+                queue.append(node.name)
+    return found
+
+
+def _copy(message: Any) -> Any:
+    out = type(message)()
+    out.CopyFrom(message)
+    return out
+
+
+def _duplicate(nodes: Any, args: frozenset[str], rng: random.Random) -> tuple[str, bool]:
+    original = nodes[rng.randrange(len(nodes))]
+    copy = _copy(original)
+    if rng.random() < 0.5:  # the copy as a different op: only the name is shared
+        del copy.input[:]
+        copy.op = "NoOp"
+        copy.ClearField("attr")
+    nodes.insert(rng.randrange(len(nodes) + 1), copy)
+    return f"duplicate {original.name[:40]!r}", True
+
+
+def _missing(nodes: Any, args: frozenset[str], rng: random.Random) -> tuple[str, bool]:
+    node = nodes[rng.randrange(len(nodes))]
+    data = _data(node)
+    missing = f"no_such_node_{rng.randrange(1000)}"
+    if data and rng.random() < 0.6:
+        node.input[rng.choice(data)] = missing + rng.choice(("", ":0"))
+        return "missing input", True
+    node.input.append("^" + missing)
+    return "missing control input", True
+
+
+def _count(nodes: Any, args: frozenset[str], rng: random.Random) -> tuple[str, bool]:
+    with_inputs = [n for n in nodes if _data(n)]
+    if not with_inputs:
+        return _duplicate(nodes, args, rng)
+    node = rng.choice(with_inputs)
+    data = _data(node)
+    if rng.random() < 0.5:
+        node.input.insert(data[-1] + 1, node.input[rng.choice(data)])
+        return f"extra input ({node.op})", True
+    del node.input[data[-1]]
+    return f"dropped input ({node.op})", True
+
+
+def _control_order(nodes: Any, args: frozenset[str], rng: random.Random
+                   ) -> tuple[str, bool]:
+    node = rng.choice([n for n in nodes if _data(n)] or list(nodes))
+    below = descendants(nodes, node.name) | {node.name}
+    legal = [n.name for n in nodes if n.name not in below]
+    if not _data(node) or not legal:
+        return _missing(nodes, args, rng)
+    node.input.insert(0, "^" + rng.choice(legal))
+    return "data input after a control input", True
+
+
+def _cycle(nodes: Any, args: frozenset[str], rng: random.Random) -> tuple[str, bool]:
+    node = nodes[rng.randrange(len(nodes))]
+    below = sorted(descendants(nodes, node.name, through_merge=False))
+    if not below or rng.random() < 0.2:
+        node.input.append("^" + node.name)
+        return "self loop", True
+    node.input.append("^" + rng.choice(below))
+    return "cycle", True
+
+
+def _shuffled(nodes: Any, args: frozenset[str], rng: random.Random) -> tuple[str, bool]:
+    items = [_copy(n) for n in nodes]
+    rng.shuffle(items)
+    del nodes[:]
+    nodes.extend(items)
+    return "nodes shuffled", False
+
+
+def _legal_control(nodes: Any, args: frozenset[str], rng: random.Random
+                   ) -> tuple[str, bool]:
+    node = nodes[rng.randrange(len(nodes))]
+    below = descendants(nodes, node.name) | {node.name}
+    legal = [n.name for n in nodes if n.name not in below]
+    if not legal:
+        return _shuffled(nodes, args, rng)
+    node.input.append("^" + rng.choice(legal))
+    return "control edge closing no cycle", False
+
+
+def _name_of_another_scope(message: Any, nodes: Any, rng: random.Random
+                           ) -> tuple[str, bool]:
+    here = {n.name for n in nodes}
+    others = sorted({n.name for other, _ in scopes(message) if other is not nodes
+                     for n in other} - here)
+    if not others:
+        return _shuffled(nodes, frozenset(), rng)
+    nodes.add(name=rng.choice(others), op="NoOp")
+    return "a name another scope uses", False
+
+
+REFUSED = (_duplicate, _missing, _count, _control_order, _cycle)
+ACCEPTED = (_shuffled, _legal_control)
+
+
+def mutate(message: Any, rng: random.Random) -> tuple[str, bool]:
+    """One structural mutation of one scope of ``message``, in place: (label, whether
+    TensorFlow's import refuses the result). Half the mutations are refused ones."""
+    found = scopes(message)
+    if not found:
+        return "no nodes", False
+    nodes, args = rng.choice(found)
+    if rng.random() < 0.5:
+        label, refused = rng.choice(REFUSED)(nodes, args, rng)
+    elif rng.random() < 0.25:
+        label, refused = _name_of_another_scope(message, nodes, rng)
+    else:
+        label, refused = rng.choice(ACCEPTED)(nodes, args, rng)
+    where = "graph" if any(nodes is g.node for g in graphs(message)) else "function"
+    return f"{label} in a {where}", refused
+
+
+def m_validity(message: Any, rng: random.Random) -> str:
+    """The mutations above as a mutator of the fuzz harness (tests/fuzz/structure.py)."""
+    label, refused = mutate(message, rng)
+    return f"{label} ({'refused' if refused else 'legal'})"
+
+
+def hand_built() -> dict[str, Any]:
+    """Two GraphDefs TensorFlow imports, built with opregistry's schema (no TF): a
+    float graph with a variadic op, IdentityN and a function call; a TF1 while loop
+    (Enter, Merge, Switch, NextIteration back edge, Exit)."""
+    from opregistry.model.readers import schema
+
+    f, i32 = schema.DT_FLOAT, schema.DT_INT32
+    graph_def = schema.message_classes()["GraphDef"]
+
+    def add(graph: Any, name: str, op: str, inputs: list[str], **attrs: Any) -> Any:
+        node = graph.add(name=name, op=op, input=inputs)
+        for key, value in attrs.items():
+            if isinstance(value, list):
+                node.attr[key].list.type.extend(value)
+            elif isinstance(value, bytes):
+                node.attr[key].s = value
+            elif key in ("N",):
+                node.attr[key].i = value
+            elif key == "f":
+                node.attr[key].func.name = value
+            else:
+                node.attr[key].type = value
+        return node
+
+    calls = graph_def()
+    nodes = calls.node
+    add(nodes, "x", "Placeholder", [], dtype=f)
+    add(nodes, "y", "Placeholder", [], dtype=f)
+    add(nodes, "axis", "Placeholder", [], dtype=i32)
+    add(nodes, "r", "Round", ["x"], T=f)
+    add(nodes, "m", "MatMul", ["x", "y"], T=f)
+    add(nodes, "s", "AddV2", ["r", "m"], T=f)
+    add(nodes, "c", "ConcatV2", ["s", "r", "axis"], T=f, N=2)
+    add(nodes, "n", "IdentityN", ["c", "x"], T=[f, f])
+    add(nodes, "call", "PartitionedCall", ["n"], Tin=[f], Tout=[f], f="fn")
+    add(nodes, "out", "Relu", ["call", "^n"], T=f)
+    function = calls.library.function.add()
+    function.signature.name = "fn"
+    function.signature.input_arg.add(name="a", type=f)
+    function.signature.output_arg.add(name="out", type=f)
+    add(function.node_def, "t", "Tanh", ["a"], T=f)
+    add(function.node_def, "u", "Mul", ["t:y:0", "a"], T=f)
+    function.ret["out"] = "u:z:0"
+
+    loop = graph_def()
+    nodes = loop.node
+    add(nodes, "x", "Placeholder", [], dtype=f)
+    add(nodes, "limit", "Placeholder", [], dtype=f)
+    add(nodes, "enter", "Enter", ["x"], T=f, frame_name=b"loop")
+    add(nodes, "limit_enter", "Enter", ["limit"], T=f, frame_name=b"loop")
+    add(nodes, "merge", "Merge", ["enter", "next"], T=f, N=2)
+    add(nodes, "less", "Less", ["merge", "limit_enter"], T=f)
+    add(nodes, "cond", "LoopCond", ["less"])
+    add(nodes, "switch", "Switch", ["merge", "cond"], T=f)
+    add(nodes, "exit", "Exit", ["switch"], T=f)
+    add(nodes, "body", "Identity", ["switch:1"], T=f)
+    add(nodes, "step", "Square", ["body"], T=f)
+    add(nodes, "next", "NextIteration", ["step"], T=f)
+    add(nodes, "out", "Relu", ["exit"], T=f)
+    return {"calls": calls, "loop": loop}
