@@ -121,15 +121,8 @@ class CheckRenderer(Renderer["CheckResult"]):
 
     formats = (*TABULAR, OutputFormat.dot, OutputFormat.sarif)
 
-    def __init__(self, definitions: dict[str, dict[str, Any]] | None = None):
-        # op -> OpDef for the remedies' registration templates (remedies.definitions)
-        self.definitions = definitions
-
     def data(self, result: CheckResult) -> Any:
-        from opregistry.formats.remedies import remedies_data
-
-        return dict(result.to_dict(),
-                    remedies=remedies_data(result.stopping_ops, self.definitions))
+        return result.to_dict()  # its remedies included
 
     def rows(self, result: CheckResult) -> list[dict[str, Any]]:
         return finding_rows(result)
@@ -148,12 +141,12 @@ class CheckRenderer(Renderer["CheckResult"]):
     def table(self, result: CheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().table(result), result.stopping_ops)
+        return with_fix_lines(super().table(result), result.remedies_shown)
 
     def markdown(self, result: CheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().markdown(result), result.stopping_ops)
+        return with_fix_lines(super().markdown(result), result.remedies_shown)
 
     def dot(self, result: CheckResult) -> str:
         from opregistry.formats.dot import check_result_dot

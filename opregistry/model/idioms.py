@@ -24,9 +24,10 @@ _MEAN = frozenset({"Mean"})
 def neutral_stop(flat: Flat, inst: int, consumers: Any) -> bool:
     """Whether the StopGradient ``inst`` is a straight-through estimator's or
     ``tf.nn.moments``' (``consumers``: tensor -> [(instance, position)])."""
-    if flat.ops[inst] not in STOPS or not flat.inputs[inst] or flat.inputs[inst][0] is None:
+    source = flat.inputs[inst][0] if flat.inputs[inst] else None
+    if flat.ops[inst] not in STOPS or source is None:
         return False
-    stopped = _origin(flat, flat.inputs[inst][0])
+    stopped = _origin(flat, source)
     users = _users(flat, inst, consumers)
     if not users:
         return False

@@ -17,8 +17,8 @@ LAYERS: list[set[str]] = [
     {"errors", "text", "files", "glob", "sites"},
     {"db"},
     {"registry", "harvest"},
+    {"remedies"},  # below model: check's results carry their remedies
     {"model"},
-    {"remedies"},
     {"numerical"},
     {"formats", "site"},
     {"policy_file", "policy"},

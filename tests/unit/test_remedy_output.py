@@ -63,15 +63,14 @@ def test_sarif_fixes_are_descriptions_with_no_edit(tmp_path, capfd):
 
 
 def test_no_remedy_is_said(capfd):
-    from opregistry.formats.remedies import fix_lines, remedies_data
-    from opregistry.model.results import BlockingOp
+    from opregistry.formats.remedies import fix_lines
+    from opregistry.remedies import advise
 
-    ops = [BlockingOp("ta", "TensorArrayReadV2", None, "none"),
-           BlockingOp("c", "SomeCustomOp", None, "missing")]
-    lines = fix_lines(ops)
+    advice = advise([("TensorArrayReadV2", "none"), ("SomeCustomOp", "missing")], {})
+    lines = fix_lines(advice)
     assert lines[0].startswith("fix: TensorArrayReadV2 (none): no remedy: Deprecated TF1")
     assert lines[1].startswith("fix: SomeCustomOp (missing): Register a gradient")
-    data = remedies_data(ops)
+    data = [a.to_dict() for a in advice]
     assert data[0]["remedies"] == [] and data[0]["no_remedy"].startswith("Deprecated")
     # without the op's definition the template names no inputs
     assert "x, = op.inputs" in data[1]["remedies"][0]["snippet"]
