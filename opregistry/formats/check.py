@@ -11,6 +11,7 @@ from opregistry.text import printable
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
     from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.remedies import OpRemedies
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
            "reason"]  # + "library" when an op of an op library blocks
@@ -189,3 +190,22 @@ class CheckedModelsRenderer(Renderer[CheckedModels]):
 
     def summary(self, result: CheckedModels) -> str:
         return "\n".join(f"{model}: {summary_line(checked)}" for model, checked in result.results)
+
+    def table(self, result: CheckedModels) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().table(result), _remedies(result))
+
+    def markdown(self, result: CheckedModels) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().markdown(result), _remedies(result))
+
+
+def _remedies(result: CheckedModels) -> list[OpRemedies]:
+    """The remedies of every model's stopping ops, each (op, reason) once."""
+    seen: dict[tuple[str, str], OpRemedies] = {}
+    for _, checked in result.results:
+        for advice in checked.remedies_shown:
+            seen.setdefault((advice.op, advice.reason), advice)
+    return list(seen.values())
