@@ -25,14 +25,22 @@ def _define(source: str, name: str) -> Any:
     return scope[name]
 
 
+def _takes_seed(fn: Any) -> bool:
+    """A stochastic snippet takes its seed from the caller (a step counter), never fixes it."""
+    import inspect
+
+    return "seed" in inspect.signature(fn).parameters
+
+
 def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[str, Any]]:
     """(output, {argument: gradient or None}) of a weighted sum of fn's output (the
     weights keep a constant sum such as softmax's from hiding a gradient)."""
     variables = {name: tf.Variable(np.asarray(value, np.float32), name=name)
                  for name, value in remedy.example}
+    seed = {"seed": tf.constant([7, 0])} if _takes_seed(fn) else {}
 
     def loss_and_output() -> tuple[tf.Tensor, tf.Tensor]:
-        out = fn(**variables)
+        out = fn(**variables, **seed)
         weights = tf.reshape(tf.cast(tf.range(tf.size(out)) % 3 + 1, out.dtype), tf.shape(out))
         return tf.reduce_sum(out * weights), out
 
@@ -80,10 +88,28 @@ def test_function_remedy_lets_the_gradient_through(remedy: Remedy, traced: bool)
     if remedy.forward == "same":
         np.testing.assert_allclose(after_out, before_out, rtol=1e-6, atol=1e-6,
                                    err_msg=remedy.id)
-    elif "approaches" in remedy.forward_note:  # "... approaches the argmax as t goes to 0"
+    elif "approaches" in remedy.forward_note and not _takes_seed(fixed):
+        # "... approaches the argmax as t goes to 0" (a stochastic one: test_stochastic_*)
         inputs = {name: tf.constant(value, tf.float32) for name, value in remedy.example}
         cold = fixed(**inputs, t=1e-3).numpy()
         np.testing.assert_allclose(cold, before_out, atol=1e-2, err_msg=remedy.id)
+
+
+def test_no_snippet_fixes_its_seed() -> None:
+    """A fixed seed gives one sample for every call: a model trained with it learns from
+    one draw. Stochastic snippets take ``seed`` from the caller."""
+    import re
+
+    for remedy in catalogue().remedies:
+        assert not re.search(r"seed=\[|seed=\d|seed2=", remedy.snippet), remedy.id
+        if "random" in remedy.snippet:
+            assert _takes_seed(_define(remedy.snippet, "fixed")), remedy.id
+
+
+def test_one_hot_straight_through_is_not_offered_for_argmin() -> None:
+    """Its snippet calls tf.argmax: offered for ArgMin it would pick the largest."""
+    for remedy in catalogue().for_op("ArgMin", "none"):
+        assert "tf.argmax" not in remedy.snippet, remedy.id
 
 
 def test_custom_gradient_remedy_gives_the_true_gradient() -> None:
