@@ -258,12 +258,3 @@ def test_gradcheck_never_calls_ok_what_tensorflow_cannot_train(corpus, harvested
     assert wrong == []
     assert compared > 1000 and without > 20  # both kinds of answer, in bulk
 
-
-def test_convnext_layer_norms_are_no_partial_paths(corpus_by_name, harvested_db):
-    """ConvNeXt's LayerNormalization computes its variance with tf.nn.moments, whose
-    stop_gradient changes no gradient (tests/test_stop_gradient_idioms.py): it was 179
-    partial paths at layernorm/moments/StopGradient, and ``check --strict`` failed."""
-    for name in ("ConvNeXtTiny-export", "ConvNeXtTiny-saved"):
-        result = check(corpus_by_name[name].path, db=harvested_db)
-        assert not [b for p in result.partial_paths for b in p.ops
-                    if b.op == "StopGradient"], name
