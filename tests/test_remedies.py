@@ -20,8 +20,10 @@ FUNCTION_REMEDIES = [r for r in catalogue().remedies if r.kind == "function"]
 
 
 def _define(source: str, name: str) -> Any:
-    scope: dict[str, Any] = {"tf": tf, "np": np}
-    exec(compile(source, f"<remedy {name}>", "exec"), scope)  # the catalogue's own text
+    """``name`` from the catalogue's own text: a snippet as printed, in a scope of its
+    own (its imports must be there); ``before`` with tf and np given."""
+    scope: dict[str, Any] = {} if name in ("fixed", "save") else {"tf": tf, "np": np}
+    exec(compile(source, f"<remedy {name}>", "exec"), scope)
     return scope[name]
 
 

@@ -27,7 +27,7 @@ RANGES = {("relaxed-bernoulli", "p"): (0.05, 0.95), ("ste-truncate-div", "y"): (
 
 
 def _fixed(remedy: Remedy) -> Any:
-    scope: dict[str, Any] = {"tf": tf, "np": np}
+    scope: dict[str, Any] = {}  # as pasted: the snippet's own imports
     exec(compile(remedy.snippet, f"<remedy {remedy.id}>", "exec"), scope)
     return scope["fixed"]
 

@@ -11,7 +11,7 @@ from opregistry.db.location import DbLike
 from opregistry.db.store import Store, is_prerelease, using, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.names import implemented_by
+from opregistry.registry.names import DEFAULT_CALLS, implemented_by
 
 # --------------------------------------------------------------------------- results
 
@@ -349,6 +349,9 @@ def _resolve_name(store: Store, name: str) -> tuple[str, list[tuple[str, str | N
     if not name.startswith("tf."):
         candidates.append("tf." + name.strip())
     for candidate in candidates:
+        called = [op for op in DEFAULT_CALLS.get(candidate, ()) if store.op_names(op)]
+        if called:  # what the usual call builds, its gradient path's op first
+            return "python_name", [(op, "default_call") for op in called]
         found = store.python_names(candidate) or store.python_names(candidate, fold_case=True)
         # the op the name is implemented by, not every op its code creates (else all)
         found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])

@@ -40,7 +40,8 @@ def test_json_has_the_remedies_of_each_blocking_op(tmp_path, capfd):
     assert (entry["op"], entry["reason"], entry["no_remedy"]) == ("ArgMax", "none", None)
     first = entry["remedies"][0]
     assert first["id"] == "soft-argmax" and first["title"].startswith("Soft-argmax")
-    assert first["snippet"].startswith("def fixed(x, t=0.1):")
+    # the imports a pasted snippet needs come first
+    assert first["snippet"].startswith("import tensorflow as tf\n\n\ndef fixed(x, t=0.1):")
 
 
 def test_sarif_fixes_are_descriptions_with_no_edit(tmp_path, capfd):
