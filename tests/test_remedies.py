@@ -38,11 +38,14 @@ def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[
     """(output, {argument: gradient or None}) of a weighted sum of fn's output (the
     weights keep a constant sum such as softmax's from hiding a gradient)."""
     variables = {name: tf.Variable(np.asarray(value, np.float32), name=name)
-                 for name, value in remedy.example}
-    seed = {"seed": tf.constant([7, 0])} if _takes_seed(fn) else {}
+                 for name, value in remedy.example if not _integers(value)}
+    given = {name: tf.constant(value, tf.int32) for name, value in remedy.example
+             if _integers(value)}  # bins, ids: integers carry no gradient
+    if _takes_seed(fn):
+        given["seed"] = tf.constant([7, 0])
 
     def loss_and_output() -> tuple[tf.Tensor, tf.Tensor]:
-        out = fn(**variables, **seed)
+        out = fn(**variables, **given)
         weights = tf.reshape(tf.cast(tf.range(tf.size(out)) % 3 + 1, out.dtype), tf.shape(out))
         return tf.reduce_sum(out * weights), out
 
@@ -51,13 +54,21 @@ def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[
             loss, out = loss_and_output()
         return out, tape.gradient(loss, list(variables.values()))
 
-    out, grads = tf.function(run, autograph=False)() if traced else run()
+    try:
+        out, grads = tf.function(run, autograph=False)() if traced else run()
+    except LookupError:  # no gradient registered: TF raises for every target
+        return loss_and_output()[1].numpy(), dict.fromkeys(variables)
     return out.numpy(), {name: None if g is None else g.numpy()
                          for name, g in zip(variables, grads)}
 
 
+def _integers(value: Any) -> bool:
+    return np.asarray(value).dtype.kind in "iu"
+
+
 def _op_types(fn: Any, remedy: Remedy) -> set[str]:
-    specs = {name: tf.TensorSpec(np.shape(value), tf.float32) for name, value in remedy.example}
+    specs = {name: tf.TensorSpec(np.shape(value), tf.int32 if _integers(value) else tf.float32)
+             for name, value in remedy.example}
     graph_def = tf.function(fn, autograph=False).get_concrete_function(**specs).graph.as_graph_def()
     return ({n.op for n in graph_def.node}
             | {n.op for f in graph_def.library.function for n in f.node_def})
@@ -92,7 +103,8 @@ def test_function_remedy_lets_the_gradient_through(remedy: Remedy, traced: bool)
                                    err_msg=remedy.id)
     elif "approaches" in remedy.forward_note and not _takes_seed(fixed):
         # "... approaches the argmax as t goes to 0" (a stochastic one: test_stochastic_*)
-        inputs = {name: tf.constant(value, tf.float32) for name, value in remedy.example}
+        inputs = {name: tf.constant(value, tf.int32 if _integers(value) else tf.float32)
+                  for name, value in remedy.example}
         cold = fixed(**inputs, t=1e-3).numpy()
         np.testing.assert_allclose(cold, before_out, atol=1e-2, err_msg=remedy.id)
 

@@ -23,7 +23,8 @@ FUNCTION_REMEDIES = [r for r in catalogue().remedies if r.kind == "function"]
 NOT_SAVED = {"py-function-custom-gradient"}
 # where the constructs' values must stay (a probability, a positive divisor or scale)
 RANGES = {("relaxed-bernoulli", "p"): (0.05, 0.95), ("ste-truncate-div", "y"): (1.0, 3.0),
-          ("reparameterised-normal", "stddev"): (0.2, 2.0), ("double-where", "x"): (0.05, 3.0)}
+          ("reparameterised-normal", "stddev"): (0.2, 2.0), ("double-where", "x"): (0.05, 3.0),
+          ("adjust-contrast-arithmetic", "factor"): (0.5, 2.0)}
 
 
 def _fixed(remedy: Remedy) -> Any:
@@ -36,15 +37,26 @@ def _stochastic(fn: Any) -> bool:
     return "seed" in inspect.signature(fn).parameters
 
 
+SHAPES = {0: (), 1: (7,), 2: (3, 5), 4: (2, 6, 6, 2)}
+
+
 def _construct(remedy: Remedy, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Values of the remedy's arguments, of another shape than its example: a 3 x 5
-    matrix where the example has rows, 7 values where it has a vector."""
+    matrix where the example has rows, 7 values where it has a vector, two 6 x 6
+    images of two channels where it has one; integers (bins) in [0, 3)."""
     out = {}
     for name, value in remedy.example:
-        shape = (3, 5) if np.ndim(value) == 2 else (7,)
+        shape = SHAPES[np.ndim(value)]
+        if _integers(value):
+            out[name] = rng.integers(0, 3, shape).astype(np.int32)
+            continue
         low, high = RANGES.get((remedy.id, name), (-2.5, 2.5))
         out[name] = rng.uniform(low, high, shape).astype(np.float32)
     return out
+
+
+def _integers(value: Any) -> bool:
+    return np.asarray(value).dtype.kind in "iu"
 
 
 def _clip(remedy: Remedy, name: str, v: Any) -> None:
@@ -60,7 +72,8 @@ def test_ten_sgd_steps_lower_a_loss(remedy: Remedy) -> None:
     fixed = _fixed(remedy)
     rng = np.random.default_rng(sum(map(ord, remedy.id)))
     values = _construct(remedy, rng)
-    variables = {name: tf.Variable(v) for name, v in values.items()}
+    variables = {name: tf.Variable(v) for name, v in values.items() if not _integers(v)}
+    given = {name: tf.constant(v) for name, v in values.items() if _integers(v)}
     shape = fixed(**{k: tf.constant(v) for k, v in values.items()},
                   **({"seed": tf.constant([0, 0])} if _stochastic(fixed) else {})).shape
     w = tf.constant(rng.normal(size=shape).astype(np.float32))
@@ -68,7 +81,7 @@ def test_ten_sgd_steps_lower_a_loss(remedy: Remedy) -> None:
     @tf.function
     def loss(seed: Any) -> Any:
         extra = {"seed": seed} if _stochastic(fixed) else {}
-        return tf.reduce_sum(w * fixed(**variables, **extra))
+        return tf.reduce_sum(w * fixed(**variables, **given, **extra))
 
     def mean_loss() -> float:
         if remedy.id == "score-function":  # the surrogate's value is not the objective:
@@ -104,12 +117,13 @@ def remedied(tmp_path_factory: pytest.TempPathFactory) -> Path:
             continue
         fixed = _fixed(remedy)
         values = _construct(remedy, np.random.default_rng(0))
-        specs = {k: tf.TensorSpec(v.shape, tf.float32, name=k) for k, v in values.items()}
+        specs = {k: tf.TensorSpec(v.shape, tf.int32 if _integers(v) else tf.float32, name=k)
+                 for k, v in values.items()}
         if _stochastic(fixed):
             specs["seed"] = tf.TensorSpec([2], tf.int32, name="seed")
 
         def serve(fixed: Any = fixed, **kwargs: Any) -> Any:
-            args = {k: (v if k == "seed" else v * module.w) for k, v in kwargs.items()}
+            args = {k: (v if v.dtype.is_integer else v * module.w) for k, v in kwargs.items()}
             return {"out": tf.reduce_sum(fixed(**args) * tf.range(1.0, 2.0, 0.125)[0])}
 
         signatures[remedy.id.replace("-", "_")] = tf.function(
