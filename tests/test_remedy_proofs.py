@@ -24,7 +24,8 @@ NOT_SAVED = {"py-function-custom-gradient"}
 # where the constructs' values must stay (a probability, a positive divisor or scale)
 RANGES = {("relaxed-bernoulli", "p"): (0.05, 0.95), ("ste-truncate-div", "y"): (1.0, 3.0),
           ("reparameterised-normal", "stddev"): (0.2, 2.0), ("double-where", "x"): (0.05, 3.0),
-          ("adjust-contrast-arithmetic", "factor"): (0.5, 2.0)}
+          ("adjust-contrast-arithmetic", "factor"): (0.5, 2.0),
+          ("hsv-to-rgb-in-tf-ops", "hsv"): (0.05, 0.95)}
 
 
 def _fixed(remedy: Remedy) -> Any:
@@ -46,7 +47,8 @@ def _construct(remedy: Remedy, rng: np.random.Generator) -> dict[str, np.ndarray
     images of two channels where it has one; integers (bins) in [0, 3)."""
     out = {}
     for name, value in remedy.example:
-        shape = SHAPES[np.ndim(value)]
+        # the last axis keeps its meaning where it has one (h, s, v)
+        shape = (5, 7, 3) if remedy.id == "hsv-to-rgb-in-tf-ops" else SHAPES[np.ndim(value)]
         if _integers(value):
             out[name] = rng.integers(0, 3, shape).astype(np.int32)
             continue

@@ -124,7 +124,9 @@ def test_integer_output_ops_get_no_template_and_say_why() -> None:
     by_op = {a.op: a for a in advice}
     for op in ("Bucketize", "LowerBound", "HistogramFixedWidth"):
         assert not by_op[op].suggestions and by_op[op].no_remedy == INTEGER_OUTPUTS, op
-    assert by_op["AdjustContrastv2"].suggestions[0].remedy.kind == "register"
+    # its arithmetic first (a public API gives the gradient), the template after
+    kinds = [s.remedy.kind for s in by_op["AdjustContrastv2"].suggestions]
+    assert kinds[0] == "function" and "register" in kinds
 
 
 def test_a_savedmodel_gradient_raises_finding_gets_the_template() -> None:
@@ -134,7 +136,8 @@ def test_a_savedmodel_gradient_raises_finding_gets_the_template() -> None:
     (advice,) = advise([("AdjustContrastv2", "gradient_raises")],
                        {"AdjustContrastv2": facts["AdjustContrastv2"].definition},
                        {"AdjustContrastv2": facts["AdjustContrastv2"].gradient})
-    assert "images, contrast_factor = op.inputs" in advice.suggestions[0].snippet
+    (register,) = [s for s in advice.suggestions if s.remedy.kind == "register"]
+    assert "images, contrast_factor = op.inputs" in register.snippet
 
 
 def test_explain_of_a_reason_prints_valid_python() -> None:
