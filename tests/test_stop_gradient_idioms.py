@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf
 
 X = np.array([[0.3, 1.7, -2.4, 3.6], [2.2, -0.6, 0.9, -1.3]], np.float32)
 W = np.array([0.8, -1.1, 0.5, 1.4], np.float32)

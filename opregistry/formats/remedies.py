@@ -77,11 +77,13 @@ def help_markdown(reason: str) -> str:
 
 
 def guard_hint(op: str, reason: str) -> str:
-    """The end of a guard warning: the first remedy's title and where to read more."""
-    from opregistry.remedies import catalogue
+    """The end of a guard warning: the first remedy's title (as check's ``fix:`` line
+    names it) and where to read more."""
+    from opregistry.remedies import advise
 
-    found = catalogue().for_op(op, reason)
-    title = found[0].title if found else (catalogue().why_none(op) and "no remedy")
+    (advice,) = advise([(op, reason)], {})
+    title = advice.suggestions[0].remedy.title if advice.suggestions else (
+        advice.no_remedy and "no remedy")
     return f"fix: {title}; opregistry explain {op}" if title else f"opregistry explain {op}"
 
 

@@ -25,7 +25,8 @@ def _node(op: str, definition: dict, index: int) -> str | None:
     attr allows one), or None where an input is not a plain tensor."""
     attrs = {a["name"]: a for a in definition.get("attrs", [])}
     chosen: dict[str, str] = {}
-    inputs, lines = [], []
+    inputs: list[str] = []
+    lines: list[str] = []
     for arg in definition.get("inputs", []):
         if arg.get("type_list_attr"):
             chosen[arg["type_list_attr"]] = "list"
@@ -72,8 +73,8 @@ def test_every_multi_input_template_is_the_same_on_every_route(
     from opregistry import check
     from opregistry.formats import render
 
-    nodes = {op: _node(op, d, i) for i, (op, d) in enumerate(sorted(multi_input_ops.items()))}
-    nodes = {op: text for op, text in nodes.items() if text}
+    made = {op: _node(op, d, i) for i, (op, d) in enumerate(sorted(multi_input_ops.items()))}
+    nodes = {op: text for op, text in made.items() if text}
     assert len(nodes) > 40 and "AdjustContrastv2" in nodes  # the query is not vacuous
     model = tmp_path / "graph.pbtxt"
     model.write_text("\n".join(nodes.values()))
