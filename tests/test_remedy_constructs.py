@@ -65,8 +65,7 @@ CONSTRUCTS: dict[str, tuple[F, Any]] = {
     "tf.sparse.reduce_max": (lambda x: tf.sparse.reduce_max(tf.sparse.from_dense(x), 1), V),
 }
 # blocking ops with neither a specific remedy nor a reason yet (issue 39's list)
-GAPS = {"AdjustSaturation", "AdjustHue", "HistogramFixedWidth", "LowerBound", "Lu",
-        "NonMaxSuppressionV3", "SparseReduceMax"}
+GAPS = {"AdjustSaturation", "AdjustHue", "Lu", "SparseReduceMax"}
 
 
 def _specific(op: str, reason: str) -> bool:
