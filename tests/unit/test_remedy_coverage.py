@@ -117,13 +117,15 @@ def test_register_template_slices_list_arguments_and_raises_until_written() -> N
 def test_integer_output_ops_get_no_template_and_say_why() -> None:
     from opregistry.remedies import INTEGER_OUTPUTS, advise
 
-    _, facts = op_facts("2.21", ["Bucketize", "LowerBound", "HistogramFixedWidth",
+    _, facts = op_facts("2.21", ["Bucketize", "LowerBound", "HistogramFixedWidth", "Where",
                                  "AdjustContrastv2"])
     advice = advise([(op, "missing") for op in facts],
                     {op: f.definition for op, f in facts.items()})
     by_op = {a.op: a for a in advice}
-    for op in ("Bucketize", "LowerBound", "HistogramFixedWidth"):
-        assert not by_op[op].suggestions and by_op[op].no_remedy == INTEGER_OUTPUTS, op
+    for op in ("Bucketize", "LowerBound", "HistogramFixedWidth"):  # their soft forms only
+        assert by_op[op].suggestions, op
+        assert {s.remedy.kind for s in by_op[op].suggestions} == {"function"}, op
+    assert not by_op["Where"].suggestions and by_op["Where"].no_remedy == INTEGER_OUTPUTS
     # its arithmetic first (a public API gives the gradient), the template after
     kinds = [s.remedy.kind for s in by_op["AdjustContrastv2"].suggestions]
     assert kinds[0] == "function" and "register" in kinds
