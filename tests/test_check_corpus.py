@@ -257,3 +257,4 @@ def test_gradcheck_never_calls_ok_what_tensorflow_cannot_train(corpus, harvested
                              f"TF gives None")
     assert wrong == []
     assert compared > 1000 and without > 20  # both kinds of answer, in bulk
+

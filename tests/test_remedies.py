@@ -20,19 +20,32 @@ FUNCTION_REMEDIES = [r for r in catalogue().remedies if r.kind == "function"]
 
 
 def _define(source: str, name: str) -> Any:
-    scope: dict[str, Any] = {"tf": tf, "np": np}
-    exec(compile(source, f"<remedy {name}>", "exec"), scope)  # the catalogue's own text
+    """``name`` from the catalogue's own text: a snippet as printed, in a scope of its
+    own (its imports must be there); ``before`` with tf and np given."""
+    scope: dict[str, Any] = {} if name in ("fixed", "save") else {"tf": tf, "np": np}
+    exec(compile(source, f"<remedy {name}>", "exec"), scope)
     return scope[name]
+
+
+def _takes_seed(fn: Any) -> bool:
+    """A stochastic snippet takes its seed from the caller (a step counter), never fixes it."""
+    import inspect
+
+    return "seed" in inspect.signature(fn).parameters
 
 
 def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[str, Any]]:
     """(output, {argument: gradient or None}) of a weighted sum of fn's output (the
     weights keep a constant sum such as softmax's from hiding a gradient)."""
     variables = {name: tf.Variable(np.asarray(value, np.float32), name=name)
-                 for name, value in remedy.example}
+                 for name, value in remedy.example if not _integers(value)}
+    given = {name: tf.constant(value, tf.int32) for name, value in remedy.example
+             if _integers(value)}  # bins, ids: integers carry no gradient
+    if _takes_seed(fn):
+        given["seed"] = tf.constant([7, 0])
 
     def loss_and_output() -> tuple[tf.Tensor, tf.Tensor]:
-        out = fn(**variables)
+        out = fn(**variables, **given)
         weights = tf.reshape(tf.cast(tf.range(tf.size(out)) % 3 + 1, out.dtype), tf.shape(out))
         return tf.reduce_sum(out * weights), out
 
@@ -41,13 +54,21 @@ def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[
             loss, out = loss_and_output()
         return out, tape.gradient(loss, list(variables.values()))
 
-    out, grads = tf.function(run, autograph=False)() if traced else run()
+    try:
+        out, grads = tf.function(run, autograph=False)() if traced else run()
+    except LookupError:  # no gradient registered: TF raises for every target
+        return loss_and_output()[1].numpy(), dict.fromkeys(variables)
     return out.numpy(), {name: None if g is None else g.numpy()
                          for name, g in zip(variables, grads)}
 
 
+def _integers(value: Any) -> bool:
+    return np.asarray(value).dtype.kind in "iu"
+
+
 def _op_types(fn: Any, remedy: Remedy) -> set[str]:
-    specs = {name: tf.TensorSpec(np.shape(value), tf.float32) for name, value in remedy.example}
+    specs = {name: tf.TensorSpec(np.shape(value), tf.int32 if _integers(value) else tf.float32)
+             for name, value in remedy.example}
     graph_def = tf.function(fn, autograph=False).get_concrete_function(**specs).graph.as_graph_def()
     return ({n.op for n in graph_def.node}
             | {n.op for f in graph_def.library.function for n in f.node_def})
@@ -80,10 +101,29 @@ def test_function_remedy_lets_the_gradient_through(remedy: Remedy, traced: bool)
     if remedy.forward == "same":
         np.testing.assert_allclose(after_out, before_out, rtol=1e-6, atol=1e-6,
                                    err_msg=remedy.id)
-    elif "approaches" in remedy.forward_note:  # "... approaches the argmax as t goes to 0"
-        inputs = {name: tf.constant(value, tf.float32) for name, value in remedy.example}
+    elif "approaches" in remedy.forward_note and not _takes_seed(fixed):
+        # "... approaches the argmax as t goes to 0" (a stochastic one: test_stochastic_*)
+        inputs = {name: tf.constant(value, tf.int32 if _integers(value) else tf.float32)
+                  for name, value in remedy.example}
         cold = fixed(**inputs, t=1e-3).numpy()
         np.testing.assert_allclose(cold, before_out, atol=1e-2, err_msg=remedy.id)
+
+
+def test_no_snippet_fixes_its_seed() -> None:
+    """A fixed seed gives one sample for every call: a model trained with it learns from
+    one draw. Stochastic snippets take ``seed`` from the caller."""
+    import re
+
+    for remedy in catalogue().remedies:
+        assert not re.search(r"seed=\[|seed=\d|seed2=", remedy.snippet), remedy.id
+        if "random" in remedy.snippet:
+            assert _takes_seed(_define(remedy.snippet, "fixed")), remedy.id
+
+
+def test_one_hot_straight_through_is_not_offered_for_argmin() -> None:
+    """Its snippet calls tf.argmax: offered for ArgMin it would pick the largest."""
+    for remedy in catalogue().for_op("ArgMin", "none"):
+        assert "tf.argmax" not in remedy.snippet, remedy.id
 
 
 def test_custom_gradient_remedy_gives_the_true_gradient() -> None:

@@ -5,11 +5,11 @@ It imports only what a static check uses: no Typer, no SQLAlchemy, no TensorFlow
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opregistry.cli.output import check_output, note, write_output
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
-from opregistry.formats import OutputFormat, format_choice
+from opregistry.formats import OutputFormat, format_choice, render
 from opregistry.formats.check import CheckRenderer
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
         path = say_serving_version(model)
         result = apply_to_check(check(path, release=chosen.version, db=db, outputs=wanted,
                                       tags=tags, xla=xla), policy)
-        write_output(output_file, _render(fmt, result, db))
+        write_output(output_file, render(result, fmt.value))
     except OpregistryError as exc:
         note(f"Error: {exc}")
         return exc.exit_code
@@ -65,13 +65,3 @@ def say_serving_version(model: str) -> str:
         return model
     note(serving_version_line(model, newest))
     return str(newest.path)
-
-
-def _render(fmt: OutputFormat, result: Any, db: str | None) -> str:
-    """The report in ``fmt`` with the remedies of its stopping ops ("" for no findings
-    in a table: nothing on stdout, but ``-o FILE`` is still replaced, an empty file)."""
-    from opregistry.formats import render
-    from opregistry.remedies import definitions
-
-    return render(result, fmt.value,
-                  definitions=definitions(result.release, result.stopping_ops, db))

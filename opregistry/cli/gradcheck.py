@@ -115,11 +115,7 @@ def gradcheck_command(
         raise fail(exc) from None
     result = apply_to_gradcheck(result, policy)
     # SARIF's artifact is the target as given, not the result's display name
-    from opregistry.remedies import definitions
-
-    emit(output_file, GradcheckRenderer(
-        target=target, definitions=definitions(result.release, result.stopping_ops, db),
-    ).render(result, fmt.value))
+    emit(output_file, GradcheckRenderer(target=target).render(result, fmt.value))
     if chosen is not None:
         note(chosen.note)
     note(summary(result))

@@ -12,6 +12,7 @@ from opregistry.text import printable
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
     from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.remedies import OpRemedies
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
            "reason"]  # + "library" when an op of an op library blocks
@@ -122,15 +123,8 @@ class CheckRenderer(Renderer["CheckResult"]):
 
     formats = (*TABULAR, OutputFormat.dot, OutputFormat.sarif)
 
-    def __init__(self, definitions: dict[str, dict[str, Any]] | None = None):
-        # op -> OpDef for the remedies' registration templates (remedies.definitions)
-        self.definitions = definitions
-
     def data(self, result: CheckResult) -> Any:
-        from opregistry.formats.remedies import remedies_data
-
-        return dict(result.to_dict(),
-                    remedies=remedies_data(result.stopping_ops, self.definitions))
+        return result.to_dict()  # its remedies included
 
     def rows(self, result: CheckResult) -> list[dict[str, Any]]:
         return finding_rows(result)
@@ -149,12 +143,13 @@ class CheckRenderer(Renderer["CheckResult"]):
     def table(self, result: CheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().table(result), result.stopping_ops)
+        return with_fix_lines(super().table(result), result.remedies_shown)
 
     def markdown(self, result: CheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().markdown(result), result.stopping_ops, markdown=True)
+        return with_fix_lines(super().markdown(result), result.remedies_shown,
+                              markdown=True)
 
     def dot(self, result: CheckResult) -> str:
         from opregistry.formats.dot import check_result_dot
@@ -197,3 +192,22 @@ class CheckedModelsRenderer(Renderer[CheckedModels]):
 
     def summary(self, result: CheckedModels) -> str:
         return "\n".join(f"{model}: {summary_line(checked)}" for model, checked in result.results)
+
+    def table(self, result: CheckedModels) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().table(result), _remedies(result))
+
+    def markdown(self, result: CheckedModels) -> str:
+        from opregistry.formats.remedies import with_fix_lines
+
+        return with_fix_lines(super().markdown(result), _remedies(result))
+
+
+def _remedies(result: CheckedModels) -> list[OpRemedies]:
+    """The remedies of every model's stopping ops, each (op, reason) once."""
+    seen: dict[tuple[str, str], OpRemedies] = {}
+    for _, checked in result.results:
+        for advice in checked.remedies_shown:
+            seen.setdefault((advice.op, advice.reason), advice)
+    return list(seen.values())

@@ -85,17 +85,11 @@ class GradcheckRenderer(Renderer["GradcheckResult"]):
 
     formats = (*TABULAR, OutputFormat.sarif)
 
-    def __init__(self, target: str | None = None,
-                 definitions: dict[str, dict[str, Any]] | None = None):
+    def __init__(self, target: str | None = None):
         self.target = target
-        # op -> OpDef for the remedies' registration templates (remedies.definitions)
-        self.definitions = definitions
 
     def data(self, result: GradcheckResult) -> Any:
-        from opregistry.formats.remedies import remedies_data
-
-        return dict(result.to_dict(),
-                    remedies=remedies_data(result.stopping_ops, self.definitions))
+        return result.to_dict()  # its remedies included
 
     def rows(self, result: GradcheckResult) -> list[dict[str, Any]]:
         return rows(result)
@@ -109,12 +103,13 @@ class GradcheckRenderer(Renderer["GradcheckResult"]):
     def table(self, result: GradcheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().table(result), result.stopping_ops)
+        return with_fix_lines(super().table(result), result.remedies_shown)
 
     def markdown(self, result: GradcheckResult) -> str:
         from opregistry.formats.remedies import with_fix_lines
 
-        return with_fix_lines(super().markdown(result), result.stopping_ops, markdown=True)
+        return with_fix_lines(super().markdown(result), result.remedies_shown,
+                              markdown=True)
 
     def sarif(self, result: GradcheckResult) -> str:
         from opregistry.formats.sarif import gradcheck_sarif

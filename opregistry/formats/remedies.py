@@ -9,88 +9,48 @@ from opregistry.formats import OutputFormat, Renderer, plural
 from opregistry.text import fenced, markdown_safe, printable
 
 if TYPE_CHECKING:
-    from opregistry.model.results import BlockingOp
+    from opregistry.remedies import OpRemedies
 
 
-def _pairs(blocking_ops: Iterable[BlockingOp]) -> list[tuple[str, str]]:
-    """Distinct (op type, reason) of blocking ops, in order of first appearance."""
-    seen: dict[tuple[str, str], None] = {}
-    for b in blocking_ops:
-        seen.setdefault((b.op, b.reason), None)
-    return list(seen)
-
-
-def fix_text(op: str, reason: str) -> str:
-    """What to do about ``op`` stopping the gradient for ``reason``, in one line."""
-    from opregistry.remedies import catalogue
-
-    cat = catalogue()
-    found = cat.for_op(op, reason)
-    why = cat.why_none(op)
-    if not found and why:
-        return f"no remedy: {why}"
-    if not found:
+def fix_text(advice: OpRemedies) -> str:
+    """What to do about ``advice.op`` stopping the gradient, in one line."""
+    op = advice.op
+    if not advice.suggestions and advice.no_remedy:
+        return f"no remedy: {advice.no_remedy}"
+    if not advice.suggestions:
         return f"see opregistry explain {op}"
-    first, rest = found[0], found[1:]
+    first, rest = advice.suggestions[0].remedy, advice.suggestions[1:]
     text = f"{first.title} [{first.id}]"
     if rest:
-        text += f"; also {', '.join(r.id for r in rest)}"
+        text += f"; also {', '.join(s.remedy.id for s in rest)}"
     return text + f"; opregistry explain {op}"
 
 
-def fix_lines(blocking_ops: Iterable[BlockingOp], markdown: bool = False) -> list[str]:
+def fix_lines(remedies: Iterable[OpRemedies], markdown: bool = False) -> list[str]:
     """One ``fix:`` line per blocking op type (and reason), for a table's foot."""
     safe = markdown_safe if markdown else printable
-    return [safe(f"fix: {op} ({reason}): {fix_text(op, reason)}")
-            for op, reason in _pairs(blocking_ops)]
+    return [safe(f"fix: {r.op} ({r.reason}): {fix_text(r)}") for r in remedies]
 
 
-def with_fix_lines(text: str, blocking_ops: Iterable[BlockingOp],
-                   markdown: bool = False) -> str:
+def with_fix_lines(text: str, remedies: Iterable[OpRemedies], markdown: bool = False) -> str:
     """A table (or markdown) text followed by its ``fix:`` lines."""
-    lines = fix_lines(blocking_ops, markdown)
+    lines = fix_lines(remedies, markdown)
     if not lines or not text:
         return text
     return text + "\n\n" + "\n".join(lines)
 
 
-def remedies_data(blocking_ops: Iterable[BlockingOp],
-                  definitions: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """JSON's ``remedies``: per blocking op type and reason, the remedies (id, title,
-    snippet, when they apply), or why there is none (``definitions``: op -> OpDef, for
-    a registration template's arguments)."""
-    pairs = _pairs(blocking_ops)
-    if not pairs:  # a clean model: the catalogue is not even read
-        return []
-    from opregistry.remedies import catalogue, snippet_for
-
-    cat = catalogue()
-    out = []
-    for op, reason in pairs:
-        found = cat.for_op(op, reason)
-        out.append({"op": op, "reason": reason,
-                    "remedies": [dict(r.to_dict(),
-                                      snippet=snippet_for(r, op, (definitions or {}).get(op)))
-                                 for r in found],
-                    "no_remedy": cat.why_none(op) if not found else None})
-    return out
-
-
-def sarif_fixes(blocking_ops: Iterable[BlockingOp], uri: str, line: int) -> list[dict[str, Any]]:
+def sarif_fixes(remedies: Iterable[OpRemedies], uri: str, line: int) -> list[dict[str, Any]]:
     """SARIF ``fixes``: per blocking op type, its remedies as descriptions only. SARIF
     requires each fix to hold an artifact change: an empty one (nothing deleted, nothing
     inserted) at the result's line, so no consumer can apply an edit."""
-    from opregistry.remedies import catalogue
-
-    cat = catalogue()
     texts: list[str] = []
-    for op, reason in _pairs(blocking_ops):
-        found = cat.for_op(op, reason)
-        why = cat.why_none(op)
-        if not found and why:
-            texts.append(f"{op}: no remedy: {why}")
-        texts += [f"{op}: {r.title} ({r.id}; opregistry explain {op}). {r.forward_note}".strip()
-                  for r in found]
+    for advice in remedies:
+        op = advice.op
+        if not advice.suggestions and advice.no_remedy:
+            texts.append(f"{op}: no remedy: {advice.no_remedy}")
+        texts += [f"{op}: {s.remedy.title} ({s.remedy.id}; opregistry explain {op}). "
+                  f"{s.remedy.forward_note}".strip() for s in advice.suggestions]
     nothing = {"artifactLocation": {"uri": uri}, "replacements": [
         {"deletedRegion": {"startLine": line, "startColumn": 1, "endColumn": 1}}]}
     return [{"description": {"text": printable(text)}, "artifactChanges": [nothing]}
@@ -118,11 +78,13 @@ def help_markdown(reason: str) -> str:
 
 
 def guard_hint(op: str, reason: str) -> str:
-    """The end of a guard warning: the first remedy's title and where to read more."""
-    from opregistry.remedies import catalogue
+    """The end of a guard warning: the first remedy's title (as check's ``fix:`` line
+    names it) and where to read more."""
+    from opregistry.remedies import advise
 
-    found = catalogue().for_op(op, reason)
-    title = found[0].title if found else (catalogue().why_none(op) and "no remedy")
+    (advice,) = advise([(op, reason)], {})
+    title = advice.suggestions[0].remedy.title if advice.suggestions else (
+        advice.no_remedy and "no remedy")
     return f"fix: {title}; opregistry explain {op}" if title else f"opregistry explain {op}"
 
 

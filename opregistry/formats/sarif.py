@@ -23,9 +23,10 @@ if TYPE_CHECKING:
         XlaFinding,
     )
     from opregistry.numerical.results import GradcheckResult
+    from opregistry.remedies import OpRemedies
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes
-from opregistry.model.results import REASONS
+from opregistry.model.results import REASONS, shown_remedies
 from opregistry.text import printable
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -211,8 +212,8 @@ def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[str, Any]
-         ) -> str:
+def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[str, Any],
+         remedies: tuple[OpRemedies, ...]) -> str:
     from opregistry import __version__
 
     rule_ids = list(RULES)
@@ -228,7 +229,7 @@ def _log(results: list[dict[str, Any]], source: str, uri: str, properties: dict[
         if related:
             result["relatedLocations"] = related
         line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
-        fixes = sarif_fixes(result.pop("fix_ops", ops), uri, line)
+        fixes = sarif_fixes(shown_remedies(remedies, result.pop("fix_ops", ops)), uri, line)
         if fixes:
             result["fixes"] = fixes
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [{
@@ -265,7 +266,7 @@ def check_sarif(result: CheckResult) -> str:
                            "origin": printable(ignored.rule.origin)}}]
         results.append(done)
     return _log(results, result.source, uri,
-                {"release": result.release, "ignored": len(result.ignored)})
+                {"release": result.release, "ignored": len(result.ignored)}, result.remedies)
 
 
 def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[BlockingOp, ...],
@@ -362,4 +363,4 @@ def gradcheck_sarif(result: GradcheckResult, target: str | None = None) -> str:
         })
     return _log(results, target, uri,
                 {"release": result.release, "dtype": result.dtype,
-                 "ignored": len(result.ignored)})
+                 "ignored": len(result.ignored)}, result.remedies)

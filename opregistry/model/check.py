@@ -99,7 +99,9 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
     with _no_gc():
         result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
                                      for m in models])
-    return result.with_libraries({op: f.library for op, f in facts.items() if f.library})
+    result = result.with_libraries({op: f.library for op, f in facts.items() if f.library})
+    return result.with_remedies({op: f.definition for op, f in facts.items()},
+                                {op: f.gradient for op, f in facts.items()})
 
 
 def _is_tensor_of(text: str, nodes: set[str]) -> bool:

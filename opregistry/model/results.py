@@ -2,9 +2,11 @@
 (rendered by ``opregistry.formats.check``)."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
 from opregistry.vocabulary import REASONS
 
@@ -145,6 +147,22 @@ class CheckResult(Shown):
     library_ops: dict[str, str] = field(default_factory=dict)
     # with ``check --xla``: what will not compile (or cannot be told); None when not asked
     xla: list[XlaFinding] | None = None
+    # per (op type, reason) where a gradient stops: the remedies, filled in by ``check``
+    # from the release's OpDefs (``remedies_shown``: those of what is still reported)
+    remedies: tuple[OpRemedies, ...] = field(default=(), repr=False)
+
+    def with_remedies(self, definitions: Mapping[str, dict[str, Any] | None],
+                      gradients: Mapping[str, str] | None = None) -> CheckResult:
+        """A new result carrying the remedies of every op where a gradient stops
+        (``definitions``: op -> OpDef, ``gradients``: op -> registry status; see
+        ``remedies.advise``)."""
+        pairs = [(b.op, b.reason) for b in self.stopping_ops]
+        return replace(self, remedies=advise(pairs, definitions, gradients))
+
+    @property
+    def remedies_shown(self) -> tuple[OpRemedies, ...]:
+        """The remedies of the ops still reported (a policy may have ignored some)."""
+        return shown_remedies(self.remedies, self.stopping_ops)
 
     def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
         """A new result naming, for each op of an op library, the library."""
@@ -207,4 +225,18 @@ class CheckResult(Shown):
                 "library_ops": self.library_ops,
                 "unsaved_custom_gradients": self.unsaved_custom_gradients,
                 "ignored": [i.to_dict() for i in self.ignored],
-                **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]})}
+                **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]}),
+                "remedies": [r.to_dict() for r in self.remedies_shown]}
+
+
+def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[BlockingOp]
+                   ) -> tuple[OpRemedies, ...]:
+    """``remedies`` of the (op, reason) pairs of ``stopping``, in its order; a pair the
+    result was built without (a result made by hand) gets the catalogue's, without an
+    OpDef."""
+    pairs = list(dict.fromkeys((b.op, b.reason) for b in stopping))
+    carried = {(r.op, r.reason): r for r in remedies}
+    missing = [p for p in pairs if p not in carried]
+    if missing:
+        carried.update({(r.op, r.reason): r for r in advise(missing, {})})
+    return tuple(carried[p] for p in pairs)

@@ -94,7 +94,12 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
-    return replace(result, checks=checks, release=version,
+    from opregistry.remedies import advise
+
+    remedies = advise([(b.op, b.reason) for c in checks for b in c.blocking_ops],
+                      {op: f.definition for op, f in (facts or {}).items()},
+                      {op: f.gradient for op, f in (facts or {}).items()})
+    return replace(result, checks=checks, release=version, remedies=remedies,
                    analysis_note=notes[-1] if notes else result.analysis_note)
 
 

@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opregistry.errors import OpregistryError
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import BlockingOp, shown_remedies
+from opregistry.remedies import OpRemedies
 from opregistry.shown import Shown
 from opregistry.vocabulary import VERDICTS, TargetKind, Verdict
 
@@ -69,6 +70,13 @@ class GradcheckResult(Shown):
     nondeterminism: float = 0.0
     # targets that cannot be checked (a TF1 SavedModel's reference variables) -> why
     not_checked: dict[str, str] = field(default_factory=dict)
+    # per (op type, reason) behind a problem: the remedies, filled in by the analysis
+    # from the release's OpDefs (``remedies_shown``: those of the problems reported)
+    remedies: tuple[OpRemedies, ...] = field(default=(), repr=False)
+
+    @property
+    def remedies_shown(self) -> tuple[OpRemedies, ...]:
+        return shown_remedies(self.remedies, self.stopping_ops)
 
     @property
     def ok(self) -> bool:
@@ -91,4 +99,5 @@ class GradcheckResult(Shown):
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"] = self.ok
+        data["remedies"] = [r.to_dict() for r in self.remedies_shown]
         return data

@@ -17,6 +17,28 @@ from functools import lru_cache
 
 _VERSION_SUFFIX = re.compile(r"v\d+$")
 
+# Python names whose usual call builds another op than the harvest can tell from the
+# function's code (which records every op it can reach): the ops a call with the
+# default arguments builds, the one on the gradient path first. Checked against the
+# ops TF traces for each call (tests/test_python_name_calls.py).
+DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
+    # tf.where(c, x, y) (the form on a gradient path); tf.where(c) alone is Where
+    "tf.where": ("SelectV2", "Where"),
+    "tf.compat.v1.where": ("Select", "Where"),
+    # method="bilinear" by default; area, bicubic, nearest... only when asked
+    "tf.image.resize": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
+                        "ResizeNearestNeighbor", "ScaleAndTranslate"),
+    "tf.compat.v1.image.resize": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
+                                  "ResizeNearestNeighbor"),
+    "tf.image.resize_images": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
+                               "ResizeNearestNeighbor"),
+    # sorted by top_k over the whole last axis (ascending: of -x)
+    "tf.sort": ("TopKV2",),
+    "tf.argsort": ("TopKV2",),
+    # side="left" by default: LowerBound; side="right": UpperBound
+    "tf.searchsorted": ("LowerBound", "UpperBound"),
+}
+
 
 def _bare(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())

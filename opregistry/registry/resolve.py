@@ -8,7 +8,7 @@ from typing import Any
 
 from opregistry.db.store import Store, ascii_lower
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.names import implemented_by
+from opregistry.registry.names import DEFAULT_CALLS, implemented_by
 
 # unknown names given a "did you mean" (difflib over every name: slow), and named in
 # the one error of a lookup of many
@@ -34,6 +34,9 @@ class NameIndex:
         for op in sorted(store.op_names_in(missing, fold_case=True) if missing else ()):
             self.folded.setdefault(ascii_lower(op), []).append(op)
         candidates = {c for n in names if not self._is_op(n) for c in _candidates(n)}
+        # the ops the usual call of a Python name builds (tf.where -> SelectV2)
+        called = {op for c in candidates for op in DEFAULT_CALLS.get(c, ())}
+        self.called = set(store.op_names_in(called)) if called else set()
         self.python: dict[str, list[dict[str, Any]]] = {}
         for row in store.python_names_in(candidates) if candidates else ():
             self.python.setdefault(row["name"], []).append(row)
@@ -54,6 +57,9 @@ class NameIndex:
         if ascii_lower(bare) in self.folded:
             return "op_case_insensitive", [(op, None) for op in self.folded[ascii_lower(bare)]]
         for candidate in _candidates(name):
+            called = [op for op in DEFAULT_CALLS.get(candidate, ()) if op in self.called]
+            if called:  # what the usual call builds, its gradient path's op first
+                return "python_name", [(op, "default_call") for op in called]
             found = self.python.get(candidate) or \
                 self.python_folded.get(ascii_lower(candidate), [])
             # the op the name is implemented by, not every op its code creates (else all)

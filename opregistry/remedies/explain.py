@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opregistry.db.location import DbLike
-from opregistry.remedies import Remedy, catalogue, snippet_for
+from opregistry.remedies import Suggestion, advise, catalogue, snippet_for
 from opregistry.shown import Shown
 
 # the reason a blocking op has, from its effective status (else its registry status)
@@ -23,15 +23,6 @@ class HistorySpan:
     releases: int
     gradient: str
     effective: str | None
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    remedy: Remedy
-    snippet: str  # filled in for the op (a RegisterGradient template, a policy rule)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.remedy.to_dict(), snippet=self.snippet, kind=self.remedy.kind)
 
 
 @dataclass(frozen=True, repr=False)
@@ -63,7 +54,6 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
     """The remedies for a reason (``integer_edge``) or an op (``ArgMax``, ``tf.round``),
     and for an op its status in ``release`` (default: the newest) and every release."""
     from opregistry.db.store import using, version_key
-    from opregistry.model.results import REASONS
     from opregistry.registry.facts import op_facts
     from opregistry.registry.lookup import lookup
 
@@ -71,10 +61,11 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
     with using(db) as store:
         # the release first, for a reason too: an unknown one is the same error everywhere
         version = store.release(release or "latest").version
-        if name in REASONS:
-            return Explanation(name, "reason", name, None, None, None, name,
-                               tuple(Suggestion(r, r.snippet) for r in cat.for_reason(name)),
-                               None)
+        if name in cat.reasons():
+            # a registration template for an op named OpName: valid Python as printed
+            return Explanation(name, "reason", name, None, None, None, name, tuple(
+                Suggestion(r, snippet_for(r, "OpName")) for r in cat.for_reason(name)),
+                None)
         found = lookup(name, db=store)
         op = found.ops[0]
         version, facts = op_facts(version, [op], db=store)
@@ -87,11 +78,16 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
     effective = fact.effective if fact else None
     reason = REASON_OF_STATUS.get(effective or gradient or "")
     definition = fact.definition if fact else {}
-    suggestions = tuple(Suggestion(r, snippet_for(r, op, definition))
-                        for r in cat.for_op(op, reason))
+    no_remedy = cat.why_none(op)
+    if reason is not None:  # as check shows it where the op stops a gradient
+        (advice,) = advise([(op, reason)], {op: definition}, {op: gradient or ""})
+        suggestions, no_remedy = advice.suggestions, advice.no_remedy or no_remedy
+    else:
+        suggestions = tuple(Suggestion(r, snippet_for(r, op, definition))
+                            for r in cat.for_op(op))
     where = (fact.library or version) if fact else None  # an op library's release by name
     return Explanation(name, "op", op, where, gradient, effective, reason,
-                       suggestions, cat.why_none(op), _spans(rows))
+                       suggestions, no_remedy, _spans(rows))
 
 
 def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:

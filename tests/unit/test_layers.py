@@ -19,8 +19,8 @@ LAYERS: list[set[str]] = [
      "vocabulary"},
     {"db"},
     {"registry", "harvest"},
+    {"remedies"},  # below model: check's results carry their remedies
     {"model"},
-    {"remedies"},
     {"numerical"},
     {"formats", "site"},
     {"policy_file", "policy"},

@@ -82,9 +82,70 @@ def test_register_template_names_the_op_arguments() -> None:
     _, facts = op_facts("2.21", ["MatMul"])
     text = register_template("MatMul", facts["MatMul"].definition)
     assert '@tf.RegisterGradient("MatMul")' in text
-    assert "a, b = op.inputs" in text and "return [grad_a, grad_b]" in text
+    assert "a, b = op.inputs" in text and "gradients = [grad_a, grad_b]" in text
     compile(text, "<template>", "exec")  # valid Python as printed
     single = register_template("Odd", {"inputs": [{"name": "lambda"}],
                                        "outputs": [{"name": "lambda"}]})
     assert "lambda_, = op.inputs" in single
     compile(single, "<template>", "exec")
+
+
+def test_register_template_slices_list_arguments_and_raises_until_written() -> None:
+    """ConcatV2's values are N tensors (not ``values, = op.inputs``), Unique has two
+    outputs; every template compiles, and run unfilled raises NotImplementedError
+    rather than return Ellipsis objects as gradients."""
+    _, facts = op_facts("2.21", ["ConcatV2", "Unique", "AdjustContrastv2"])
+    concat = register_template("ConcatV2", facts["ConcatV2"].definition)
+    assert 'values = op.inputs[0:op.get_attr("N")]' in concat
+    assert 'axis = op.inputs[op.get_attr("N")]' in concat
+    assert "gradients = [*grad_values, grad_axis]" in concat
+    assert "def _unique_grad(op, d_y, d_idx):" in \
+        register_template("Unique", facts["Unique"].definition)
+    text = register_template("AdjustContrastv2", facts["AdjustContrastv2"].definition)
+    scope: dict = {}
+    exec(compile(text.replace("import tensorflow as tf", "").replace(
+        "@tf.RegisterGradient", "@register"), "<t>", "exec"),
+        {"register": lambda name: (lambda f: scope.setdefault("f", f))})
+
+    class Op:
+        inputs = ("images", "factor")
+
+    with pytest.raises(NotImplementedError, match="AdjustContrastv2"):
+        scope["f"](Op(), "upstream")
+
+
+def test_integer_output_ops_get_no_template_and_say_why() -> None:
+    from opregistry.remedies import INTEGER_OUTPUTS, advise
+
+    _, facts = op_facts("2.21", ["Bucketize", "LowerBound", "HistogramFixedWidth", "Where",
+                                 "AdjustContrastv2"])
+    advice = advise([(op, "missing") for op in facts],
+                    {op: f.definition for op, f in facts.items()})
+    by_op = {a.op: a for a in advice}
+    for op in ("Bucketize", "LowerBound", "HistogramFixedWidth"):  # their soft forms only
+        assert by_op[op].suggestions, op
+        assert {s.remedy.kind for s in by_op[op].suggestions} == {"function"}, op
+    assert not by_op["Where"].suggestions and by_op["Where"].no_remedy == INTEGER_OUTPUTS
+    # its arithmetic first (a public API gives the gradient), the template after
+    kinds = [s.remedy.kind for s in by_op["AdjustContrastv2"].suggestions]
+    assert kinds[0] == "function" and "register" in kinds
+
+
+def test_a_savedmodel_gradient_raises_finding_gets_the_template() -> None:
+    from opregistry.remedies import advise
+
+    _, facts = op_facts("2.21", ["AdjustContrastv2"])
+    (advice,) = advise([("AdjustContrastv2", "gradient_raises")],
+                       {"AdjustContrastv2": facts["AdjustContrastv2"].definition},
+                       {"AdjustContrastv2": facts["AdjustContrastv2"].gradient})
+    (register,) = [s for s in advice.suggestions if s.remedy.kind == "register"]
+    assert "images, contrast_factor = op.inputs" in register.snippet
+
+
+def test_explain_of_a_reason_prints_valid_python() -> None:
+    from opregistry.remedies.explain import explain
+
+    for reason in catalogue().reasons():
+        for s in explain(reason).suggestions:
+            if s.remedy.kind in ("function", "register", "save"):
+                compile(s.snippet, f"<{reason} {s.remedy.id}>", "exec")

@@ -40,7 +40,8 @@ def test_json_has_the_remedies_of_each_blocking_op(tmp_path, capfd):
     assert (entry["op"], entry["reason"], entry["no_remedy"]) == ("ArgMax", "none", None)
     first = entry["remedies"][0]
     assert first["id"] == "soft-argmax" and first["title"].startswith("Soft-argmax")
-    assert first["snippet"].startswith("def fixed(x, t=0.1):")
+    # the imports a pasted snippet needs come first
+    assert first["snippet"].startswith("import tensorflow as tf\n\n\ndef fixed(x, t=0.1):")
 
 
 def test_sarif_fixes_are_descriptions_with_no_edit(tmp_path, capfd):
@@ -63,15 +64,14 @@ def test_sarif_fixes_are_descriptions_with_no_edit(tmp_path, capfd):
 
 
 def test_no_remedy_is_said(capfd):
-    from opregistry.formats.remedies import fix_lines, remedies_data
-    from opregistry.model.results import BlockingOp
+    from opregistry.formats.remedies import fix_lines
+    from opregistry.remedies import advise
 
-    ops = [BlockingOp("ta", "TensorArrayReadV2", None, "none"),
-           BlockingOp("c", "SomeCustomOp", None, "missing")]
-    lines = fix_lines(ops)
+    advice = advise([("TensorArrayReadV2", "none"), ("SomeCustomOp", "missing")], {})
+    lines = fix_lines(advice)
     assert lines[0].startswith("fix: TensorArrayReadV2 (none): no remedy: Deprecated TF1")
     assert lines[1].startswith("fix: SomeCustomOp (missing): Register a gradient")
-    data = remedies_data(ops)
+    data = [a.to_dict() for a in advice]
     assert data[0]["remedies"] == [] and data[0]["no_remedy"].startswith("Deprecated")
     # without the op's definition the template names no inputs
     assert "x, = op.inputs" in data[1]["remedies"][0]["snippet"]

@@ -1,0 +1,118 @@
+"""Coverage of the remedies on the public-API constructs users meet: each construct is
+traced by TF and checked; for every op ``check`` names where its gradient stops, the
+catalogue has a specific remedy (one naming the op, or its reason's own: not the generic
+advice, not a bare registration template) or a "no remedy" saying why. The ops still
+without either are listed in GAPS, which must match exactly (a remedy added, or a new
+gap, fails until the list says so). The counts are in docs/remedies.md:
+
+    python -m pytest -q -s tests/test_remedy_constructs.py -k counts
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from opregistry.remedies import catalogue
+
+tf = pytest.importorskip("tensorflow")
+
+V = tf.TensorSpec([4, 6], tf.float32)
+IMG = tf.TensorSpec([1, 4, 4, 3], tf.float32)
+F = Callable[[Any], Any]
+
+
+def _f(x: Any) -> Any:
+    return tf.cast(x, tf.float32)
+
+
+CONSTRUCTS: dict[str, tuple[F, Any]] = {
+    "tf.round": (lambda x: tf.round(x), V),
+    "tf.floor": (lambda x: tf.floor(x), V),
+    "tf.math.ceil": (lambda x: tf.math.ceil(x), V),
+    "tf.math.rint": (lambda x: tf.math.rint(x), V),
+    "tf.sign": (lambda x: tf.sign(x), V),
+    "tf.math.floordiv": (lambda x: tf.math.floordiv(x, 2.0), V),
+    "tf.truncatediv": (lambda x: tf.truncatediv(x, 2.0 + x * 0), V),
+    "tf.argmax": (lambda x: _f(tf.argmax(x, -1)), V),
+    "tf.argmin": (lambda x: _f(tf.argmin(x, -1)), V),
+    "tf.one_hot(tf.argmax)": (lambda x: tf.one_hot(tf.argmax(x, -1), 6), V),
+    "tf.math.top_k indices": (lambda x: _f(tf.math.top_k(x, 2).indices), V),
+    "tf.argsort": (lambda x: _f(tf.argsort(x)), V),
+    "tf.cast to int": (lambda x: _f(tf.cast(x, tf.int32)), V),
+    "x > 0": (lambda x: _f(x > 0.0), V),
+    "tf.equal": (lambda x: _f(tf.equal(x, 1.0)), V),
+    "tf.random.categorical": (lambda x: _f(tf.random.categorical(x, 1)), V),
+    "tf.numpy_function": (lambda x: tf.reshape(tf.numpy_function(
+        lambda a: a * 2, [x], tf.float32), [4, 6]), V),
+    "tf.stop_gradient": (lambda x: tf.stop_gradient(x) * x, V),
+    "tf.image.resize area": (lambda x: tf.image.resize(x, [2, 2], method="area"), IMG),
+    "tf.image.adjust_contrast": (lambda x: tf.image.adjust_contrast(x, 1.5), IMG),
+    "tf.unique": (lambda x: tf.unique(tf.reshape(x, [-1])).y, V),
+    "tf.math.bincount weights": (lambda x: tf.math.bincount(
+        tf.constant([0, 1, 1, 2]), weights=x[0, :4], minlength=3), V),
+    "tf.image.adjust_saturation": (lambda x: tf.image.adjust_saturation(x, 1.5), IMG),
+    "tf.image.adjust_hue": (lambda x: tf.image.adjust_hue(x, 0.1), IMG),
+    "tf.image.hsv_to_rgb": (lambda x: tf.image.hsv_to_rgb(tf.sigmoid(x)), IMG),
+    "tf.histogram_fixed_width": (lambda x: _f(tf.histogram_fixed_width(x, [-1.0, 1.0], 5)), V),
+    "tf.searchsorted": (lambda x: _f(tf.searchsorted(tf.sort(x), x)), V),
+    "tf.linalg.lu": (lambda x: tf.linalg.lu(x[:, :4] + tf.eye(4) * 5.0).lu, V),
+    "tf.image.extract_glimpse": (lambda x: tf.image.extract_glimpse(
+        x, [2, 2], tf.zeros([1, 2])), IMG),
+    "tf.image.non_max_suppression": (lambda x: tf.gather(x[:, 0], tf.image.non_max_suppression(
+        x[:, :4], x[:, 4], 2)), V),
+    "tf.sparse.reduce_max": (lambda x: tf.sparse.reduce_max(tf.sparse.from_dense(x), 1), V),
+}
+# blocking ops with neither a specific remedy nor a reason yet (issue 39's list)
+GAPS = {"AdjustSaturation", "AdjustHue", "Lu", "SparseReduceMax"}
+
+
+def _specific(op: str, reason: str) -> bool:
+    cat = catalogue()
+    found = [r for r in cat.for_op(op, reason) if r.kind not in ("advice", "register")]
+    return bool(found) or cat.why_none(op) is not None
+
+
+@pytest.fixture(scope="module")
+def flagged(harvested_db: Any) -> dict[str, set[tuple[str, str]]]:
+    """construct -> the (op, reason) pairs check names for it (none: not flagged)."""
+    from opregistry import check
+
+    out = {}
+    for name, (fn, spec) in CONSTRUCTS.items():
+        result = check(tf.function(fn, autograph=False), spec, db=harvested_db)
+        out[name] = {(b.op, b.reason) for b in result.stopping_ops}
+    return out
+
+
+def test_every_construct_is_flagged_where_tensorflow_gives_no_gradient(
+        flagged: dict[str, set[tuple[str, str]]]) -> None:
+    for name, (fn, spec) in CONSTRUCTS.items():
+        x = tf.Variable(tf.random.normal(spec.shape))
+        try:
+            with tf.GradientTape() as tape:
+                y = tf.reduce_sum(tf.cast(fn(x), tf.float32) * 1.5)
+            grad = tape.gradient(y, x)
+            blocked = grad is None or not bool(tf.reduce_any(grad != 0))
+        except (LookupError, TypeError):
+            blocked = True
+        if name == "tf.stop_gradient":  # a gradient arrives by the other path: partial
+            blocked = True
+        assert bool(flagged[name]) == blocked, (name, flagged[name])
+
+
+def test_every_flagged_op_has_a_specific_remedy_or_a_reason(
+        flagged: dict[str, set[tuple[str, str]]]) -> None:
+    uncovered = {op for pairs in flagged.values() for op, reason in pairs
+                 if not _specific(op, reason)}
+    assert uncovered == GAPS
+
+
+def test_counts(flagged: dict[str, set[tuple[str, str]]]) -> None:
+    hit = [name for name, pairs in flagged.items() if pairs]
+    covered = [name for name in hit if all(_specific(op, r) for op, r in flagged[name])]
+    print(f"\n{len(CONSTRUCTS)} constructs, {len(hit)} flagged by check, {len(covered)} with "
+          "a specific remedy or a reason for every op where the gradient stops")
+    assert len(covered) == len(hit) - len([n for n in hit if flagged[n] and any(
+        op in GAPS for op, _ in flagged[n])])
