@@ -13,6 +13,8 @@ from opregistry.cli.options import (
     FormatOption,
     OptionalList,
     OptionalStr,
+    Order,
+    OrderOption,
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
@@ -51,6 +53,7 @@ def check_files_command(
         False, "--xla", help="As for check: also whether each model's training step "
                              "compiles under XLA (jit_compile) on the CPU; exit 1 when "
                              "something will not compile."),
+    order: Order = OrderOption,
     ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: TableFormat = FormatOption,
@@ -58,7 +61,8 @@ def check_files_command(
     db: OptionalStr = DbOption,
 ) -> None:
     """Check several models (for pre-commit): findings per model, exit 1 if any; with
-    --xla, also what will not compile under XLA, as check --xla."""
+    --xla, also what will not compile under XLA, as check --xla; with --order 2, each
+    pair's second order, as check --order 2."""
     from opregistry.model.check import check
     from opregistry.policy import apply_to_check
 
@@ -68,7 +72,8 @@ def check_files_command(
     checked = []
     for model in models_of(files):
         try:
-            result = apply_to_check(check(model, release=release, db=db, xla=xla), policy)
+            result = apply_to_check(check(model, release=release, db=db, xla=xla,
+                                               order=int(order)), policy)
         except OpregistryError as exc:
             text = str(exc)  # the reader's message names the path already
             note(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")
@@ -76,7 +81,7 @@ def check_files_command(
             continue
         ignored += len(result.ignored)
         # as check's exit code (check_run.run_check), per model
-        if result.findings or result.xla_failures or (strict and (
+        if result.findings or result.xla_failures or result.second_order or (strict and (
                 result.partial_paths or result.xla)):
             failed += 1
         checked.append((model, result))

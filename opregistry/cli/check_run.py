@@ -21,7 +21,7 @@ else:  # the formats a check result has (its renderer's): table ... dot, sarif
 def run_check(model: str, release: str | None, output: Sequence[str] | None,
               tags: str | None, strict: bool, ignore: Sequence[str] | None,
               policy_file: str | None, fmt: CheckFormat | str, output_file: str | None,
-              db: str | None, xla: bool = False) -> int:
+              db: str | None, xla: bool = False, order: str = "1") -> int:
     """The whole ``check`` command: report on stdout (or ``-o``), notes on stderr; the
     exit code."""
     from opregistry.formats.check import summary_line
@@ -37,7 +37,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
         policy = load_policy(ignore or (), path=policy_file)
         say_serving_version(model)
         result = apply_to_check(check(model, release=release, db=db, outputs=wanted,
-                                      tags=tags, xla=xla), policy)
+                                      tags=tags, xla=xla, order=int(order)), policy)
         write_output(output_file, _render(fmt, result, db))
     except OpregistryError as exc:
         note(f"Error: {exc}")
@@ -45,7 +45,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
     note(summary_line(result))
     for line in summary(len(result.ignored), policy):
         note(line)
-    if result.findings or result.xla_failures or (strict and (
+    if result.findings or result.xla_failures or result.second_order or (strict and (
             result.partial_paths or policy.stale or result.xla)):
         return EXIT_FINDINGS
     return 0

@@ -75,7 +75,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
 
 def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None,
-          xla: bool = False) -> CheckResult:
+          xla: bool = False, order: int = 1) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
     the gradient stops.
 
@@ -85,7 +85,12 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     ``release`` defaults to the installed TensorFlow when the database has it, else the
     newest release in the database. With ``xla``, also whether each output's training
     step compiles under XLA on the CPU (``CheckResult.xla``, from the release's XLA
-    harvest: ``docs/xla.md``)."""
+    harvest: ``docs/xla.md``). With ``order=2``, also each pair's second order:
+    whether differentiating a first-order gradient of the output (a gradient penalty,
+    d²y/dx², a Hessian-vector product) is exact, dropped, raises or structurally zero
+    (``CheckResult.second_order``, ``OutputReport.second_order``: docs/second-order.md)."""
+    if order not in (1, 2):
+        raise ModelError(f"order must be 1 or 2, not {order!r}")
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
@@ -94,9 +99,13 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
     version, facts = op_facts(release or default_release(db), sorted(op_types), db=db)
+    second: dict[str, Any] | None = None
+    if order == 2:  # the facts of the ops the gradient functions create
+        made = sorted({b.op for f in facts.values() for b in f.second_order_blockers})
+        second = op_facts(version, made, db=db)[1] if made else {}
     with _no_gc():
-        result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
-                                     for m in models])
+        result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla,
+                                            second_order=second) for m in models])
     return result.with_libraries({op: f.library for op, f in facts.items() if f.library})
 
 
