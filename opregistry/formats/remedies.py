@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 
 
 def _pairs(blocking_ops: Iterable[BlockingOp]) -> list[tuple[str, str]]:
-    """Distinct (op type, reason) of blocking ops, in order of first appearance."""
+    """Distinct (op type, reason) of blocking ops, in order of first appearance; for
+    an op whose gradient op stops a second pass, the gradient op's (a gradient is
+    registered for ResizeNearestNeighborGrad, not for ResizeNearestNeighbor)."""
     seen: dict[tuple[str, str], None] = {}
     for b in blocking_ops:
-        seen.setdefault((b.op, b.reason), None)
+        seen.setdefault((getattr(b, "gradient_op", None) or b.op, b.reason), None)
     return list(seen)
 
 

@@ -45,7 +45,7 @@ class Checker:
             return
         # fixed random projections of the outputs, and second-order inner directions
         self.projections = [self.rng.standard_normal(int(np.size(t)))
-                            for t in self._outputs(self.subject.inputs)]
+                            for t in self.evaluate(self.subject.inputs)]
         self.inner_directions = [
             self.tf.constant(self.rng.standard_normal(t.shape), dtype=self._dtype_of(t))
             for t in self.inner]
@@ -74,24 +74,28 @@ class Checker:
             for var, value in restore:
                 var.assign(value)
 
-    def _outputs(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+    def evaluate(self, inputs: list[Any], eager: bool = False) -> list[Any]:
+        """The subject's outputs at ``inputs`` (``eager``: the form whose gradient is
+        taken), counted as a forward pass: the step order 2 composes."""
         self.passes += 1
         if eager:
             return self.subject.gradient_forward(*inputs)
         return self.subject.forward(*inputs)
 
-    def _project(self, output: Any, j: int) -> Any:
+    def project(self, output: Any, j: int) -> Any:
+        """Output ``j`` reduced to one number by the fixed random projection: the
+        scalar whose gradient the first order checks, and order 2 differentiates."""
         r = self.projections[j].reshape(output.shape)
         return self.tf.reduce_sum(output * self.tf.cast(r, output.dtype))
 
     def _measured(self, inputs: list[Any]) -> list[Any]:
         """What the finite differences are taken of, per output: the outputs."""
-        return self._outputs(inputs)
+        return self.evaluate(inputs)
 
     def _objective(self, inputs: list[Any], j: int, weights: Any) -> Any:
         """The scalar whose gradient is checked: output j projected on ``weights``
         (default: the fixed random projection)."""
-        out = self._outputs(inputs, eager=True)[j]
+        out = self.evaluate(inputs, eager=True)[j]
         w = self.projections[j] if weights is None else weights
         return self.tf.reduce_sum(out * self.tf.cast(w.reshape(out.shape), out.dtype))
 

@@ -30,7 +30,7 @@ class FirstGradient:
             with tf.GradientTape() as inner:
                 for w in watched:
                     inner.watch(w)
-                s = first._project(first._outputs(inputs, eager)[j], j)
+                s = first.project(first.evaluate(inputs, eager)[j], j)
             grads = inner.gradient(s, watched)
             q = tf.constant(0.0, dtype=s.dtype)
             for grad, v in zip(grads, first.inner_directions):

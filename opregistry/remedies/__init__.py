@@ -145,9 +145,11 @@ def snippet_for(remedy: Remedy, op: str, definition: dict[str, Any] | None = Non
 def definitions(release: str | None, blocking_ops: Iterable[BlockingOp], db: DbLike = None
                 ) -> dict[str, dict[str, Any]]:
     """op -> OpDef (as harvested) for the blocking ops whose remedy is a registration
-    template ({} where the database cannot say: the template then names no arguments)."""
-    wanted = sorted({b.op for b in blocking_ops
-                     if any(r.kind == "register" for r in remedies_for(b.op, b.reason))})
+    template ({} where the database cannot say: the template then names no arguments);
+    for an op whose gradient op stops a second pass, the gradient op's."""
+    named = [(getattr(b, "gradient_op", None) or b.op, b.reason) for b in blocking_ops]
+    wanted = sorted({op for op, reason in named
+                     if any(r.kind == "register" for r in remedies_for(op, reason))})
     if not wanted:
         return {}
     from opregistry.errors import OpregistryError
