@@ -125,8 +125,9 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                                            dep_insts))
             if order2 is not None:
                 graded_targets = [t for t in targets if t.name in report.with_gradient]
-                verdicts, found2 = order2.output(signature, output, tensor, graded_targets,
-                                                 meta_graph)
+                verdicts, found2 = order2.output(
+                    signature, output, tensor, graded_targets, meta_graph,
+                    call=([t for _, t in sig_outputs], targets))
                 report = replace(report, second_order=verdicts)
                 order2_found += found2
             reports.append(report)

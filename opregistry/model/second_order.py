@@ -33,7 +33,7 @@ from typing import Any
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
 from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
-from opregistry.model.walks import gradient_reach, passes
+from opregistry.model.walks import gradient_reach, output_passes, passes
 
 # second-order verdicts per (output, target), worst first
 VERDICTS = ("raises", "dropped", "exact", "zero")
@@ -81,6 +81,12 @@ GRADIENT_KEEPS_NO_VALUES = frozenset({
     "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
 })
 _RAISING = ("missing", "raises")
+# ops whose gradient function keeps some of their own outputs (the softmax of a
+# cross-entropy): differentiating the first gradient goes back through the op from
+# those outputs, and an input the op's gradient gives nothing from them (the labels,
+# per the probes' per-output facts) loses its term silently
+KEPT_OUTPUTS = {"SoftmaxCrossEntropyWithLogits": (1,),
+                "SparseSoftmaxCrossEntropyWithLogits": (1,)}
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ class SecondOrder:
                 if found:
                     self.stops[inst] = _Stop(inst, found)
         self._forward: dict[tuple[int, ...], set[int]] = {}
+        self._call_raising: dict[tuple[Any, ...], list[SecondOrderOp]] = {}
 
     def forward(self, sources: tuple[int, ...]) -> set[int]:
         """Every tensor whose value a gradient-passing path from ``sources`` changes."""
@@ -156,10 +163,37 @@ class SecondOrder:
                 stack.extend(o for o in _outputs(flat, inst) if flat.carries_gradient(o))
         return seen
 
+    def call_raising(self, outputs: list[int], targets: list[Any]) -> list[SecondOrderOp]:
+        """In a loaded function (one backward function for the whole call, whatever
+        output is differentiated): the gradient ops without a gradient function on the
+        first-order path of any of the call's ``outputs``, which make differentiating
+        any first gradient of the call raise."""
+        key = (tuple(outputs), tuple(s for t in targets for s in t.sources))
+        if key not in self._call_raising:
+            flat = self.flat
+            reach = set().union(*(self.state.reach(t) for t in outputs))
+            on_path = self.forward(key[1]) & reach
+            found = []
+            for inst, stop in sorted(self.stops.items()):
+                if stop.raises and flat.functions[inst] is not None and \
+                        self._crossed(inst, reach, on_path):
+                    found += _named(flat, inst, stop, True)
+            self._call_raising[key] = found
+        return self._call_raising[key]
+
+    def _crossed(self, inst: int, reach: set[int], on_path: set[int]) -> bool:
+        """Whether a first gradient goes through ``inst`` to a target."""
+        flat = self.flat
+        return any(o in reach for o in _outputs(flat, inst)) and any(
+            ref is not None and ref in on_path and passes(flat, inst, p) is None
+            for p, ref in enumerate(flat.inputs[inst]))
+
     def output(self, signature: str, output: str, tensor: int, targets: list[Any],
-               meta_graph: str) -> tuple[dict[str, str], list[SecondOrderFinding]]:
+               meta_graph: str, call: tuple[list[int], list[Any]] | None = None
+               ) -> tuple[dict[str, str], list[SecondOrderFinding]]:
         """(target name -> verdict, findings) for the targets that get a first-order
-        gradient from ``tensor`` (``targets``: analysis._Source)."""
+        gradient from ``tensor`` (``targets``: analysis._Source). ``call``: the
+        signature's outputs and targets, for a loaded function (``call_raising``)."""
         flat, state = self.flat, self.state
         reach = state.reach(tensor)
         on_path = self.forward(tuple(s for t in targets for s in t.sources)) & reach
@@ -172,6 +206,8 @@ class SecondOrder:
                         kept += _values(flat, consumer, position, structural=False)
         curved = _reach_all(flat, kept)
         raising, dropping, inner_of = self._stops(targets, reach, on_path)
+        if call is not None and targets and flat.model.format == "savedmodel":
+            raising = _unique(raising + self.call_raising(*call))
         verdicts: dict[str, str] = {}
         findings = []
         for t in targets:
@@ -200,6 +236,10 @@ class SecondOrder:
         raising: list[SecondOrderOp] = []
         dropping: dict[str, list[SecondOrderOp]] = {}
         inner_of: dict[str, set[str]] = {}
+        # a loaded function's first gradient is one backward function, differentiated
+        # as a whole: a gradient op without a gradient function raises wherever it is
+        whole_call = flat.model.format == "savedmodel"
+        self._kept_outputs(targets, reach, on_path, dropping, inner_of)
         for inst, stop in sorted(self.stops.items()):
             positions = [p for p, ref in enumerate(flat.inputs[inst])
                          if ref is not None and ref in on_path and passes(flat, inst, p) is None]
@@ -211,8 +251,9 @@ class SecondOrder:
                 continue
             values, structural = self._downstream(inst, reach)
             # any target the tape sees G read makes G recorded: TF raises for all
-            if stop.raises and _float_upstream(
-                    flat, structural + _own_values(flat, inst, structural=True)) & sources:
+            if stop.raises and ((whole_call and flat.functions[inst] is not None)
+                                or _float_upstream(flat, structural + _own_values(
+                                    flat, inst, structural=True)) & sources):
                 raising += _named(flat, inst, stop, True)
                 inner_of.setdefault("*", set()).update(inner)
             if stop.drops:
@@ -222,6 +263,36 @@ class SecondOrder:
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
                         inner_of.setdefault(t.name, set()).update(inner)
         return raising, dropping, inner_of
+
+    def _kept_outputs(self, targets: list[Any], reach: set[int], on_path: set[int],
+                      dropping: dict[str, list[SecondOrderOp]],
+                      inner_of: dict[str, set[str]]) -> None:
+        """The terms lost where a gradient keeps its op's own outputs (KEPT_OUTPUTS)."""
+        flat, state = self.flat, self.state
+        for inst, op in enumerate(flat.ops):
+            kept = KEPT_OUTPUTS.get(op)
+            if kept is None or inst in flat.transparent or \
+                    not any(o in reach for o in _outputs(flat, inst)):
+                continue
+            inputs = flat.inputs[inst]
+            passing = [p for p, ref in enumerate(inputs) if ref is not None and ref in on_path
+                       and passes(flat, inst, p) is None]
+            if not passing:
+                continue
+            inner = {t.name for t in targets if any(
+                s in state.upstream(inputs[p]) for p in passing for s in t.sources)}
+            node = flat.nodes[inst]
+            for p, ref in enumerate(inputs):
+                if ref is None or not flat.carries_gradient(ref) or \
+                        not any(output_passes(flat, inst, k, p) for k in kept):
+                    continue
+                upstream = state.upstream(ref)
+                for t in targets:
+                    if any(s in upstream for s in t.sources):
+                        dropping.setdefault(t.name, []).append(SecondOrderOp(
+                            node.name, op, flat.functions[inst], "partial_input",
+                            gradient_op=op))
+                        inner_of.setdefault(t.name, set()).update(inner)
 
     def _downstream(self, inst: int, reach: set[int]) -> tuple[list[int], list[int]]:
         """(values, structural) that the gradient functions of the ops between

@@ -114,7 +114,10 @@ def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], ve
         f = found.get((back.get(c.output, c.output), c.target))
         if c.order == 2 and f is not None and c.verdict in PROBLEMS:
             said = "silently dropped" if f.verdict == "dropped" else "raises"
-            c = replace(c, blocking_ops=f.blocking_ops, note=_join(
+            # a dropped term is a wrong number, whatever the one-sided differences say
+            verdict = "mismatch" if f.verdict == "dropped" and c.verdict == "non-smooth" \
+                else c.verdict
+            c = replace(c, verdict=verdict, blocking_ops=f.blocking_ops, note=_join(
                 c.note, f"second order {said}: " + ", ".join(
                     f"{b.op} via {b.gradient_op} ({b.reason})" for b in f.blocking_ops)))
         out.append(c)
