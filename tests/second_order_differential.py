@@ -178,6 +178,7 @@ def run(count: int, seed: int = 0, root: Path | None = None, db: Any = None) -> 
 
     from opregistry import check
 
+    tf.get_logger().setLevel("ERROR")  # a tf.function per output: retracing is meant
     report = Report()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
