@@ -29,7 +29,8 @@ class Hazard:
 
     op: SecondOrderOp  # with the line that created the forward op
     verdict: str  # dropped | raises
-    # the outer targets whose derivative loses a term (dropped), by source_key
+    # the outer targets whose derivative loses a term (dropped): by name as analysed,
+    # by source_key once bound to a call's sources
     targets: frozenset[Any]
     names: tuple[str, ...]
 
@@ -68,7 +69,7 @@ def tensor_key(tensor: Any) -> Any:
 
 def hazards(result: Any, keys: dict[str, Any], site_of: Any) -> tuple[Hazard, ...]:
     """The hazards of an analysed inner call (a CheckResult with second order):
-    ``keys`` is target name -> source_key."""
+    ``keys`` is target name -> how a Hazard holds it."""
     from dataclasses import replace
 
     from opregistry.guard.graphs import shown_site

@@ -112,7 +112,6 @@ class Session:
                      result: Any, log: Any, watched: Any) -> None:
         """Analyse the second order of a gradient call an outer tape records."""
         from opregistry.guard import second_order
-        from opregistry.model.analysis import analyse
 
         tf = sys.modules["tensorflow"]
         targets = [t for t in tf.nest.flatten(target) if t is not None]
@@ -130,28 +129,45 @@ class Session:
             key: Any = ("second", tuple(t.name for t in targets), tuple(names), graph.version)
             if key not in cache:
                 model = graphs.graph_call_model(tf, state, graph, targets, flat_sources, names)
-                cache[key] = (model, graphs.graph_site_of(graph))
-            model, site_of = cache[key]
+                cache[key] = self._hazards(model, graphs.graph_site_of(graph), names)
+            found = cache[key]
             differentiated = f"{targets[0].op.type} '{targets[0].op.name}'"
         elif isinstance(log, eager.EagerLog):
-            model, site_of = self._log_model(tf, log, targets, flat_sources, names)
+            # a training loop runs the same ops every step: analysed once per structure
+            key = ("second", log.key(targets, flat_sources))
+            if key not in self.cache.eager:
+                if len(self.cache.eager) >= EAGER_CACHE_SIZE:
+                    self.cache.eager.pop(next(iter(self.cache.eager)))
+                model, site_of = self._log_model(tf, log, targets, flat_sources, names)
+                self.cache.eager[key] = self._hazards(model, site_of, names)
+            found = self.cache.eager[key]
             ref = log.producer.get(getattr(targets[0], "_id", -1))
             differentiated = f"{log.ops[ref[0]][0]} '{log.node_name(ref[0])}'" \
                 if ref is not None and ref[0] >= 0 else "the target"
         else:
             return
+        if found:
+            # the analysis names targets; this call's sources are these objects
+            keys = {name: second_order.source_key(s) for name, s in zip(names, flat_sources)}
+            found = tuple(replace(h, targets=frozenset(keys[n] for n in h.targets if n in keys))
+                          for h in found)
+            results = frozenset(second_order.tensor_key(r) for r in tf.nest.flatten(result)
+                                if r is not None)
+            self.pending.append(second_order.Pending(results, found, differentiated, site))
+            del self.pending[:-second_order.PENDING_SIZE]
+
+    def _hazards(self, model: Any, site_of: Any, names: list[str]) -> tuple[Any, ...]:
+        """What stops the second pass of a gradient call's model (second_order.Hazard,
+        its targets by name)."""
+        from opregistry.guard import second_order
+        from opregistry.model.analysis import analyse
+
         known = self.facts.get(model.op_types)
         made = {b.op for f in list(known.values()) for b in f.second_order_blockers}
         known = self.facts.get(made)
         analysed = analyse(model, known, self.facts.release or "installed",
                            second_order=known)
-        keys = {name: second_order.source_key(s) for name, s in zip(names, flat_sources)}
-        found = second_order.hazards(analysed, keys, site_of)
-        if found:
-            results = frozenset(second_order.tensor_key(r) for r in tf.nest.flatten(result)
-                                if r is not None)
-            self.pending.append(second_order.Pending(results, found, differentiated, site))
-            del self.pending[:-second_order.PENDING_SIZE]
+        return second_order.hazards(analysed, {name: name for name in names}, site_of)
 
     def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
                  result: Any, log: Any) -> None:
