@@ -12,6 +12,8 @@ from opregistry.cli.options import (
     IgnoreOption,
     OptionalList,
     OptionalStr,
+    Order,
+    OrderOption,
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
@@ -46,6 +48,7 @@ def check_command(
                              "(jit_compile) on the CPU: every op of the forward pass, the "
                              "gradient of every op on a gradient path, and the structures XLA "
                              "cannot size; exit 1 when something will not compile."),
+    order: Order = OrderOption,
     ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: CheckFormat = typer.Option(CheckFormat.table, "--format", "-f",
@@ -56,7 +59,7 @@ def check_command(
     """Which variables and inputs get no gradient from each output, and every op where
     the gradient stops. The model is read statically: no TensorFlow, no model code."""
     code = run_check(model, release, output, tags, strict, ignore, policy_file, fmt,
-                     output_file, db, xla)
+                     output_file, db, xla, order)
     if code:
         raise typer.Exit(code=code)
 

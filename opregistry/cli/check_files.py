@@ -14,6 +14,8 @@ from opregistry.cli.options import (
     FormatOption,
     OptionalList,
     OptionalStr,
+    Order,
+    OrderOption,
     OutputFileOption,
     PolicyOption,
     ReleaseOption,
@@ -39,6 +41,7 @@ def check_files_command(
         False, "--xla", help="As for check: also whether each model's training step "
                              "compiles under XLA (jit_compile) on the CPU; exit 1 when "
                              "something will not compile."),
+    order: Order = OrderOption,
     ignore: OptionalList = CheckIgnoreOption,
     policy_file: OptionalStr = PolicyOption,
     fmt: TableFormat = FormatOption,
@@ -46,7 +49,8 @@ def check_files_command(
     db: OptionalStr = DbOption,
 ) -> None:
     """Check several models (for pre-commit): findings per model, exit 1 if any; with
-    --xla, also what will not compile under XLA, as check --xla."""
+    --xla, also what will not compile under XLA, as check --xla; with --order 2, each
+    pair's second order, as check --order 2."""
     from opregistry.model.check_files import check_files, fails
     from opregistry.policy import apply_to_check
 
@@ -57,7 +61,8 @@ def check_files_command(
     failed = errors = ignored = 0
     checked = []
     lines = []  # each model's line, or its error, in order
-    for model, outcome in check_files(files, release=chosen.version, db=db, xla=xla):
+    for model, outcome in check_files(files, release=chosen.version, db=db, xla=xla,
+                                      order=int(order)):
         if isinstance(outcome, OpregistryError):
             text = str(outcome)  # the reader's message names the path already
             lines.append(f"Error: {text if text.startswith(model) else f'{model}: {text}'}")

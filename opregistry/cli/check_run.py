@@ -21,7 +21,7 @@ else:  # the formats a check result has (its renderer's): table ... dot, sarif
 def run_check(model: str, release: str | None, output: Sequence[str] | None,
               tags: str | None, strict: bool, ignore: Sequence[str] | None,
               policy_file: str | None, fmt: CheckFormat | str, output_file: str | None,
-              db: str | None, xla: bool = False) -> int:
+              db: str | None, xla: bool = False, order: str = "1") -> int:
     """The whole ``check`` command: report on stdout (or ``-o``), notes on stderr; the
     exit code."""
     from opregistry.formats.check import summary_line
@@ -40,7 +40,7 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
         chosen = choose_release(release, db)  # once, before the model is read
         path = say_serving_version(model)
         result = apply_to_check(check(path, release=chosen.version, db=db, outputs=wanted,
-                                      tags=tags, xla=xla), policy)
+                                      tags=tags, xla=xla, order=int(order)), policy)
         write_output(output_file, render(result, fmt.value))
     except OpregistryError as exc:
         note(f"Error: {exc}")

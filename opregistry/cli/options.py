@@ -1,6 +1,7 @@
 """Options shared by every command, defined once."""
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
@@ -14,6 +15,23 @@ if TYPE_CHECKING:
 else:  # the formats every result has: table, json, csv, markdown
     TableFormat = format_choice("TableFormat", Renderer)
 
+
+
+class Order(str, Enum):
+    """``check --order``: a choice (not a number), so the fast path parses it."""
+
+    first = "1"
+    second = "2"
+
+
+OrderOption = typer.Option(
+    Order.first, "--order",
+    help="2: also each pair's second order, whether differentiating a first-order "
+         "gradient of the output (a gradient penalty, d2y/dx2, a Hessian-vector product) "
+         "with respect to the target is exact, dropped (an op of the first gradient "
+         "registered without a gradient: TensorFlow's number is silently wrong), raises "
+         "(no gradient function: LookupError) or structurally zero; exit 1 when "
+         "dropped or raising.")
 DbOption = typer.Option(
     None, "--db", metavar="PATH|URL", envvar="OPREGISTRY_DB", show_envvar=True,
     help="Database file or SQLAlchemy URL (default: the shipped database, read-only).")

@@ -34,7 +34,26 @@ def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
                              function=b.function if b else None,
                              reason=b.reason if b else "no path",
                              library=b.library if b else None))
-    return rows + xla_rows(result)
+    return rows + second_order_rows(result) + xla_rows(result)
+
+
+def second_order_rows(result: CheckResult) -> list[dict[str, Any]]:
+    """One row per (second-order finding, op) (``check --order 2``): status
+    ``second_order_dropped`` or ``second_order_raises``, the forward op, its gradient
+    op that stops the second pass (``gradient_op``) with that op's reason, the targets
+    whose first-order gradient crosses it (``gradient_of``) and the creating line."""
+    return [{"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
+             "target_kind": f.target_kind, "target": f.target,
+             "status": f"second_order_{f.verdict}", "node": b.node, "op": b.op,
+             "function": b.function, "reason": b.reason, "library": b.library,
+             "gradient_op": b.gradient_op, "gradient_of": ", ".join(f.gradient_of),
+             "site": b.site}
+            for f in result.second_order or () for b in f.blocking_ops]
+
+
+def second_order_columns(result: CheckResult) -> list[str]:
+    """The columns ``check --order 2`` adds when a pair's second order is wrong."""
+    return ["gradient_op", "gradient_of", "site"] if result.second_order else []
 
 
 def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
@@ -70,6 +89,8 @@ def summary_line(result: CheckResult) -> str:
                + (f" of {plural(len(result.meta_graphs), 'MetaGraph')}"
                   if len(result.meta_graphs) > 1 else "")
                + f" against TensorFlow {result.release}")
+    if result.second_order is not None:
+        summary += "; second order: " + second_order_summary(result)
     if result.xla is not None:
         summary += "; under XLA: " + xla_summary(result)
     if result.library_ops:
@@ -82,6 +103,19 @@ def summary_line(result: CheckResult) -> str:
         summary += "; ops unknown to the database: " + ", ".join(
             printable(op) for op in result.unknown_ops)
     return summary
+
+
+def second_order_summary(result: CheckResult) -> str:
+    """How many (output, target) pairs' second order is each verdict."""
+    from opregistry.model.second_order import VERDICTS
+
+    counts: dict[str, int] = {}
+    for o in result.outputs:
+        for verdict in (o.second_order or {}).values():
+            counts[verdict] = counts.get(verdict, 0) + 1
+    said = {"raises": "raising", "zero": "structurally zero"}
+    return ", ".join(f"{plural(counts[v], 'pair')} {said.get(v, v)}" for v in VERDICTS
+                     if counts.get(v)) or "no pair with a gradient"
 
 
 def xla_summary(result: CheckResult) -> str:
@@ -134,8 +168,10 @@ class CheckRenderer(Renderer["CheckResult"]):
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
         if any(f.library for f in _ops(result)):  # which op library a blocking op is from
             columns = [*columns, "library"]
-        # check --xla: what XLA refuses, where the op was created, the accepting rule
-        return [*columns, *xla_columns(result)]
+        # check --order 2: the gradient op, whose gradient, the line; check --xla: what
+        # XLA refuses, where the op was created, the accepting rule
+        extra = dict.fromkeys([*second_order_columns(result), *xla_columns(result)])
+        return [*columns, *extra]
 
     def summary(self, result: CheckResult) -> str:
         return summary_line(result)
@@ -184,10 +220,11 @@ class CheckedModelsRenderer(Renderer[CheckedModels]):
                 for row in finding_rows(checked)]
 
     def columns(self, result: CheckedModels) -> list[str]:
-        extra: dict[str, None] = {}  # check-files --xla: as check --xla, over the models
+        extra: dict[str, None] = {}  # check-files --xla, --order 2: as check, over the models
         for _, checked in result.results:
-            extra.update(dict.fromkeys(xla_columns(checked)))
-        return ["model", *COLUMNS, *(c for c in ("xla", "xla_message", "site", "ignored_by")
+            extra.update(dict.fromkeys([*second_order_columns(checked), *xla_columns(checked)]))
+        return ["model", *COLUMNS, *(c for c in ("gradient_op", "gradient_of", "xla",
+                                                 "xla_message", "site", "ignored_by")
                                      if c in extra)]
 
     def summary(self, result: CheckedModels) -> str:

@@ -35,9 +35,30 @@ def check_result_dot(result: CheckResult) -> str:
         for a, b in edges:
             lines.append(f'    "{index}:{_dot_escape(a)}" -> "{index}:{_dot_escape(b)}";')
         lines.append("  }")
+    lines += _second_order_clusters(result)
     lines += _xla_clusters(result)
     lines.append("}")
     return "\n".join(lines)
+
+
+def _second_order_clusters(result: CheckResult) -> list[str]:
+    """``check --order 2``: per (output, target) whose second order is dropped (red) or
+    raises (purple), the ops whose gradient op stops the second pass."""
+    lines = []
+    for index, f in enumerate(result.second_order or ()):
+        where = f"{f.signature}:" if f.signature else ""
+        lines += [f"  subgraph cluster_second_order_{index} {{",
+                  f'    label="{_dot_escape(where + f.output)} <- {_dot_escape(f.target)} '
+                  f'({f.target_kind}): second order {f.verdict}";']
+        color = "salmon" if f.verdict == "dropped" else "plum"
+        for b in f.blocking_ops:
+            name = b.node.rsplit("/", 1)[-1]
+            lines.append(f'    "o2_{index}:{_dot_escape(b.node)}:{_dot_escape(b.gradient_op)}" '
+                         f'[label="{_dot_escape(name)}\\n{_dot_escape(b.op)}\\nvia '
+                         f'{_dot_escape(b.gradient_op)}: {b.reason}", style=filled, '
+                         f'fillcolor="{color}"];')
+        lines.append("  }")
+    return lines
 
 
 def _xla_clusters(result: CheckResult) -> list[str]:

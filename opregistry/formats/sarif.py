@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         CheckResult,
         Finding,
         PartialPath,
+        SecondOrderFinding,
         XlaFinding,
     )
     from opregistry.numerical.results import GradcheckResult
@@ -87,6 +88,21 @@ RULES: dict[str, tuple[str, str]] = {
                     "The release was not harvested with XLA for an op on the training "
                     "step (or the harvest could not compile it alone): opregistry cannot "
                     "say whether it compiles."),
+    "second_order/dropped": (
+        "A second-order term is silently dropped",
+        "Differentiating a first-order gradient of the output (a gradient penalty, "
+        "d2y/dx2, a Hessian-vector product) crosses an op whose gradient function creates "
+        "an op registered without a gradient (ResizeBilinear's ResizeBilinearGrad): "
+        "TensorFlow adds zero for every term through it, with no error, and the number "
+        "is wrong (finite differences decide). Use a formulation whose gradient is "
+        "differentiable, or a tf.custom_gradient with a differentiable backward."),
+    "second_order/raises": (
+        "Differentiating the gradient raises",
+        "A first-order gradient of the output goes through an op whose gradient function "
+        "creates an op with no gradient function (ResizeNearestNeighborGrad, "
+        "ResizeBicubicGrad, SoftsignGrad) or one that raises (PreventGradient, for "
+        "CTCLoss): an outer tape differentiating that gradient raises LookupError, "
+        "whatever target it is asked about."),
     "gradcheck/mismatch": ("TensorFlow's gradient differs from finite differences",
                            "The analytic gradient and central finite differences disagree "
                            "beyond the tolerance."),
@@ -115,6 +131,8 @@ RULE_NAMES: dict[str, str] = {
     "gradient_raises": "GradientRaisesInSavedFunction",
     "no_path": "NoGradientPath",
     "partial_path": "OpOfConcernOnGradientPath",
+    "second_order/dropped": "SecondOrderTermDropped",
+    "second_order/raises": "SecondOrderRaises",
     "xla/fails": "TrainingStepDoesNotCompileUnderXla",
     "xla/unknown": "XlaCompilationUnknown",
     "gradcheck/mismatch": "GradientMismatch",
@@ -253,6 +271,7 @@ def check_sarif(result: CheckResult) -> str:
         *(("finding", f, f.blocking_ops) for f in result.findings),
         *(("partial_path", p, p.ops) for p in result.partial_paths)]
     results = [_pair_result(kind, item, ops, uri) for kind, item, ops in pairs]
+    results += [_second_order_result(f, uri) for f in result.second_order or ()]
     results += [_xla_result(x, uri) for x in result.xla or ()]
     for ignored in result.ignored:
         item = ignored.item
@@ -299,6 +318,43 @@ def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[BlockingOp, 
                        "target_kind": item.target_kind, "target": item.target,
                        "meta_graph": item.meta_graph,
                        "ops": [b.op for b in ops]},
+    }
+
+
+def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
+    """A ``check --order 2`` finding: rule second_order/dropped (or /raises), at its
+    first op."""
+    from opregistry.model.results import BlockingOp
+
+    where = f"{f.signature}/{f.output}" if f.signature else f.output
+    named = ", ".join(f"{b.node} ({b.op} via {b.gradient_op}: {b.reason})"
+                      for b in f.blocking_ops)
+    of = ", ".join(f.gradient_of)
+    what = "is silently wrong" if f.verdict == "dropped" else "raises"
+    return {
+        "ruleId": f"second_order/{f.verdict}",
+        "level": "error",
+        "message": {"text": printable(f"the derivative with respect to {f.target_kind} "
+                                      f"{f.target} of the gradient of {where} (with respect "
+                                      f"to {of}) {what}: {named}")},
+        "logical": [{"name": f.output, "kind": "member",
+                     "fullyQualifiedName": _qualified(f.signature, f.output)}] +
+        [{"name": b.node, "kind": "function",
+          "fullyQualifiedName": _qualified(f.signature, b.function, b.node)}
+         for b in f.blocking_ops],
+        "ops": f.blocking_ops,
+        # the remedies are the gradient op's (register a gradient for it, or another form)
+        "fix_ops": [BlockingOp(b.node, b.gradient_op, b.function, b.reason, b.site)
+                    for b in f.blocking_ops],
+        "partialFingerprints": {"opregistrySecondOrder/v1": _fingerprint(
+            uri, f.meta_graph, f.signature, f.output, f.target_kind, f.target, f.verdict,
+            sorted((b.node, b.op, b.gradient_op, b.reason) for b in f.blocking_ops))},
+        "properties": {"signature": f.signature, "output": f.output,
+                       "target_kind": f.target_kind, "target": f.target,
+                       "meta_graph": f.meta_graph, "verdict": f.verdict,
+                       "gradient_of": list(f.gradient_of),
+                       "ops": [b.op for b in f.blocking_ops],
+                       "gradient_ops": [b.gradient_op for b in f.blocking_ops]},
     }
 
 

@@ -24,7 +24,8 @@ from opregistry.guard.actions import (
 )
 
 __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
-           "GuardPolicy", "XlaCompileWarning", "current", "guard", "install", "uninstall"]
+           "GuardPolicy", "SecondOrderWarning", "XlaCompileWarning", "current", "guard",
+           "install", "uninstall"]
 
 
 
@@ -33,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from opregistry.guard.xla import XlaCompileWarning
 
         return XlaCompileWarning
+    if name == "SecondOrderWarning":
+        from opregistry.guard.second_order import SecondOrderWarning
+
+        return SecondOrderWarning
     raise AttributeError(name)
 
 

@@ -326,17 +326,23 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
         if session is None or _state.busy:
             return original(*args, **kwargs)
         site = call_site(2)
+        if is_tape:
+            tape, target, sources = _tape_args(args, kwargs)
+            log = getattr(tape, _LOG_ATTR, None) or getattr(tape, _SPANS_ATTR, None)
+        else:
+            tape, log = None, None
+            target = kwargs.get("ys", args[0] if args else None)
+            sources = kwargs.get("xs", args[1] if len(args) > 1 else None)
         _state.busy = True
         try:
+            # a gradient of a gradient taken under this tape: warned before TF raises
+            _inspect(session.before_gradient, target, sources, log, 3)
             result = original(*args, **kwargs)
-            if is_tape:
-                tape, target, sources = _tape_args(args, kwargs)
-                log = getattr(tape, _LOG_ATTR, None) or getattr(tape, _SPANS_ATTR, None)
-            else:
-                tape, log = None, None
-                target = kwargs.get("ys", args[0] if args else None)
-                sources = kwargs.get("xs", args[1] if len(args) > 1 else None)
-            _inspect(session, call, site, target, sources, result, log)
+            # an outer tape records this call: its second order is worth analysing
+            nested = _recording()
+            watched = tape.watched_variables() if tape is not None and nested else ()
+            _inspect(session.inspect, call, site, target, sources, result, log, watched,
+                     nested)
         finally:
             _state.busy = False
         return result
@@ -346,20 +352,30 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
     return gradient
 
 
-def _inspect(session: Any, *args: Any) -> None:
-    """The analysis of one call; a fault of the guard itself is one warning, never the
-    end of the user's training (NonDifferentiableError is the policy's, and passes)."""
+def _recording() -> bool:
+    """Whether a tape records what runs now (an outer tape around a gradient call)."""
+    from tensorflow.python.eager import record
+
+    return bool(record.could_possibly_record())
+
+
+def _inspect(step: Any, *args: Any) -> None:
+    """The analysis of one call (``step``: a session's ``inspect`` or
+    ``before_gradient``); a fault of the guard itself is one warning, never the end of
+    the user's training (NonDifferentiableError is the policy's, and passes)."""
     from opregistry.guard.actions import NonDifferentiableError, NonDifferentiableWarning
+    from opregistry.guard.second_order import SecondOrderWarning
     from opregistry.guard.xla import XlaCompileWarning
 
+    session = step.__self__
     try:
-        session.inspect(*args)
+        step(*args)
     except NonDifferentiableError:
         if session.on_raise is not None:
             session.on_raise()
         raise
-    except (NonDifferentiableWarning, XlaCompileWarning):  # our findings, which the
-        raise  # program turned into errors (``-W error``): theirs, not a guard fault
+    except (NonDifferentiableWarning, XlaCompileWarning, SecondOrderWarning):  # our
+        raise  # findings, which the program turned into errors (``-W error``)
     except Exception as exc:  # noqa: BLE001 - any fault in the analysis
         import warnings
 

@@ -53,6 +53,10 @@ class Session:
         self.on_raise: Any = None  # called before NonDifferentiableError leaves a hook
         # a program-wide guard hears every thread: one call analysed at a time
         self._lock = threading.RLock()
+        # gradients taken while an outer tape recorded, with what stops their second
+        # pass (guard/second_order.py), newest last; the ops warned about
+        self.pending: list[Any] = []
+        self._second_seen: set[tuple[str, str | None, str]] = set()
 
     @property
     def facts(self) -> Facts:
@@ -61,13 +65,109 @@ class Session:
         return self._facts
 
     def inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                result: Any, log: Any) -> None:
+                result: Any, log: Any, watched: Any = (), nested: bool = False) -> None:
         """One gradient call: every source without a gradient, or whose gradient the
         facts say is identically zero, handed to the policy. ``log``: what the hooks
         kept of the tape, the EagerLog of its ops run eagerly, or in a graph the
-        stretches of op ids while it recorded (or None)."""
+        stretches of op ids while it recorded (or None). ``nested``: an outer tape
+        records the call (its second order is then analysed, with the tape's
+        ``watched`` variables as the outer targets it may be differentiated for)."""
         with self._lock:
             self._inspect(call, site, target, sources, result, log)
+            if nested:
+                self._note_nested(call, site, target, sources, result, log, watched)
+
+    def before_gradient(self, target: Any, sources: Any, log: Any, stacklevel: int) -> None:
+        """Before TF computes a gradient: when it differentiates a gradient taken under
+        this tape (``inspect`` with ``nested``) through an op whose gradient op stops
+        the second pass, a SecondOrderWarning (before TF's LookupError, where it raises)."""
+        if not self.pending:
+            return
+        with self._lock:
+            from opregistry.guard import second_order
+
+            tf = sys.modules["tensorflow"]
+            targets = [t for t in tf.nest.flatten(target) if t is not None]
+            outer = {second_order.source_key(s): graphs.source_name(s, i)
+                     for i, s in enumerate(tf.nest.flatten(sources))}
+            from tensorflow.python.framework.ops import EagerTensor
+
+            symbolic = bool(targets) and not isinstance(targets[0], EagerTensor)
+            for pending in list(self.pending):
+                if symbolic:
+                    depends = second_order.depends_in_graph(targets, pending.results)
+                elif isinstance(log, eager.EagerLog):
+                    depends = second_order.depends_in_log(log, targets, pending.results)
+                else:
+                    depends = False
+                if not depends:
+                    continue
+                found = [replace(h, names=tuple(outer[k] for k in h.targets if k in outer))
+                         for h in pending.hazards
+                         if h.verdict == "raises" or h.targets & outer.keys()]
+                second_order.warn(pending, found, "this call", self._second_seen,
+                                  stacklevel + 1)
+
+    def _note_nested(self, call: str, site: Site | None, target: Any, sources: Any,
+                     result: Any, log: Any, watched: Any) -> None:
+        """Analyse the second order of a gradient call an outer tape records."""
+        from opregistry.guard import second_order
+
+        tf = sys.modules["tensorflow"]
+        targets = [t for t in tf.nest.flatten(target) if t is not None]
+        flat_sources = list(tf.nest.flatten(sources))
+        given = {second_order.source_key(s) for s in flat_sources}
+        flat_sources += [v for v in watched if second_order.source_key(v) not in given]
+        names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
+        from tensorflow.python.framework.ops import EagerTensor
+
+        if not targets:
+            return
+        if not isinstance(targets[0], EagerTensor):
+            graph = targets[0].graph
+            state, cache = self.cache.for_graph(graph)
+            key: Any = ("second", tuple(t.name for t in targets), tuple(names), graph.version)
+            if key not in cache:
+                model = graphs.graph_call_model(tf, state, graph, targets, flat_sources, names)
+                cache[key] = self._hazards(model, graphs.graph_site_of(graph), names)
+            found = cache[key]
+            differentiated = f"{targets[0].op.type} '{targets[0].op.name}'"
+        elif isinstance(log, eager.EagerLog):
+            # a training loop runs the same ops every step: analysed once per structure
+            key = ("second", log.key(targets, flat_sources))
+            if key not in self.cache.eager:
+                if len(self.cache.eager) >= EAGER_CACHE_SIZE:
+                    self.cache.eager.pop(next(iter(self.cache.eager)))
+                model, site_of = self._log_model(tf, log, targets, flat_sources, names)
+                self.cache.eager[key] = self._hazards(model, site_of, names)
+            found = self.cache.eager[key]
+            ref = log.producer.get(getattr(targets[0], "_id", -1))
+            differentiated = f"{log.ops[ref[0]][0]} '{log.node_name(ref[0])}'" \
+                if ref is not None and ref[0] >= 0 else "the target"
+        else:
+            return
+        if found:
+            # the analysis names targets; this call's sources are these objects
+            keys = {name: second_order.source_key(s) for name, s in zip(names, flat_sources)}
+            found = tuple(replace(h, targets=frozenset(keys[n] for n in h.targets if n in keys))
+                          for h in found)
+            results = frozenset(second_order.tensor_key(r) for r in tf.nest.flatten(result)
+                                if r is not None)
+            self.pending.append(second_order.Pending(results, found, differentiated, site))
+            del self.pending[:-second_order.PENDING_SIZE]
+
+    def _hazards(self, model: Any, site_of: Any, names: list[str]) -> tuple[Any, ...]:
+        """What stops the second pass of a gradient call's model (second_order.Hazard,
+        its targets by name)."""
+        from opregistry.guard import second_order
+        from opregistry.model.analysis import analyse
+
+        known = self.facts.get(model.op_types)
+        made = {b.op for f in list(known.values()) for b in f.second_order_blockers}
+        known = self.facts.get(made)
+        analysed = analyse(model, known, self.facts.release or "installed",
+                           second_order=known)
+        return second_order.hazards(analysed, {name: name for name in names}, site_of)
 
     def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
                  result: Any, log: Any) -> None:
@@ -193,6 +293,15 @@ class Session:
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
+        model, site_of = self._log_model(tf, log, targets, sources, names)
+        verdicts = graphs.judge(model, self.facts, site_of)
+        for name in names:  # a source the record never saw does not reach the target
+            verdicts.setdefault(name, Verdict("unrelated"))
+        return verdicts
+
+    def _log_model(self, tf: Any, log: eager.EagerLog, targets: list[Any],
+                   sources: list[Any], names: list[str]) -> tuple[Any, Any]:
+        """The Model of an eager record's gradient call, and node -> creating line."""
         # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
         # every variable, seen elsewhere in the record or not, matched by value
         held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
@@ -234,10 +343,7 @@ class Session:
             # an op of a tf.function called eagerly: the line of the call
             return calls.get(function) if function else sites.get(node)
 
-        verdicts = graphs.judge(model, self.facts, site_of)
-        for name in names:  # a source the record never saw does not reach the target
-            verdicts.setdefault(name, Verdict("unrelated"))
-        return verdicts
+        return model, site_of
 
     def summary(self) -> str:
         return self.policy.summary()

@@ -36,10 +36,12 @@ from opregistry.model.results import (
     Finding,
     OutputReport,
     PartialPath,
+    SecondOrderFinding,
     Target,
     XlaFinding,
     with_sites,
 )
+from opregistry.model.second_order import SecondOrder
 from opregistry.model.walks import (
     PYTHON_OPS,
     STATIC_FORMATS,
@@ -56,13 +58,18 @@ from opregistry.model.xla_check import xla_findings
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
             outputs: list[tuple[str | None, str]] | None = None,
-            flat: Flat | None = None, xla: bool = False) -> CheckResult:
+            flat: Flat | None = None, xla: bool = False,
+            second_order: dict[str, Any] | None = None) -> CheckResult:
     """Every (signature output, target) pair: with a gradient (and ops of concern on a
     path that still carries one), blocked (a finding, with the ops where its paths
     stop) or unrelated (the output does not depend on the target). With ``xla``, also
-    whether each output's training step compiles under XLA (``xla_check``)."""
+    whether each output's training step compiles under XLA (``xla_check``). With
+    ``second_order`` (the facts of the ops that gradient functions create, possibly
+    empty), also each pair's second order (``second_order.py``)."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
+    order2 = None if second_order is None else SecondOrder(flat, state, second_order)
+    order2_found: list[SecondOrderFinding] = []
     variables, inputs = model_targets(model, flat)
     meta_graph = ",".join(model.tags)
     reports, findings, partials, subgraphs = [], [], [], []
@@ -117,6 +124,13 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                                         tuple(blocking), meta_graph))
                 subgraphs.append(subgraph(flat, state.consumers(), source, tensor,
                                            dep_insts))
+            if order2 is not None:
+                graded_targets = [t for t in targets if t.name in report.with_gradient]
+                verdicts, found2 = order2.output(
+                    signature, output, tensor, graded_targets, meta_graph,
+                    call=([t for _, t in sig_outputs], targets))
+                report = replace(report, second_order=verdicts)
+                order2_found += found2
             reports.append(report)
     if model.sites:
         findings = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
@@ -124,6 +138,8 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         partials = [replace(p, ops=with_sites(model.sites, p.ops)) for p in partials]
         xla_found = [replace(x, site=model.sites.get(x.node)) if x.function is None else x
                      for x in xla_found]
+        order2_found = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
+                        for f in order2_found]
     all_targets = [t.public for t in variables] + [t.public for sig in sorted(inputs)
                                                     for t in inputs[sig]]
     return CheckResult(release=release, source=model.source, findings=findings,
@@ -131,7 +147,8 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                        unsaved_custom_gradients=sorted(flat.unsaved_custom_gradients),
                        partial_paths=partials, targets=all_targets,
                        unused_variables=list(model.unused_variables), subgraphs=subgraphs,
-                       xla=xla_found if xla else None)
+                       xla=xla_found if xla else None,
+                       second_order=order2_found if order2 is not None else None)
 
 
 class _State:

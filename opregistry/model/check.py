@@ -9,7 +9,7 @@ from opregistry.model.analysis import analyse
 from opregistry.model.graph import Model, ModelError
 from opregistry.model.readers import savedmodel
 from opregistry.model.results import CheckResult
-from opregistry.registry.facts import op_facts
+from opregistry.registry.facts import OpFacts, op_facts
 from opregistry.tf_types import Tensor, Traceable
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def _is_keras_file(path: str | os.PathLike[str]) -> bool:
 
 def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbLike = None,
           outputs: list[tuple[str | None, str]] | None = None, tags: str | None = None,
-          xla: bool = False) -> CheckResult:
+          xla: bool = False, order: int = 1) -> CheckResult:
     """Which trainable variables and inputs get no gradient from each output, and where
     the gradient stops.
 
@@ -87,7 +87,13 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
     one when the database holds it), else the newest in the database (a stand-in for
     the installed release is said with a ``ReleaseWarning``). With ``xla``, also whether
     each output's training step compiles under XLA on the CPU (``CheckResult.xla``,
-    from the release's XLA harvest: ``docs/xla.md``)."""
+    from the release's XLA harvest: ``docs/xla.md``). With ``order=2``, also each
+    pair's second order: whether differentiating a first-order gradient of the output
+    (a gradient penalty, d²y/dx², a Hessian-vector product) is exact, dropped, raises or
+    structurally zero (``CheckResult.second_order``, ``OutputReport.second_order``:
+    docs/second-order.md)."""
+    if order not in (1, 2):
+        raise ModelError(f"order must be 1 or 2, not {order!r}")
     with _no_gc():
         models = load_models(model, *inputs, tags=tags)
     if outputs:
@@ -96,12 +102,17 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
         _check_wanted_outputs(models, outputs)
     op_types = set().union(*(m.op_types for m in models))
     version, facts = op_facts(default_release(release, db), sorted(op_types), db=db)
+    second: dict[str, OpFacts] | None = None
+    if order == 2:  # the facts of the ops the gradient functions create
+        made = sorted({b.op for f in facts.values() for b in f.second_order_blockers})
+        second = op_facts(version, made, db=db)[1] if made else {}
     with _no_gc():
-        result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla)
-                                     for m in models])
+        result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla,
+                                            second_order=second) for m in models])
     result = result.with_libraries({op: f.library for op, f in facts.items() if f.library})
-    return result.with_remedies({op: f.definition for op, f in facts.items()},
-                                {op: f.gradient for op, f in facts.items()})
+    known = {**(second or {}), **facts}
+    return result.with_remedies({op: f.definition for op, f in known.items()},
+                                {op: f.gradient for op, f in known.items()})
 
 
 def _is_tensor_of(text: str, nodes: set[str]) -> bool:

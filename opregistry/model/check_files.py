@@ -25,7 +25,8 @@ def models_of(files: Iterable[str]) -> list[str]:
 
 
 def check_files(files: Iterable[str], *, release: str | None = None, db: DbLike = None,
-                xla: bool = False) -> Iterator[tuple[str, CheckResult | OpregistryError]]:
+                xla: bool = False, order: int = 1
+                ) -> Iterator[tuple[str, CheckResult | OpregistryError]]:
     """(model, its ``check`` result, or the error that stopped it) for each model of
     ``files`` (``models_of``), in order: one model's error does not stop the others.
     ``release``: as ``check``'s (resolve it once before: ``choose_release``)."""
@@ -33,14 +34,15 @@ def check_files(files: Iterable[str], *, release: str | None = None, db: DbLike 
 
     for model in models_of(files):
         try:
-            yield model, check(model, release=release, db=db, xla=xla)
+            yield model, check(model, release=release, db=db, xla=xla, order=order)
         except OpregistryError as exc:
             yield model, exc
 
 
 def fails(result: CheckResult, strict: bool = False) -> bool:
-    """Check's exit rule for one model (exit 1): a blocked target, or a training step
-    that will not compile under XLA; with ``strict``, also a partial path or any XLA
-    finding (a policy's stale rules are the command's to add)."""
-    return bool(result.findings or result.xla_failures or (strict and (
+    """Check's exit rule for one model (exit 1): a blocked target, a training step
+    that will not compile under XLA, or (``--order 2``) a second order that is dropped
+    or raises; with ``strict``, also a partial path or any XLA finding (a policy's
+    stale rules are the command's to add)."""
+    return bool(result.findings or result.xla_failures or result.second_order or (strict and (
         result.partial_paths or result.xla)))

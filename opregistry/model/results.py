@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
@@ -33,13 +33,44 @@ class BlockingOp:
     library: str | None = None  # the op library the op comes from ("tensorflow-text 2.21.1")
 
 
-def with_sites(sites: dict[str, str], ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
+_Op = TypeVar("_Op", bound=BlockingOp)
+
+
+def with_sites(sites: dict[str, str], ops: tuple[_Op, ...]) -> tuple[_Op, ...]:
     """``ops`` with the line that created each, where a traced model knows it (top-level
     nodes: ``sites`` is node -> "file:line")."""
     from dataclasses import replace
 
     return tuple(replace(b, site=sites[b.node]) if b.function is None and b.node in sites
                  else b for b in ops)
+
+
+@dataclass(frozen=True)
+class SecondOrderOp(BlockingOp):
+    """An op whose gradient function creates an op that stops the second pass (``check
+    --order 2``): ``reason`` is that gradient op's (no_gradient: the second-order term
+    is silently dropped; missing or raises: TensorFlow raises)."""
+
+    gradient_op: str = ""  # the op of the gradient function that stops (ResizeBilinearGrad)
+
+
+@dataclass(frozen=True)
+class SecondOrderFinding:
+    """An (output, target) pair whose second-order quantities are wrong (``dropped``:
+    TF's number silently misses terms) or fail (``raises``): differentiating, with
+    respect to the target, a first-order gradient of the output (a gradient penalty,
+    d²y/dx², a Hessian-vector product)."""
+
+    signature: str
+    output: str
+    target_kind: str
+    target: str
+    verdict: str  # dropped | raises
+    blocking_ops: tuple[SecondOrderOp, ...]
+    # the targets whose first-order gradient of the output crosses the ops: d/dw of
+    # ||dy/dx||² is wrong when x is one of them
+    gradient_of: tuple[str, ...] = ()
+    meta_graph: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +150,9 @@ class OutputReport:
     # with ``check --xla``: whether the training step compiles under XLA on the CPU
     # (compiles | fails | unknown); None when not asked
     xla: str | None = None
+    # with ``check --order 2``: target -> exact | dropped | raises | zero (structurally
+    # zero, and right) for the targets that get a gradient; None when not asked
+    second_order: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -147,6 +181,9 @@ class CheckResult(Shown):
     library_ops: dict[str, str] = field(default_factory=dict)
     # with ``check --xla``: what will not compile (or cannot be told); None when not asked
     xla: list[XlaFinding] | None = None
+    # with ``check --order 2``: the pairs whose second order is dropped or raises
+    second_order: list[SecondOrderFinding] | None = None
+
     # per (op type, reason) where a gradient stops: the remedies, filled in by ``check``
     # from the release's OpDefs (``remedies_shown``: those of what is still reported)
     remedies: tuple[OpRemedies, ...] = field(default=(), repr=False)
@@ -167,18 +204,21 @@ class CheckResult(Shown):
     def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
         """A new result naming, for each op of an op library, the library."""
 
-        def named(ops: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
+        def named(ops: tuple[_Op, ...]) -> tuple[_Op, ...]:
             return tuple(replace(b, library=library_ops[b.op]) if b.op in library_ops else b
                          for b in ops)
 
         return replace(self, library_ops=dict(sorted(library_ops.items())),
                        findings=[replace(f, blocking_ops=named(f.blocking_ops))
                                  for f in self.findings],
-                       partial_paths=[replace(p, ops=named(p.ops)) for p in self.partial_paths])
+                       partial_paths=[replace(p, ops=named(p.ops)) for p in self.partial_paths],
+                       second_order=None if self.second_order is None else [
+                           replace(s, blocking_ops=named(s.blocking_ops))
+                           for s in self.second_order])
 
     @property
     def ok(self) -> bool:
-        return not self.findings and not self.xla_failures
+        return not self.findings and not self.xla_failures and not self.second_order
 
     @property
     def xla_failures(self) -> list[XlaFinding]:
@@ -187,9 +227,13 @@ class CheckResult(Shown):
 
     @property
     def stopping_ops(self) -> list[BlockingOp]:
-        """Every op where a gradient stops, findings first, then partial paths."""
+        """Every op where a gradient stops, findings first, then partial paths, then
+        the gradient ops that stop a second pass (what a remedy is for: registering a
+        gradient for ResizeNearestNeighborGrad, not for ResizeNearestNeighbor)."""
         return [b for f in self.findings for b in f.blocking_ops] + \
-            [b for p in self.partial_paths for b in p.ops]
+            [b for p in self.partial_paths for b in p.ops] + \
+            [BlockingOp(b.node, b.gradient_op, b.function, b.reason, b.site, b.library)
+             for s in self.second_order or () for b in s.blocking_ops]
 
     @property
     def meta_graphs(self) -> list[str]:
@@ -212,7 +256,9 @@ class CheckResult(Shown):
                    targets=list(dict.fromkeys(t for r in results for t in r.targets)),
                    unused_variables=sorted({v for r in results for v in r.unused_variables}),
                    subgraphs=[s for r in results for s in r.subgraphs],
-                   xla=None if first.xla is None else [x for r in results for x in r.xla or ()])
+                   xla=None if first.xla is None else [x for r in results for x in r.xla or ()],
+                   second_order=None if first.second_order is None else [
+                       s for r in results for s in r.second_order or ()])
 
     def to_dict(self) -> dict[str, Any]:
         return {"release": self.release, "source": self.source,
@@ -226,7 +272,9 @@ class CheckResult(Shown):
                 "unsaved_custom_gradients": self.unsaved_custom_gradients,
                 "ignored": [i.to_dict() for i in self.ignored],
                 **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]}),
-                "remedies": [r.to_dict() for r in self.remedies_shown]}
+                "remedies": [r.to_dict() for r in self.remedies_shown],
+                **({} if self.second_order is None else
+                   {"second_order": [asdict(s) for s in self.second_order]})}
 
 
 def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[BlockingOp]

@@ -4,6 +4,7 @@ stops), what an output depends on, and the forward walk to the ops where a path 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
@@ -207,21 +208,21 @@ def add_consumers(flat: Flat, inst: int, consumers: Any) -> None:
                 consumers[ref].append((inst, position))
 
 
-def gradient_reach(flat: Flat, output: int, record: bool = False
+def gradient_reach(flat: Flat, output: int, record: bool = False, more: Sequence[int] = ()
                     ) -> tuple[set[int], list[tuple[int, int, int, int]]]:
-    """Every tensor a gradient of ``output`` reaches: one backward pass along edges
-    that carry gradients, through inputs their consumer passes a gradient to (from
-    the output it arrives at). With ``record``, also the edges (instance, position,
-    input, the output the gradient arrived at) where it stopped."""
+    """Every tensor a gradient of ``output`` (and of ``more``) reaches: one backward
+    pass along edges that carry gradients, through inputs their consumer passes a
+    gradient to (from the output it arrives at). With ``record``, also the edges
+    (instance, position, input, the output the gradient arrived at) where it stopped."""
     reached: set[int] = set()
     stopped: list[tuple[int, int, int, int]] = []
-    if not flat.carries_gradient(output):
+    stack = [t for t in (output, *more) if flat.carries_gradient(t)]
+    if not stack:
         return reached, stopped
     inputs, out_types, ops, transparent = flat.inputs, flat.out_types, flat.ops, \
         flat.transparent
     carries, cache, carriers = flat.carries_gradient, flat.passes_cache, GRADIENT_CARRIERS
     per_output = per_output_ops(flat)
-    stack = [output]
     pop, push, add, stop = stack.pop, stack.append, reached.add, stopped.append
     while stack:  # depth-first: the order does not matter, the set does
         t = pop()

@@ -94,13 +94,45 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
+    if result.order == 2 and facts is not None:  # named as check --order 2 names them
+        checks = _second_order_named(checks, models[1], facts, version or "", subject, db)
     from opregistry.remedies import advise
 
-    remedies = advise([(b.op, b.reason) for c in checks for b in c.blocking_ops],
+    # a second pass's stop: the gradient op's remedies (a gradient to register for it)
+    remedies = advise([(getattr(b, "gradient_op", None) or b.op, b.reason)
+                       for c in checks for b in c.blocking_ops],
                       {op: f.definition for op, f in (facts or {}).items()},
                       {op: f.gradient for op, f in (facts or {}).items()})
     return replace(result, checks=checks, release=version, remedies=remedies,
                    analysis_note=notes[-1] if notes else result.analysis_note)
+
+
+def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], version: str,
+                        subject: Any, db: DbLike) -> list[Any]:
+    """Order-2 problems named as ``check --order 2`` names the pair: the forward op
+    whose gradient op stops the second pass (ResizeBilinear via ResizeBilinearGrad,
+    with the line that created it), not the gradient graph's ops."""
+    from opregistry.model.analysis import analyse
+    from opregistry.registry.facts import op_facts
+
+    made = sorted({b.op for f in facts.values() for b in f.second_order_blockers})
+    made_facts = op_facts(version, made, db=db)[1] if made else {}
+    result = analyse(model, facts, version, second_order=made_facts)
+    back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
+    found = {(f.output, f.target): f for f in result.second_order or ()}
+    out = []
+    for c in checks:
+        f = found.get((back.get(c.output, c.output), c.target))
+        if c.order == 2 and f is not None and c.verdict in PROBLEMS:
+            said = "silently dropped" if f.verdict == "dropped" else "raises"
+            # a dropped term is a wrong number, whatever the one-sided differences say
+            verdict = "mismatch" if f.verdict == "dropped" and c.verdict == "non-smooth" \
+                else c.verdict
+            c = replace(c, verdict=verdict, blocking_ops=f.blocking_ops, note=_join(
+                c.note, f"second order {said}: " + ", ".join(
+                    f"{b.op} via {b.gradient_op} ({b.reason})" for b in f.blocking_ops)))
+        out.append(c)
+    return out
 
 
 def _revised(c: TargetCheck, blocking: Any, info: Any, named: bool, order: int

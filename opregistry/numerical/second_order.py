@@ -35,7 +35,8 @@ class FirstGradient:
             q = tf.constant(0.0, dtype=s.dtype)
             for grad, v in zip(grads, first.inner_directions):
                 if grad is not None:
-                    q = q + tf.reduce_sum(tf.cast(tf.convert_to_tensor(grad), s.dtype) * v)
+                    q = q + tf.reduce_sum(tf.cast(tf.convert_to_tensor(grad), s.dtype) *
+                                      tf.cast(v, s.dtype))
             values.append(q)
         return values
 

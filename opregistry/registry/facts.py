@@ -7,7 +7,14 @@ from typing import Any, Sequence
 
 from opregistry.db.location import DbLike
 from opregistry.db.store import Store, using
-from opregistry.registry.lookup import InputGradient, Xla, input_gradients, xla_of
+from opregistry.registry.lookup import (
+    Blocker,
+    InputGradient,
+    Xla,
+    blockers,
+    input_gradients,
+    xla_of,
+)
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,10 @@ class OpFacts:
     verification: str | None = None  # verified | flagged | not_verified (numeric probe)
     library: str | None = None  # "tensorflow-text 2.21.1": the op library it comes from
     xla: Xla | None = None  # XLA on the CPU; None where the release was harvested without
+    # second order (differentiable | blocked | unknown; None: not probed) and the ops of
+    # its gradient function whose own gradient stops (ResizeBilinearGrad: no_gradient)
+    second_order: str | None = None
+    second_order_blockers: tuple[Blocker, ...] = ()
 
 
 def op_facts(release: str | None, op_names: Sequence[str], *, db: DbLike = None
@@ -51,4 +62,5 @@ def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFact
     library = rel.label if rel.library else None
     return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
                                tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),
-                               row["verification"], library, xla_of(row)) for row in rows}
+                               row["verification"], library, xla_of(row), row["second_order"],
+                               blockers(row["second_order_blockers"])) for row in rows}

@@ -287,7 +287,7 @@ def op_release(row: Row, via: str | None = None,
                      needs_import=row["needs_import"], effective=row["effective"],
                      probe_reason=row["probe_reason"], inputs=tuple(inputs),
                      second_order=row["second_order"],
-                     second_order_blockers=_blockers(row["second_order_blockers"]),
+                     second_order_blockers=blockers(row["second_order_blockers"]),
                      verification=verification, library=row["library"] or None,
                      library_version=row["library_version"] or None, xla=xla_of(row))
 
@@ -310,7 +310,9 @@ def release_ops(store: Store, release_id: int, **filters: Any) -> dict[str, OpRe
             for row in store.op_rows(release_id=release_id, **filters)}
 
 
-def _blockers(text: str | None) -> tuple[Blocker, ...]:
+def blockers(text: str | None) -> tuple[Blocker, ...]:
+    """The blockers a row stores as JSON (second order: the gradient function's ops
+    whose own gradient stops)."""
     if not text:
         return ()
     import json

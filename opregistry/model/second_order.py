@@ -1,0 +1,395 @@
+"""Second order for a whole model (``check --order 2``): for every output and target,
+whether differentiating a first-order gradient of the output (a gradient penalty
+``d/dw ||dy/dx||²``, ``d²y/dx²``, a Hessian-vector product) with respect to the target
+is exact, ``dropped``, ``raises`` or structurally ``zero``.
+
+The second pass differentiates the ops that the first pass's gradient functions
+created. For an op O on a first-order gradient path, the database says which ops of
+O's gradient function stop the second pass (``second_order_blockers``:
+ResizeBilinear -> ResizeBilinearGrad, no_gradient). Such a gradient op G takes the
+gradient arriving at O (made by the gradient functions of the ops between O and the
+output, from the values they keep) and O's own tensors. Then:
+
+* ``raises``: G has no gradient function (``missing``, or one that raises) and one of
+  G's floating arguments is computed from a target: the outer tape records G, and TF
+  raises LookupError differentiating the step, whatever target it is asked about
+  (measured on 2.21: eager and traced alike), so every target of the output raises;
+* ``dropped``: G is registered with no gradient (or returns None) and the *value* of
+  G's arguments changes with the target (through a nonlinear op between O and the
+  output, a product's other factor, or O's own nonlinearity): TF silently adds zero
+  where the true term is not (finite differences decide); a change only through a
+  shape, a piecewise-linear op (ReLU, max pooling) or a linear one makes no term;
+* ``zero``: no op on a first-order path keeps a value that changes with the target
+  (only linear and piecewise-linear ops): the second derivative is structurally zero,
+  and TF's zero is right;
+* ``exact`` otherwise.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from opregistry.model.flatten import INST, OUT, Flat, tensor_id
+from opregistry.model.library import VALUE_FREE_OPS
+from opregistry.model.results import SecondOrderFinding, SecondOrderOp
+from opregistry.model.walks import gradient_reach, output_passes, passes
+
+# second-order verdicts per (output, target), worst first
+VERDICTS = ("raises", "dropped", "exact", "zero")
+
+# ops whose Jacobian is constant (their gradient functions keep no value, only shapes)
+LINEAR_OPS = frozenset({
+    "Identity", "IdentityN", "Snapshot", "EnsureShape", "PreventGradient", "Add", "AddV2",
+    "AddN", "Sub", "Neg", "Sum", "Mean", "Reshape", "Transpose", "ConcatV2", "Concat",
+    "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "ExpandDims", "Squeeze",
+    "Pack", "Unpack", "Split", "SplitV", "BroadcastTo", "ReverseV2", "Cumsum", "BiasAdd",
+    "Cast", "ReadVariableOp", "GatherV2", "Gather", "ResourceGather", "GatherNd",
+    "UnsortedSegmentSum", "SegmentSum", "SparseSegmentSum", "SparseSegmentMean",
+    "SparseSegmentSqrtN", "ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic",
+    "ResizeArea", "AvgPool", "AvgPool3D", "SpaceToDepth", "DepthToSpace", "SpaceToBatchND",
+    "BatchToSpaceND", "TensorListFromTensor", "TensorListStack", "TensorListGetItem",
+    "TensorListSetItem", "TensorListPushBack", "TensorListPopBack", "TensorListReserve",
+    "TensorListElementShape", "ZerosLike", "OnesLike", "StopGradient", "Fill",
+    "ScatterNd", "TensorScatterAdd", "MatrixDiag", "MatrixDiagV3", "MatrixDiagPartV3",
+    "Real", "Imag", "Conj", "Complex", "AvgPoolGrad", "Copy",
+})
+# ops whose Jacobian for one input is another input: their gradient keeps the others
+BILINEAR_OPS = frozenset({
+    "Mul", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D",
+    "Conv1D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv3DBackpropInputV2",
+    "DepthwiseConv2dNativeBackpropInput", "Einsum", "Conv2DBackpropFilter",
+})
+# ops whose Jacobian is piecewise constant: a second derivative through them is zero
+# (structurally: their gradient still reads their input, so a tape records it)
+PIECEWISE_LINEAR_OPS = frozenset({
+    "Relu", "Relu6", "LeakyRelu", "MaxPool", "MaxPoolV2", "MaxPool3D", "Maximum", "Minimum",
+    "Abs", "ClipByValue", "Select", "SelectV2", "Max", "Min", "SegmentMax", "SegmentMin",
+    "UnsortedSegmentMax", "UnsortedSegmentMin", "ReluGrad", "Relu6Grad", "MaxPoolGrad",
+    "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars",
+    "FakeQuantWithMinMaxVarsPerChannel", "Sign", "Floor", "Ceil", "Round", "Rint",
+})
+# gradient ops whose own gradient is rightly absent: what they compute does not change
+# with their inputs' values, or only by steps
+HARMLESS_BLOCKERS = VALUE_FREE_OPS | {"StopGradient", "Sign", "Floor", "FloorDiv", "Round",
+                                      "Ceil", "Rint", "FloorMod", "Cast"}
+# ops whose gradient op takes only the incoming gradient (and shapes, sizes, indices):
+# none of the op's floating tensors
+GRADIENT_KEEPS_NO_VALUES = frozenset({
+    "ResizeNearestNeighbor", "FractionalAvgPool", "AvgPool", "AvgPool3D", "SparseSegmentSum",
+    "SparseSegmentMean", "SparseSegmentSqrtN", "SparseSegmentSumWithNumSegments",
+    "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
+})
+_RAISING = ("missing", "raises")
+# ops whose gradient function keeps some of their own outputs (the softmax of a
+# cross-entropy): differentiating the first gradient goes back through the op from
+# those outputs, and an input the op's gradient gives nothing from them (the labels,
+# per the probes' per-output facts) loses its term silently
+KEPT_OUTPUTS = {"SoftmaxCrossEntropyWithLogits": (1,),
+                "SparseSoftmaxCrossEntropyWithLogits": (1,)}
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """An op of the graph whose gradient function stops the second pass."""
+
+    inst: int
+    blockers: tuple[tuple[str, str], ...]  # (gradient op, reason)
+
+    @property
+    def raises(self) -> bool:
+        return any(reason in _RAISING for _, reason in self.blockers)
+
+    @property
+    def drops(self) -> bool:
+        return any(reason not in _RAISING for _, reason in self.blockers)
+
+
+def relevant_blockers(facts: Any, blocker_facts: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The (gradient op, reason) of an op's second-order blockers that make a number
+    wrong or raise: not a zeros_like or a sign (rightly without a gradient), not an op
+    that takes nothing a gradient could carry (TensorListReserve's sizes)."""
+    out = []
+    for b in getattr(facts, "second_order_blockers", ()):
+        if b.op in HARMLESS_BLOCKERS or b.reason not in ("no_gradient", "none", *_RAISING):
+            continue
+        known = blocker_facts.get(b.op)
+        if known is not None and known.inputs and \
+                not any(i.carries_gradient for i in known.inputs):
+            continue
+        out.append((b.op, b.reason))
+    return tuple(out)
+
+
+class SecondOrder:
+    """Second order of one flattened graph: the walks each output needs, shared."""
+
+    def __init__(self, flat: Flat, state: Any, blocker_facts: dict[str, Any]):
+        self.flat = flat
+        self.state = state  # analysis._State: reach, upstream, consumers
+        self.stops: dict[int, _Stop] = {}
+        for inst, op in enumerate(flat.ops):
+            if inst in flat.transparent:
+                continue
+            facts = flat.facts.get(op)
+            if facts is not None and facts.second_order == "blocked":
+                found = relevant_blockers(facts, blocker_facts)
+                if found:
+                    self.stops[inst] = _Stop(inst, found)
+        self._forward: dict[tuple[int, ...], set[int]] = {}
+        self._call_raising: dict[tuple[Any, ...], list[SecondOrderOp]] = {}
+
+    def forward(self, sources: tuple[int, ...]) -> set[int]:
+        """Every tensor whose value a gradient-passing path from ``sources`` changes."""
+        if sources not in self._forward:
+            self._forward[sources] = self._walk_forward(sources)
+        return self._forward[sources]
+
+    def _walk_forward(self, sources: Iterable[int]) -> set[int]:
+        flat, consumers = self.flat, self.state.consumers()
+        seen: set[int] = set()
+        stack = list(sources)
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            for inst, position in consumers.get(t, ()):
+                if position < 0:
+                    stack.append(tensor_id(inst, -1 - position))
+                    continue
+                if inst in flat.transparent or passes(flat, inst, position) is not None:
+                    continue
+                stack.extend(o for o in _outputs(flat, inst) if flat.carries_gradient(o))
+        return seen
+
+    def call_raising(self, outputs: list[int], targets: list[Any]) -> list[SecondOrderOp]:
+        """In a loaded function (one backward function for the whole call, whatever
+        output is differentiated): the gradient ops without a gradient function on the
+        first-order path of any of the call's ``outputs``, which make differentiating
+        any first gradient of the call raise."""
+        key = (tuple(outputs), tuple(s for t in targets for s in t.sources))
+        if key not in self._call_raising:
+            flat = self.flat
+            reach = set().union(*(self.state.reach(t) for t in outputs))
+            on_path = self.forward(key[1]) & reach
+            found = []
+            for inst, stop in sorted(self.stops.items()):
+                if stop.raises and flat.functions[inst] is not None and \
+                        self._crossed(inst, reach, on_path):
+                    found += _named(flat, inst, stop, True)
+            self._call_raising[key] = found
+        return self._call_raising[key]
+
+    def _crossed(self, inst: int, reach: set[int], on_path: set[int]) -> bool:
+        """Whether a first gradient goes through ``inst`` to a target."""
+        flat = self.flat
+        return any(o in reach for o in _outputs(flat, inst)) and any(
+            ref is not None and ref in on_path and passes(flat, inst, p) is None
+            for p, ref in enumerate(flat.inputs[inst]))
+
+    def output(self, signature: str, output: str, tensor: int, targets: list[Any],
+               meta_graph: str, call: tuple[list[int], list[Any]] | None = None
+               ) -> tuple[dict[str, str], list[SecondOrderFinding]]:
+        """(target name -> verdict, findings) for the targets that get a first-order
+        gradient from ``tensor`` (``targets``: analysis._Source). ``call``: the
+        signature's outputs and targets, for a loaded function (``call_raising``)."""
+        flat, state = self.flat, self.state
+        reach = state.reach(tensor)
+        on_path = self.forward(tuple(s for t in targets for s in t.sources)) & reach
+        # every value the first-order gradient keeps that could change with a target
+        kept: list[int] = []
+        for inst in {t & INST for t in on_path}:
+            for t in _outputs(flat, inst):
+                for consumer, position in self.state.consumers().get(t, ()):
+                    if position >= 0 and consumer not in flat.transparent:
+                        kept += _values(flat, consumer, position, structural=False)
+        curved = _reach_all(flat, kept)
+        raising, dropping, inner_of = self._stops(targets, reach, on_path)
+        if call is not None and targets and flat.model.format == "savedmodel":
+            raising = _unique(raising + self.call_raising(*call))
+        verdicts: dict[str, str] = {}
+        findings = []
+        for t in targets:
+            if raising:
+                verdict, ops = "raises", raising
+            elif t.name in dropping:
+                verdict, ops = "dropped", dropping[t.name]
+            else:
+                verdicts[t.name] = "exact" if any(s in curved for s in t.sources) else "zero"
+                continue
+            verdicts[t.name] = verdict
+            inner = inner_of.get("*" if verdict == "raises" else t.name, set())
+            findings.append(SecondOrderFinding(signature, output, t.kind, t.name, verdict,
+                                               tuple(_unique(ops)), tuple(sorted(inner)),
+                                               meta_graph))
+        return verdicts, findings
+
+    def _stops(self, targets: list[Any], reach: set[int], on_path: set[int]
+               ) -> tuple[list[SecondOrderOp], dict[str, list[SecondOrderOp]],
+                          dict[str, set[str]]]:
+        """(the ops that make the output's second order raise, target -> the ops that
+        drop a term of its derivative, target or "*" -> the targets whose first-order
+        gradient crosses them)."""
+        flat, state = self.flat, self.state
+        sources = {s for t in targets for s in t.sources}
+        raising: list[SecondOrderOp] = []
+        dropping: dict[str, list[SecondOrderOp]] = {}
+        inner_of: dict[str, set[str]] = {}
+        # a loaded function's first gradient is one backward function, differentiated
+        # as a whole: a gradient op without a gradient function raises wherever it is
+        whole_call = flat.model.format == "savedmodel"
+        self._kept_outputs(targets, reach, on_path, dropping, inner_of)
+        for inst, stop in sorted(self.stops.items()):
+            positions = [p for p, ref in enumerate(flat.inputs[inst])
+                         if ref is not None and ref in on_path and passes(flat, inst, p) is None]
+            if not positions or not any(o in reach for o in _outputs(flat, inst)):
+                continue
+            upstream = set().union(*(state.upstream(flat.inputs[inst][p]) for p in positions))
+            inner = {t.name for t in targets if any(s in upstream for s in t.sources)}
+            if not inner:
+                continue
+            values, structural = self._downstream(inst, reach)
+            # any target the tape sees G read makes G recorded: TF raises for all
+            if stop.raises and ((whole_call and flat.functions[inst] is not None)
+                                or _float_upstream(flat, structural + _own_values(
+                                    flat, inst, structural=True)) & sources):
+                raising += _named(flat, inst, stop, True)
+                inner_of.setdefault("*", set()).update(inner)
+            if stop.drops:
+                changing = _reach_all(flat, values + _own_values(flat, inst, structural=False))
+                for t in targets:
+                    if any(s in changing for s in t.sources):
+                        dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
+                        inner_of.setdefault(t.name, set()).update(inner)
+        return raising, dropping, inner_of
+
+    def _kept_outputs(self, targets: list[Any], reach: set[int], on_path: set[int],
+                      dropping: dict[str, list[SecondOrderOp]],
+                      inner_of: dict[str, set[str]]) -> None:
+        """The terms lost where a gradient keeps its op's own outputs (KEPT_OUTPUTS)."""
+        flat, state = self.flat, self.state
+        for inst, op in enumerate(flat.ops):
+            kept = KEPT_OUTPUTS.get(op)
+            if kept is None or inst in flat.transparent or \
+                    not any(o in reach for o in _outputs(flat, inst)):
+                continue
+            inputs = flat.inputs[inst]
+            passing = [p for p, ref in enumerate(inputs) if ref is not None and ref in on_path
+                       and passes(flat, inst, p) is None]
+            if not passing:
+                continue
+            inner = {t.name for t in targets if any(
+                s in state.upstream(inputs[p]) for p in passing for s in t.sources)}
+            node = flat.nodes[inst]
+            for p, ref in enumerate(inputs):
+                if ref is None or not flat.carries_gradient(ref) or \
+                        not any(output_passes(flat, inst, k, p) for k in kept):
+                    continue
+                upstream = state.upstream(ref)
+                for t in targets:
+                    if any(s in upstream for s in t.sources):
+                        dropping.setdefault(t.name, []).append(SecondOrderOp(
+                            node.name, op, flat.functions[inst], "partial_input",
+                            gradient_op=op))
+                        inner_of.setdefault(t.name, set()).update(inner)
+
+    def _downstream(self, inst: int, reach: set[int]) -> tuple[list[int], list[int]]:
+        """(values, structural) that the gradient functions of the ops between
+        ``inst`` and the output keep: what the gradient arriving at ``inst`` is made of."""
+        flat, consumers = self.flat, self.state.consumers()
+        values: list[int] = []
+        structural: list[int] = []
+        seen: set[int] = set()
+        stack = [o for o in _outputs(flat, inst) if o in reach]
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            for consumer, position in consumers.get(t, ()):
+                if position < 0:
+                    out = tensor_id(consumer, -1 - position)
+                    if out in reach:
+                        stack.append(out)
+                    continue
+                if consumer in flat.transparent or passes(flat, consumer, position) is not None:
+                    continue
+                outs = [o for o in _outputs(flat, consumer) if o in reach]
+                if not outs:
+                    continue
+                values += _values(flat, consumer, position, structural=False)
+                structural += _values(flat, consumer, position, structural=True)
+                stack.extend(outs)
+        return values, structural
+
+
+def _named(flat: Flat, inst: int, stop: _Stop, raises: bool) -> list[SecondOrderOp]:
+    node = flat.nodes[inst]
+    return [SecondOrderOp(node.name, node.op, flat.functions[inst], reason, gradient_op=op)
+            for op, reason in stop.blockers if (reason in _RAISING) == raises]
+
+
+def _outputs(flat: Flat, inst: int) -> list[int]:
+    return [tensor_id(inst, i) for i in range(max(1, len(flat.out_types[inst])))]
+
+
+def _floats(flat: Flat, refs: Iterable[int | None]) -> list[int]:
+    return [r for r in refs if r is not None and flat.carries_gradient(r)]
+
+
+def _values(flat: Flat, inst: int, position: int, structural: bool) -> list[int]:
+    """The tensors ``inst``'s gradient for input ``position`` keeps: for their values
+    (``structural`` False: what its Jacobian changes with) or at all (what a tape sees
+    it read)."""
+    op = flat.ops[inst]
+    if op in LINEAR_OPS:
+        return []
+    if op in BILINEAR_OPS:
+        return _floats(flat, [r for p, r in enumerate(flat.inputs[inst]) if p != position])
+    if op in PIECEWISE_LINEAR_OPS and not structural:
+        return []
+    return _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
+
+
+def _own_values(flat: Flat, inst: int, structural: bool) -> list[int]:
+    """What a blocked op's own gradient op reads of the op's tensors."""
+    op = flat.ops[inst]
+    if structural:
+        return [] if op in GRADIENT_KEEPS_NO_VALUES else \
+            _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
+    if op in LINEAR_OPS or op in PIECEWISE_LINEAR_OPS:
+        return []
+    return _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
+
+
+def _reach_all(flat: Flat, tensors: list[int]) -> set[int]:
+    """What a gradient arriving at any of ``tensors`` reaches (one walk)."""
+    if not tensors:
+        return set()
+    return gradient_reach(flat, tensors[0], more=tensors[1:])[0]
+
+
+def _float_upstream(flat: Flat, tensors: list[int]) -> set[int]:
+    """Every tensor ``tensors`` are computed from along floating edges, through any op
+    (what a tape records, whether or not the op has a gradient)."""
+    seen: set[int] = set()
+    stack = [t for t in tensors if flat.carries_gradient(t)]
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        inst = t & INST
+        if inst in flat.transparent:
+            stack.extend(flat.transparent[inst].get(t >> OUT, ()))
+            continue
+        stack.extend(r for r in flat.inputs[inst]
+                     if r is not None and flat.carries_gradient(r))
+    return seen
+
+
+def _unique(ops: list[SecondOrderOp]) -> list[SecondOrderOp]:
+    return sorted(dict.fromkeys(ops), key=lambda b: (b.function or "", b.node, b.gradient_op))
+
+
