@@ -1,11 +1,11 @@
 """``check --xla``: does an output's training step compile under XLA on the CPU?
 
 What TF compiles is the *step*. For a loaded call (a TF2 SavedModel's signature, from
-``tf.saved_model.save`` or Keras ``model.export``) that is the whole called function
-and its whole backward function, whichever output is differentiated: every op any
-output of the signature depends on, the gradient of every op between the step's targets
-and any output, and the loop and branch rewrites the loaded backward makes; every output
-of the signature then gets the same verdict (``step_findings``). Where TF prunes the
+``tf.saved_model.save`` or Keras ``model.export``) that includes the call's whole
+backward function, whichever output is differentiated: the gradient of every op between
+the step's targets and any output of the call, the forward values it needs, and the
+loop and branch rewrites the loaded backward makes (``step_findings``); an op only
+another output needs, off every gradient path, is pruned, so the view stays per output. Where TF prunes the
 graph per fetch (a TF1 graph, a GraphDef, a traced step), each output is its own step
 (``xla_findings``). The targets are the trainable variables (a graph without variables:
 its floating inputs); a loaded call's backward also differentiates every floating input
@@ -13,7 +13,8 @@ of the call, which decides its loops' and branches' rewrites.
 
 Three things must compile:
 
-* every op of the forward pass, as the release's harvest compiled it (``xla``);
+* every op of the forward pass (a loaded call: also the forward values its whole
+  backward function uses), as the release's harvest compiled it (``xla``);
 * the gradient of every op TensorFlow differentiates in the backward pass: an op
   downstream of a target whose output a gradient of an output reaches, as the harvest
   compiled that gradient (``xla_gradient``);
@@ -50,11 +51,11 @@ NOT_COMPILED = ("no XLA verdict: this release was harvested with XLA before ops 
 
 Cache = dict[tuple[int, ...], set[int]]
 # where a loaded call's finding is, in the step TF compiles whole
-_WHERE = {"forward": "in the forward pass of {}, which the step compiles whole for any "
-                     "output",
-          "gradient": "in the backward function of {}, which the step compiles whole for "
-                      "any output",
-          "structure": "in {} as its backward function rewrites it, for any output"}
+_WHERE = {"forward": "in the forward pass of {}: this output's, or what the call's "
+                     "whole backward function needs of it",
+          "gradient": "in the backward function of {}, which TF builds for the whole call "
+                      "whatever output the step differentiates",
+          "structure": "in {} as the call's whole backward function rewrites it"}
 
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
@@ -80,30 +81,60 @@ def step_findings(flat: Flat, state: Any, signature: str, call: int,
                   outputs: list[tuple[str, int]], sources: Iterable[int],
                   call_sources: Iterable[int], downstream_cache: Cache,
                   meta_graph: str = "") -> dict[str, list[XlaFinding]]:
-    """output -> what keeps the step over loaded ``call`` from compiling under XLA, the
-    same for every output of the signature: the whole called function (every output's
-    forward pass) and its whole backward function (gradients for ``sources`` from every
-    output; loops and branches rewritten for every float input in ``call_sources``)."""
+    """output -> what keeps the step over loaded ``call`` from compiling under XLA.
+
+    TF builds one backward function for the whole call: the gradient for ``sources``
+    of every op between them and any output of the call (the other outputs' upstream
+    gradients are zeros, not pruned), and the forward values those gradients use. What
+    the step compiles for one output is then that output's forward pass, the whole
+    backward function and the forward ops it needs; a loop or branch in it is the one
+    the backward rewrote for every float input in ``call_sources``. Ops only other
+    outputs need, off every gradient path of the sources, are pruned."""
     below = _below(flat, state, sources, downstream_cache)
     below_all = _below(flat, state, call_sources, downstream_cache)
     reach: set[int] = set()
-    insts: set[int] = set()
     for _output, tensor in outputs:
         reach |= state.reach(tensor)
-        insts |= state.dep_insts(tensor)
+    backward = [j for j in below if rules.reached(flat, j, reach)]
+    # (a call's or loop's outputs stand for its bodies' ops, which are in ``backward``
+    # themselves where they need to be: only the instance, not what its outputs reach)
+    needed = {t & INST for t in _depends_on_all(flat, [
+        *(t for j in backward for t in flat.inputs[j] if t is not None),
+        *(tensor_id(j, i) for j in backward if j not in flat.transparent
+          for i in range(len(flat.out_types[j])))])} | set(backward)
     function = _called(flat, call)
-    found: list[XlaFinding] = []
+    found: dict[str, list[XlaFinding]] = {}
+    for output, tensor in outputs:
+        mine = found[output] = []
 
-    def add(inst: int, part: str, status: str, cause: str | None, message: str | None
-            ) -> None:
-        node = flat.nodes[inst]
-        where = _WHERE[part].format(function)
-        found.append(XlaFinding(signature, "", node.name, node.op, flat.functions[inst],
-                                part, status, cause, f"{message} ({where})" if message
-                                else where, meta_graph=meta_graph))
+        def add(inst: int, part: str, status: str, cause: str | None, message: str | None,
+                mine: list[XlaFinding] = mine, output: str = output) -> None:
+            node = flat.nodes[inst]
+            where = _WHERE[part].format(function)
+            mine.append(XlaFinding(signature, output, node.name, node.op,
+                                   flat.functions[inst], part, status, cause,
+                                   f"{message} ({where})" if message else where,
+                                   meta_graph=meta_graph))
 
-    _collect(flat, insts, below, below_all, reach, add, state)
-    return {output: [replace(x, output=output) for x in found] for output, _ in outputs}
+        _collect(flat, state.dep_insts(tensor) | needed, below, below_all, reach, add, state)
+    return found
+
+
+def _depends_on_all(flat: Flat, seeds: list[int]) -> set[int]:
+    """Every tensor any of ``seeds`` reaches backwards along data edges (one walk)."""
+    dep: set[int] = set()
+    stack: list[int | None] = list(seeds)
+    while stack:
+        t = stack.pop()
+        if t is None or t in dep:
+            continue
+        dep.add(t)
+        inst = t & INST
+        if inst in flat.transparent:
+            stack.extend(flat.transparent[inst].get(t >> OUT, ()))
+        else:
+            stack.extend(flat.inputs[inst])
+    return dep
 
 
 def signature_call(flat: Flat, tensors: Iterable[int]) -> int | None:
