@@ -41,6 +41,19 @@ class Report:
     disagreements: list[tuple[Any, ...]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     paths: list[tuple[str, Path]] = field(default_factory=list)  # (save, path)
+    # every comparison made: (job, our verdict, TF's answer), to be judged again
+    judged: list[tuple[Any, str, Any]] = field(default_factory=list)
+
+
+def is_program(signature: str) -> bool:
+    """Whether ``signature`` is a program's own ("p<seed>")."""
+    return signature[:1] == "p" and signature[1:].isdigit()
+
+
+def judge(job: Any, verdict: str, answer: Any) -> bool:
+    """Whether ``verdict`` disagrees with TF's ``answer`` (an ``unknown`` does too: the
+    facts cover every op of the grammar)."""
+    return verdict != ("compiles" if answer.compiles else "fails")
 
 
 def save_batch(tf: Any, keras: Any, batch: list[Program], root: Path, number: int
@@ -65,6 +78,7 @@ def save_batch(tf: Any, keras: Any, batch: list[Program], root: Path, number: in
 
 
 def run(count: int, seed: int, root: Path, db: Any = None) -> Report:
+    """``db``: a database, or a function of the saved paths that makes one."""
     import keras
     import tensorflow as tf
 
@@ -78,11 +92,17 @@ def run(count: int, seed: int, root: Path, db: Any = None) -> Report:
         report.paths += save_batch(tf, keras, report.programs[number:number + BATCH], root,
                                    number // BATCH)
     report.seconds["save"] = time.perf_counter() - start
+    if callable(db):
+        start = time.perf_counter()
+        db = db(report.paths)
+        report.seconds["facts"] = time.perf_counter() - start
     start = time.perf_counter()
     ours: dict[xla_oracle.Job, tuple[str, list[Any]]] = {}
     for save, path in report.paths:
         result = opregistry.check(str(path), db=db, xla=True)
         for o in result.outputs:
+            if not is_program(o.signature):
+                continue  # (Keras's export adds serving_default: the first endpoint again)
             job = xla_oracle.Job(str(path), o.signature, o.output)
             ours[job] = (o.xla or "", [(x.op, x.part, x.cause) for x in result.xla or ()
                                        if (x.signature, x.output) == (o.signature, o.output)])
@@ -96,12 +116,43 @@ def run(count: int, seed: int, root: Path, db: Any = None) -> Report:
         save = saves[job.path]
         report.compared[save] += 1
         report.tf_compiles[answer.answer] += 1
-        if verdict != ("compiles" if answer.compiles else "fails"):
+        report.judged.append((job, verdict, answer))
+        if judge(job, verdict, answer):
             report.disagreements.append((int(job.signature[1:]), save, job.signature,
                                          job.output, answer.answer, answer.message[:300],
                                          verdict, found))
     report.seconds["cpu"] = cpu_seconds()
     return report
+
+
+def xla_facts(document: dict[str, Any], paths: list[Path], folder: Path) -> Path:
+    """A database of ``document`` (a harvest of this TensorFlow) with the XLA probes of
+    the op types the models at ``paths`` use, as the harvest makes them (ops with a
+    registered gradient probed with it, the others compiled alone)."""
+    import copy
+
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load
+    from opregistry.db.location import resolve
+    from opregistry.harvest.inenv import workers
+    from opregistry.model.check import load_models
+
+    op_types: set[str] = set()
+    for path in paths:
+        op_types.update(*(m.op_types for m in load_models(str(path))))
+    document = copy.deepcopy(document)
+    statuses = {op["name"]: op["gradient"]["status"] for op in document["ops"]}
+    probed = sorted(t for t in op_types if statuses.get(t) == "registered")
+    alone = sorted(t for t in op_types if t in statuses and statuses[t] != "registered")
+    records, _ = workers.run_probes(probed, numeric=False, forward_only=alone,
+                                    libraries=["--xla"])
+    document["probes"] = {"seconds": 1.0, "numeric": False, "xla": True}
+    workers.place_records(document["ops"], records, statuses, alone)
+    path = folder / "xla.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, document)
+    engine.dispose()
+    return path
 
 
 def cpu_seconds() -> float:
