@@ -3,13 +3,13 @@
 What TF compiles is the *step*. For a loaded call (a TF2 SavedModel's signature, from
 ``tf.saved_model.save`` or Keras ``model.export``) that includes the call's whole
 backward function, whichever output is differentiated: the gradient of every op between
-the step's targets and any output of the call, the forward values it needs, and the
-loop and branch rewrites the loaded backward makes (``step_findings``); an op only
-another output needs, off every gradient path, is pruned, so the view stays per output. Where TF prunes the
-graph per fetch (a TF1 graph, a GraphDef, a traced step), each output is its own step
-(``xla_findings``). The targets are the trainable variables (a graph without variables:
-its floating inputs); a loaded call's backward also differentiates every floating input
-of the call, which decides its loops' and branches' rewrites.
+the step's targets and any output of the call, the forward values it needs, and the loop
+and branch rewrites the loaded backward makes (``step_findings``); an op only another
+output needs, off every gradient path, is pruned, so the view stays per output. Where TF
+prunes the graph per fetch (a TF1 graph, a GraphDef, a traced step), each output is its
+own step (``xla_findings``). The targets are the trainable variables (a graph without
+variables: its floating inputs); a loaded call's backward also differentiates every
+floating input of the call, which decides its loops' and branches' rewrites.
 
 Three things must compile:
 
@@ -26,7 +26,6 @@ An op the release was not harvested with XLA for is ``unknown``, said as such.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
