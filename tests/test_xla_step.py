@@ -126,7 +126,7 @@ def test_the_finding_says_which_function_and_why(answered) -> None:
     assert finding.part == "forward" and "backward function needs" in (finding.message or "")
     assert "function __inference" in (finding.message or "")
     _, found = ours[("export", "map_fn", "o0")]
-    assert {x.cause for x in found} == {"tensor_list_size_not_constant"}
+    assert {x.cause for x in found} == {"loop_shape_not_constant"}
     _, found = ours[("saved_model", "cond_intermediate", "o0")]
     assert {x.cause for x in found} == {"optional_intermediates"}
     assert all("OptionalFromValue" in (x.message or "") for x in found)

@@ -14,9 +14,10 @@ Only for a loaded call (TF differentiates the function it loaded, not the Python
 traced it, so what ``tf.function`` does for XLA when it traces a step does not happen):
 
 * a loop that reads a TensorList (``tf.map_fn``, ``tf.scan``, ``tf.foldl``,
-  ``TensorArray.read``) on a gradient path of the targets: the loaded loop's gradient
-  sizes the list it gives back with a loop argument (``TensorListReserve must be a
-  compile-time constant``);
+  ``TensorArray.read``, Keras RNN layers over their time steps) on a gradient path of
+  the targets: the loaded loop's gradient takes sizes and shapes from loop arguments
+  (``TensorListReserve`` / ``BroadcastGradientArgs`` ``must be a compile-time
+  constant``);
 * a ``tf.cond`` / ``tf.switch_case`` on a gradient path whose gradient needs a value
   computed inside a branch: TF rewrites the loaded branches to return it as an Optional
   (``OptionalFromValue``, which XLA has no kernel for); a live step's cond gives XLA the
@@ -39,8 +40,9 @@ BRANCH_OPS = ("If", "StatelessIf", "Case", "StatelessCase")
 UNSIZED_LISTS = {"EmptyTensorList": 1, "TensorListReserve": 1}
 TENSOR_LIST_UNKNOWN_SIZE = "tensor_list_unknown_size"
 TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
-# a loaded loop's gradient: TensorListReserve sized by a loop argument
-TENSOR_LIST_SIZE_NOT_CONSTANT = "tensor_list_size_not_constant"
+# a loaded loop's gradient: TensorListReserve's size, BroadcastGradientArgs' shapes
+# taken from loop arguments
+LOOP_SHAPE_NOT_CONSTANT = "loop_shape_not_constant"
 # a loaded cond's gradient: its branches return intermediates as Optionals
 OPTIONAL_INTERMEDIATES = "optional_intermediates"
 # TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
@@ -94,12 +96,14 @@ def loaded_loop_reads(flat: Flat, inst: int, body: list[int], below: set[int],
         return
     for j in body:
         if flat.ops[j] == "TensorListGetItem" and j in below_all:
-            add(inst, "structure", "fails", TENSOR_LIST_SIZE_NOT_CONSTANT,
+            add(inst, "structure", "fails", LOOP_SHAPE_NOT_CONSTANT,
                 f"a loop that reads a TensorList ({flat.nodes[j].name}: tf.map_fn, "
-                "tf.scan, tf.foldl or TensorArray.read) on a gradient path of a loaded "
-                "function: the loop's gradient makes a TensorListReserve whose size is a "
-                "loop argument, not a compile-time constant, which XLA refuses (the "
-                "same step over the live model, traced from Python, compiles)")
+                "tf.scan, tf.foldl, TensorArray.read, a Keras RNN, GRU or LSTM over its "
+                "time steps) on a gradient path of a loaded function: the loop's "
+                "gradient takes sizes and shapes from loop arguments (TensorListReserve, "
+                "BroadcastGradientArgs: must be a compile-time constant), which XLA "
+                "refuses; the same step over the live model, traced from Python, "
+                "compiles")
             return
 
 
