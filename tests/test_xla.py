@@ -28,6 +28,9 @@ SAMPLE = [
     ("MatrixInverse", [2, 2], lambda x: tf.linalg.inv(x + 2 * tf.eye(2)), True),
     ("Cholesky", [2, 2], lambda x: tf.linalg.cholesky(tf.matmul(x, x, transpose_b=True) + tf.eye(2)), True),
     ("MatMul", [2, 2], lambda x: tf.matmul(x, x), True),
+    # every Conv2DTranspose (issue 37: once without a verdict)
+    ("Conv2DBackpropInput", [1, 2, 2, 1], lambda x: tf.nn.conv2d_transpose(
+        x, tf.ones([2, 2, 1, 1]), [1, 3, 3, 1], 1, "VALID"), True),
     ("BatchMatMulV2", [2, 2, 2], lambda x: tf.matmul(x, x), True),
     ("Cumsum", [2, 2], lambda x: tf.cumsum(x, axis=1), True),
     ("Cumprod", [2, 2], lambda x: tf.math.cumprod(x, axis=1), True),
@@ -180,6 +183,12 @@ ALONE = [
     ("InTopKV2", lambda x: tf.math.in_top_k(_INT(x[:, 0]) % 4, x, 2)),
     ("NotEqual", lambda x: tf.not_equal(_INT(x), _INT(x * x))),
     ("Range", lambda x: tf.range(tf.shape(x)[0]) + _INT(x[:, 0])),
+    # issue 37: once without a verdict (a one-hot label; RandomRotation in training)
+    ("OneHot", lambda x: tf.one_hot(_INT(x[:, 0] * 3.0) % 3, 3)),
+    ("ImageProjectiveTransformV3", lambda x: tf.raw_ops.ImageProjectiveTransformV3(
+        images=tf.reshape(x, [1, 3, 4, 1]), transforms=tf.constant(
+            [[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]), output_shape=[3, 4],
+        fill_value=0.0, interpolation="BILINEAR")),
 ]
 # ops of ALONE the harvest cannot tell alone, each with its reason (said, never a wrong
 # verdict): generated inputs TF refuses too (InTopKV2's k), a shape the generic builder
