@@ -189,6 +189,9 @@ ALONE = [
         images=tf.reshape(x, [1, 3, 4, 1]), transforms=tf.constant(
             [[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]), output_shape=[3, 4],
         fill_value=0.0, interpolation="BILINEAR")),
+    # Keras 3's dropout in training: a seed computed in the step
+    ("StatelessRandomUniformV2", lambda x: tf.random.stateless_uniform(
+        tf.shape(x), seed=_INT(x[0, :2] * 10.0)) * 2.0),
 ]
 # ops of ALONE the harvest cannot tell alone, each with its reason (said, never a wrong
 # verdict): generated inputs TF refuses too (InTopKV2's k), a shape the generic builder

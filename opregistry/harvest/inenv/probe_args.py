@@ -130,7 +130,7 @@ class Builder(object):
         if family is not None and arg_name in family.inputs:
             tensor = family.inputs[arg_name](self)
         elif family is not None and arg_name in family.ints and dtype_name in (
-                "DT_INT32", "DT_INT64"):
+                "DT_INT32", "DT_INT64", "DT_UINT64"):
             tensor = int_const(self.api, family.ints[arg_name], self.api.dtype(dtype_name))
         elif is_ref:
             tensor = family.ref(self, arg_name, dtype_name) if family is not None and \
@@ -557,6 +557,17 @@ FAMILIES = (
            ints={"output_shape": [3, 3]},
            attrs={"interpolation": "BILINEAR", "fill_mode": "CONSTANT"},
            note="a 3x3 one-channel image, one random projective transform"),
+    # no gradient: compiled alone (issue 37: Keras 3's dropout and random layers in
+    # training draw through them); key and counter as tf.random.Generator makes them
+    Family("stateless_random_v2", r"^Stateless(RandomUniform|RandomNormal|TruncatedNormal|"
+           r"RandomUniformInt|RandomUniformFullInt)V2$", ints={
+               "shape": [2, 2], "alg": 1, "key": [1], "counter": [0, 0], "minval": 0,
+               "maxval": 5}, shapes={"minval": [], "maxval": []},
+           note="shape [2, 2], the Philox algorithm"),
+    Family("stateless_random_seed", r"^Stateless(RandomUniform|RandomNormal|"
+           r"TruncatedNormal|RandomUniformInt|RandomUniformFullInt|RandomGetKeyCounter)$",
+           ints={"shape": [2, 2], "seed": [1, 2]}, shapes={"minval": [], "maxval": []},
+           note="shape [2, 2], seed [1, 2]"),
     # no gradient: compiled alone (issue 37: every one-hot label)
     Family("one_hot", r"^OneHot$", shapes={"on_value": [], "off_value": []},
            ints={"indices": [0, 2], "depth": 3}, note="indices [0, 2], depth 3"),
