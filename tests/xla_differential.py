@@ -125,10 +125,12 @@ def run(count: int, seed: int, root: Path, db: Any = None) -> Report:
     return report
 
 
-def xla_facts(document: dict[str, Any], paths: list[Path], folder: Path) -> Path:
+def xla_facts(document: dict[str, Any], paths: list[Any], folder: Path,
+              training: bool = False) -> Path:
     """A database of ``document`` (a harvest of this TensorFlow) with the XLA probes of
-    the op types the models at ``paths`` use, as the harvest makes them (ops with a
-    registered gradient probed with it, the others compiled alone)."""
+    the op types the models at ``paths`` (or live models) use, as the harvest makes
+    them (ops with a registered gradient probed with it, the others compiled alone);
+    Keras models traced in training mode with ``training``."""
     import copy
 
     from opregistry.db.engine import make_engine
@@ -139,7 +141,8 @@ def xla_facts(document: dict[str, Any], paths: list[Path], folder: Path) -> Path
 
     op_types: set[str] = set()
     for path in paths:
-        op_types.update(*(m.op_types for m in load_models(str(path))))
+        op_types.update(*(m.op_types for m in load_models(
+            str(path) if isinstance(path, Path) else path, training=training)))
     document = copy.deepcopy(document)
     statuses = {op["name"]: op["gradient"]["status"] for op in document["ops"]}
     probed = sorted(t for t in op_types if statuses.get(t) == "registered")

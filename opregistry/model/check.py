@@ -53,20 +53,22 @@ def load_model(model: Any, *inputs: Any, tags: str | None = None) -> Model:
     return load_models(model, *inputs, tags=tags)[0]
 
 
-def load_models(model: Any, *inputs: Any, tags: str | None = None) -> list[Model]:
+def load_models(model: Any, *inputs: Any, tags: str | None = None,
+                training: bool = False) -> list[Model]:
     """Like ``load_model``, but every MetaGraph of a SavedModel unless ``tags`` names
-    one: a SavedModel with a serving and a training graph is checked as a whole."""
+    one: a SavedModel with a serving and a training graph is checked as a whole. A Keras
+    model (file or live) is traced in training mode with ``training``."""
     if isinstance(model, Model):
         return [model]
     if isinstance(model, (str, os.PathLike)):
         if _is_keras_file(model):
             from opregistry.model.readers.traced import read_keras
 
-            return [read_keras(model)]
+            return [read_keras(model, training=training)]
         return savedmodel.read_all(model, tags=tags)
     from opregistry.model.readers.traced import trace
 
-    return [trace(model, *inputs)]
+    return [trace(model, *inputs, training=training)]
 
 
 def _is_keras_file(path: str | os.PathLike[str]) -> bool:
@@ -85,9 +87,11 @@ def check(model: Any, *inputs: Any, release: str | None = None, db: DbLike = Non
     ``release`` defaults to the installed TensorFlow when the database has it, else the
     newest release in the database. With ``xla``, also whether each output's training
     step compiles under XLA on the CPU (``CheckResult.xla``, from the release's XLA
-    harvest: ``docs/xla.md``)."""
+    harvest: ``docs/xla.md``); a Keras model is then traced in training mode, as ``fit``
+    compiles it."""
     with _no_gc():
-        models = load_models(model, *inputs, tags=tags)
+        # the step XLA compiles is the training step: a Keras model in training mode
+        models = load_models(model, *inputs, tags=tags, training=xla)
     if outputs:
         if not any(m.signatures for m in models):  # a bare graph: "node:1" is a tensor
             outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]
