@@ -658,13 +658,15 @@ def _structure_module():
     outputs = _structure_outputs()
     module = tf.Module()
     module.v = tf.Variable([0.5, -0.3, 0.8], name="v")
+    def one(name, f):  # (no default arguments: they would be the function's own)
+        return tf.function(lambda x: {name: f(x, module.v)},
+                           input_signature=[tf.TensorSpec([3], tf.float32, name="x")],
+                           autograph=False)
+
     signatures = {}
     for name, f in outputs.items():
-        fn = tf.function(lambda x, f=f, name=name: {name: f(x, module.v)},
-                         input_signature=[tf.TensorSpec([3], tf.float32, name="x")],
-                         autograph=False)
-        setattr(module, name, fn)
-        signatures[name] = fn
+        signatures[name] = one(name, f)
+        setattr(module, name, signatures[name])
     return module, signatures
 
 
@@ -701,8 +703,11 @@ def structures(tmp_path_factory):
     model = _structure_keras()
     archive = keras.export.ExportArchive()
     archive.track(model)
+    def endpoint(name):
+        return lambda x: {name: model(x)[name]}
+
     for name in _structure_outputs():
-        archive.add_endpoint(name, lambda x, name=name: {name: model(x)[name]},
+        archive.add_endpoint(name, endpoint(name),
                              input_signature=[tf.TensorSpec([1, 3], tf.float32, name="x")])
     archive.write_out(str(base / "export"), verbose=False)
     out = {}
