@@ -11,7 +11,7 @@ signature (``tf.saved_model.save(root, signatures={"p<seed>": ...})``; Keras: on
 writes with one), so a batch costs one save and one load; each signature is its own
 loaded call, as a program alone is.
 
-Run:  python bench/xla_differential.py [--count N] [--seed S]
+Run:  python bench/differential_xla.py [--count N] [--seed S]
 """
 from __future__ import annotations
 

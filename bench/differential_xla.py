@@ -2,8 +2,8 @@
 seed: outputs compared per save path, TF's answers, programs per construct of the
 grammar, the disagreements with their seeds, and the time taken (CPU included).
 
-Run:  python bench/xla_differential.py [--count 300] [--seed 0] [--db DB]
-      python bench/xla_differential.py --show SEED     # a program's source
+Run:  python bench/differential_xla.py [--count 300] [--seed 0] [--db DB]
+      python bench/differential_xla.py --show SEED     # a program's source
 """
 from __future__ import annotations
 
