@@ -28,10 +28,12 @@ SAMPLE = [
     ("MatrixInverse", [2, 2], lambda x: tf.linalg.inv(x + 2 * tf.eye(2)), True),
     ("Cholesky", [2, 2], lambda x: tf.linalg.cholesky(tf.matmul(x, x, transpose_b=True) + tf.eye(2)), True),
     ("MatMul", [2, 2], lambda x: tf.matmul(x, x), True),
-    # RandomRotation in training (issue 37: once without a verdict)
+    # RandomRotation in training (issue 37: once without a verdict); its forward fails,
+    # so only the forward is compared (its gradient is registered where Keras's image
+    # ops are imported, not in the probe's process)
     ("ImageProjectiveTransformV3", [1, 3, 4, 1], lambda x: tf.raw_ops.ImageProjectiveTransformV3(
         images=x, transforms=tf.constant([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]),
-        output_shape=[3, 4], fill_value=0.0, interpolation="BILINEAR"), True),
+        output_shape=[3, 4], fill_value=0.0, interpolation="BILINEAR"), False),
     # every Conv2DTranspose (issue 37: once without a verdict)
     ("Conv2DBackpropInput", [1, 2, 2, 1], lambda x: tf.nn.conv2d_transpose(
         x, tf.ones([2, 2, 1, 1]), [1, 3, 3, 1], 1, "VALID"), True),
