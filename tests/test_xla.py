@@ -28,6 +28,15 @@ SAMPLE = [
     ("MatrixInverse", [2, 2], lambda x: tf.linalg.inv(x + 2 * tf.eye(2)), True),
     ("Cholesky", [2, 2], lambda x: tf.linalg.cholesky(tf.matmul(x, x, transpose_b=True) + tf.eye(2)), True),
     ("MatMul", [2, 2], lambda x: tf.matmul(x, x), True),
+    # RandomRotation in training (issue 37: once without a verdict); its forward fails,
+    # so only the forward is compared (its gradient is registered where Keras's image
+    # ops are imported, not in the probe's process)
+    ("ImageProjectiveTransformV3", [1, 3, 4, 1], lambda x: tf.raw_ops.ImageProjectiveTransformV3(
+        images=x, transforms=tf.constant([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]),
+        output_shape=[3, 4], fill_value=0.0, interpolation="BILINEAR"), False),
+    # every Conv2DTranspose (issue 37: once without a verdict)
+    ("Conv2DBackpropInput", [1, 2, 2, 1], lambda x: tf.nn.conv2d_transpose(
+        x, tf.ones([2, 2, 1, 1]), [1, 3, 3, 1], 1, "VALID"), True),
     ("BatchMatMulV2", [2, 2, 2], lambda x: tf.matmul(x, x), True),
     ("Cumsum", [2, 2], lambda x: tf.cumsum(x, axis=1), True),
     ("Cumprod", [2, 2], lambda x: tf.math.cumprod(x, axis=1), True),
@@ -180,6 +189,11 @@ ALONE = [
     ("InTopKV2", lambda x: tf.math.in_top_k(_INT(x[:, 0]) % 4, x, 2)),
     ("NotEqual", lambda x: tf.not_equal(_INT(x), _INT(x * x))),
     ("Range", lambda x: tf.range(tf.shape(x)[0]) + _INT(x[:, 0])),
+    # issue 37: once without a verdict (a one-hot label)
+    ("OneHot", lambda x: tf.one_hot(_INT(x[:, 0] * 3.0) % 3, 3)),
+    # Keras 3's dropout in training: a seed computed in the step
+    ("StatelessRandomUniformV2", lambda x: tf.random.stateless_uniform(
+        tf.shape(x), seed=_INT(x[0, :2] * 10.0)) * 2.0),
 ]
 # ops of ALONE the harvest cannot tell alone, each with its reason (said, never a wrong
 # verdict): generated inputs TF refuses too (InTopKV2's k), a shape the generic builder

@@ -52,8 +52,8 @@ from opregistry.model.walks import (
     relevant_stops,
     subgraph,
 )
+from opregistry.model.xla_check import signature_call, step_findings, xla_findings
 from opregistry.model.xla_check import verdict as xla_verdict
-from opregistry.model.xla_check import xla_findings
 
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
@@ -82,12 +82,18 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
         targets = variables + inputs.get(signature, [])
         stops = {output: state.stops(tensor) for output, tensor in sig_outputs}
         fatal = _fatal_ops(flat, state, sig_outputs, stops)
+        # the training step's targets: its variables, else its inputs
+        step_sources = [s for t in (variables or targets) for s in t.sources]
+        call = signature_call(flat, [t for _, t in sig_outputs]) if xla else None
+        whole = step_findings(flat, state, signature, call, sig_outputs, step_sources, [
+            s for t in targets for s in t.sources], downstream, meta_graph) \
+            if call is not None else {}
         for output, tensor in sig_outputs:
             graded = state.reach(tensor)
             xla_status = None
-            if xla:  # the training step's targets: its variables, else its inputs
-                found = xla_findings(flat, state, signature, output, tensor, [
-                    s for t in (variables or targets) for s in t.sources], downstream,
+            if xla:
+                found = whole[output] if call is not None else xla_findings(
+                    flat, state, signature, output, tensor, step_sources, downstream,
                     meta_graph)
                 xla_found += found
                 xla_status = xla_verdict(found)

@@ -52,20 +52,22 @@ def load_model(model: Traceable, *inputs: Tensor, tags: str | None = None) -> Mo
     return load_models(model, *inputs, tags=tags)[0]
 
 
-def load_models(model: Traceable, *inputs: Tensor, tags: str | None = None) -> list[Model]:
+def load_models(model: Traceable, *inputs: Tensor, tags: str | None = None,
+                training: bool = False) -> list[Model]:
     """Like ``load_model``, but every MetaGraph of a SavedModel unless ``tags`` names
-    one: a SavedModel with a serving and a training graph is checked as a whole."""
+    one: a SavedModel with a serving and a training graph is checked as a whole. A Keras
+    model (file or live) is traced in training mode with ``training``."""
     if isinstance(model, Model):
         return [model]
     if isinstance(model, (str, os.PathLike)):
         if _is_keras_file(model):
             from opregistry.model.readers.traced import read_keras
 
-            return [read_keras(model)]
+            return [read_keras(model, training=training)]
         return savedmodel.read_all(model, tags=tags)
     from opregistry.model.readers.traced import trace
 
-    return [trace(model, *inputs)]
+    return [trace(model, *inputs, training=training)]
 
 
 def _is_keras_file(path: str | os.PathLike[str]) -> bool:
@@ -87,7 +89,8 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
     one when the database holds it), else the newest in the database (a stand-in for
     the installed release is said with a ``ReleaseWarning``). With ``xla``, also whether
     each output's training step compiles under XLA on the CPU (``CheckResult.xla``,
-    from the release's XLA harvest: ``docs/xla.md``). With ``order=2``, also each
+    from the release's XLA harvest: ``docs/xla.md``; a Keras model is then traced in
+    training mode, as ``fit`` compiles it). With ``order=2``, also each
     pair's second order: whether differentiating a first-order gradient of the output
     (a gradient penalty, d²y/dx², a Hessian-vector product) is exact, dropped, raises or
     structurally zero (``CheckResult.second_order``, ``OutputReport.second_order``:
@@ -95,7 +98,8 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
     if order not in (1, 2):
         raise ModelError(f"order must be 1 or 2, not {order!r}")
     with _no_gc():
-        models = load_models(model, *inputs, tags=tags)
+        # the step XLA compiles is the training step: a Keras model in training mode
+        models = load_models(model, *inputs, tags=tags, training=xla)
     if outputs:
         if not any(m.signatures for m in models):  # a bare graph: "node:1" is a tensor
             outputs = [(None, f"{s}:{k}" if s else k) for s, k in outputs]

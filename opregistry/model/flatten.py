@@ -85,6 +85,12 @@ class Keys:
         self._calls.append((inst, body))
         return len(self._calls) - 1
 
+    def caller(self, inst: int) -> int:
+        """The call (If, Case, While, PartitionedCall) instance whose body holds
+        ``inst`` (a loop variable: its While), TOP for the top-level graph."""
+        ctx = self.contexts[inst]
+        return TOP if ctx == TOP else self._calls[ctx][0]
+
     def add(self, names: Any, ctx: int) -> None:
         start = len(self.names)
         self.names.extend(names)

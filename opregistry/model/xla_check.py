@@ -1,33 +1,36 @@
 """``check --xla``: does an output's training step compile under XLA on the CPU?
 
-For every output, with the targets of its signature (the trainable variables; a graph
-without variables: its floating inputs), three things must compile:
+What TF compiles is the *step*. For a loaded call (a TF2 SavedModel's signature, from
+``tf.saved_model.save`` or Keras ``model.export``) that includes the call's whole
+backward function, whichever output is differentiated: the gradient of every op between
+the step's targets and any output of the call, the forward values it needs, and the loop
+and branch rewrites the loaded backward makes (``step_findings``); an op only another
+output needs, off every gradient path, is pruned, so the view stays per output. Where TF
+prunes the graph per fetch (a TF1 graph, a GraphDef, a traced step), each output is its
+own step (``xla_findings``). The targets are the trainable variables (a graph without
+variables: its floating inputs); a loaded call's backward also differentiates every
+floating input of the call, which decides its loops' and branches' rewrites.
 
-* every op the output depends on (the forward pass), as the release's harvest
-  compiled it (``xla``);
+Three things must compile:
+
+* every op of the forward pass (a loaded call: also the forward values its whole
+  backward function uses), as the release's harvest compiled it (``xla``);
 * the gradient of every op TensorFlow differentiates in the backward pass: an op
-  downstream of a target whose output a gradient of the output reaches (the ops
-  ``tf.GradientTape`` records and then asks for a gradient), as the harvest compiled
-  that gradient (``xla_gradient``);
-* the structures compiling teaches, which no single op's harvest shows: a While on a
-  gradient path without a maximum iteration count (its gradient keeps every iteration's
-  values in TensorList accumulators of unknown size: "XLA compilation requires a fixed
-  tensor list size"), TensorLists / TensorArrays of unknown size in the forward pass, and
-  the writes of a ``tf.TensorArray(dynamic_size=True)`` on a gradient path (their
-  gradient resizes the list: ``TensorListResize``, which XLA has no kernel for; the
-  forward pass compiles). Each rule is tested against TF compiling the gradient
-  (tests/test_check_xla.py).
+  downstream of a target whose output a gradient of an output reaches, as the harvest
+  compiled that gradient (``xla_gradient``);
+* the structures compiling teaches, which no single op's harvest shows
+  (``xla_structures``).
 
 An op the release was not harvested with XLA for is ``unknown``, said as such.
 """
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from typing import Any
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
-from opregistry.model.flatten import INST, Flat, tensor_id
+from opregistry.model import xla_structures as rules
+from opregistry.model.flatten import INST, OUT, Flat, tensor_id
 from opregistry.model.results import XlaFinding
 
 # ops XLA takes as the frame of any compiled function, not as computations: arguments,
@@ -38,31 +41,29 @@ FRAME_OPS = frozenset({
     "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp", "StopGradient",
     "PartitionedCall", "StatefulPartitionedCall", "While", "StatelessWhile", "If",
     "StatelessIf", "Case", "StatelessCase"})
-WHILE_OPS = ("While", "StatelessWhile")
-# ops that make a TensorList / TensorArray whose size input or attr can be unknown
-# (-1): XLA needs every list's size when it compiles
-_UNSIZED_LISTS = {"EmptyTensorList": 1, "TensorListReserve": 1}
-TENSOR_LIST_UNKNOWN_SIZE = "tensor_list_unknown_size"
-TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
-# TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
-# then calls TensorListResize (tensorflow/python/ops/list_ops.py)
-_RESIZE = "resize_if_index_out_of_bounds"
+WHILE_OPS = rules.WHILE_OPS
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # a release harvested with XLA before ops without a registered gradient were compiled
 # alone (document format 4): such an op (Range, TensorArraySizeV3...) has no verdict
 NOT_COMPILED = ("no XLA verdict: this release was harvested with XLA before ops without a "
                 "registered gradient were compiled (harvest it again with --xla)")
 
+Cache = dict[tuple[int, ...], set[int]]
+# where a loaded call's finding is, in the step TF compiles whole
+_WHERE = {"forward": "in the forward pass of {}: this output's, or what the call's "
+                     "whole backward function needs of it",
+          "gradient": "in the backward function of {}, which TF builds for the whole call "
+                      "whatever output the step differentiates",
+          "structure": "in {} as the call's whole backward function rewrites it"}
+
 
 def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
-                 sources: Iterable[int], downstream_cache: dict[tuple[int, ...], set[int]],
+                 sources: Iterable[int], downstream_cache: Cache,
                  meta_graph: str = "") -> list[XlaFinding]:
     """What keeps ``output``'s training step (gradients for ``sources``) from compiling
-    under XLA, and what cannot be told (``unknown``), in the order of the graph."""
-    key = tuple(sorted(sources))
-    if key not in downstream_cache:
-        downstream_cache[key] = downstream(flat, state.consumers(), key)
-    below = downstream_cache[key]
-    reach = state.reach(tensor)
+    under XLA, and what cannot be told (``unknown``), in the order of the graph: the
+    step of a graph TF prunes per fetch."""
+    below = _below(flat, state, sources, downstream_cache)
     found: list[XlaFinding] = []
 
     def add(inst: int, part: str, status: str, cause: str | None, message: str | None
@@ -71,26 +72,145 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
         found.append(XlaFinding(signature, output, node.name, node.op, flat.functions[inst],
                                 part, status, cause, message, meta_graph=meta_graph))
 
-    for inst in sorted(state.dep_insts(tensor), key=flat.keys.__getitem__):
+    _collect(flat, state.dep_insts(tensor), below, below, state.reach(tensor), add, None)
+    return found
+
+
+def step_findings(flat: Flat, state: Any, signature: str, call: int,
+                  outputs: list[tuple[str, int]], sources: Iterable[int],
+                  call_sources: Iterable[int], downstream_cache: Cache,
+                  meta_graph: str = "") -> dict[str, list[XlaFinding]]:
+    """output -> what keeps the step over loaded ``call`` from compiling under XLA.
+
+    TF builds one backward function for the whole call: the gradient for ``sources``
+    of every op between them and any output of the call (the other outputs' upstream
+    gradients are zeros, not pruned), and the forward values those gradients use. What
+    the step compiles for one output is then that output's forward pass, the whole
+    backward function and the forward ops it needs; a loop or branch in it is the one
+    the backward rewrote for every float input in ``call_sources``. Ops only other
+    outputs need, off every gradient path of the sources, are pruned."""
+    below = _below(flat, state, sources, downstream_cache)
+    below_all = _below(flat, state, call_sources, downstream_cache)
+    reach: set[int] = set()
+    for _output, tensor in outputs:
+        reach |= state.reach(tensor)
+    backward = [j for j in below if rules.reached(flat, j, reach)]
+    # (a call's or loop's outputs stand for its bodies' ops, which are in ``backward``
+    # themselves where they need to be: only the instance, not what its outputs reach)
+    needed = {t & INST for t in _depends_on_all(flat, [
+        *(t for j in backward for t in flat.inputs[j] if t is not None),
+        *(tensor_id(j, i) for j in backward if j not in flat.transparent
+          for i in range(len(flat.out_types[j])))])} | set(backward)
+    function = _called(flat, call)
+    found: dict[str, list[XlaFinding]] = {}
+    for output, tensor in outputs:
+        mine = found[output] = []
+
+        def add(inst: int, part: str, status: str, cause: str | None, message: str | None,
+                mine: list[XlaFinding] = mine, output: str = output) -> None:
+            node = flat.nodes[inst]
+            where = _WHERE[part].format(function)
+            mine.append(XlaFinding(signature, output, node.name, node.op,
+                                   flat.functions[inst], part, status, cause,
+                                   f"{message} ({where})" if message else where,
+                                   meta_graph=meta_graph))
+
+        _collect(flat, state.dep_insts(tensor) | needed, below, below_all, reach, add, state)
+    return found
+
+
+def _depends_on_all(flat: Flat, seeds: list[int]) -> set[int]:
+    """Every tensor any of ``seeds`` reaches backwards along data edges (one walk)."""
+    dep: set[int] = set()
+    stack: list[int | None] = list(seeds)
+    while stack:
+        t = stack.pop()
+        if t is None or t in dep:
+            continue
+        dep.add(t)
+        inst = t & INST
+        if inst in flat.transparent:
+            stack.extend(flat.transparent[inst].get(t >> OUT, ()))
+        else:
+            stack.extend(flat.inputs[inst])
+    return dep
+
+
+def signature_call(flat: Flat, tensors: Iterable[int]) -> int | None:
+    """The one top-level function call a signature's outputs come from (a TF2
+    SavedModel: TF runs and differentiates that function whole), or None (a TF1 graph or
+    a GraphDef: TF runs what a fetch needs)."""
+    if flat.model.format != "savedmodel":
+        return None
+    calls = set()
+    for tensor in tensors:
+        for _ in range(16):
+            inst = tensor & INST
+            if flat.functions[inst] is not None:
+                return None
+            if flat.ops[inst] in CALL_OPS:
+                calls.add(inst)
+                break
+            ins = flat.inputs[inst]
+            index = tensor >> OUT if flat.ops[inst] == "IdentityN" else 0
+            if flat.ops[inst] not in ("Identity", "IdentityN") or len(ins) <= index or \
+                    ins[index] is None:
+                return None
+            tensor = ins[index]  # type: ignore[assignment]
+        else:
+            return None
+    return calls.pop() if len(calls) == 1 else None
+
+
+def _called(flat: Flat, call: int) -> str:
+    node = flat.nodes[call]
+    try:
+        return f"function {node.attr['f'].func.name}"
+    except (KeyError, AttributeError):
+        return f"the function {node.name} calls"
+
+
+def _below(flat: Flat, state: Any, sources: Iterable[int], cache: Cache) -> set[int]:
+    key = tuple(sorted(set(sources)))
+    if key not in cache:
+        cache[key] = downstream(flat, state.consumers(), key)
+    return cache[key]
+
+
+def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[int],
+             reach: set[int], add: Any, loaded: Any) -> None:
+    """The findings of the forward ops ``insts`` in graph order; ``loaded`` (the
+    analysis state) for a loaded call, whose loops and branches its backward rewrites."""
+    ordered = sorted(insts, key=flat.keys.__getitem__)
+    calls = {i for i in ordered if flat.ops[i] in WHILE_OPS + rules.BRANCH_OPS
+             and flat.inputs[i]} if loaded is not None else set()
+    bodies = rules.bodies(flat, calls) if calls else {}
+    for inst in ordered:
         op = flat.ops[inst]
         if op in WHILE_OPS:
-            _while_structure(flat, inst, below, reach, add)
+            rules.while_structure(flat, inst, below_all, reach, add)
+            if inst in bodies:
+                rules.loaded_loop_reads(flat, inst, bodies[inst], below, below_all, reach,
+                                        add)
+            continue
+        if op in rules.BRANCH_OPS and inst in bodies:
+            rules.loaded_branches(flat, inst, bodies[inst], below_all, reach, add)
             continue
         if inst in flat.transparent or op in FRAME_OPS:
             continue
-        if op == "TensorListSetItem" and _resizes(flat, inst):
+        if op == "TensorListSetItem" and rules.resizes(flat, inst):
             # the harvest compiled this op's gradient without resizing: the attr decides
-            if inst in below and _reached(flat, inst, reach) and not _resized_before(
-                    flat, inst):
-                add(inst, "structure", "fails", TENSOR_ARRAY_UNKNOWN_SIZE,
+            if inst in below and rules.reached(flat, inst, reach) and \
+                    not rules.resized_before(flat, inst):
+                add(inst, "structure", "fails", rules.TENSOR_ARRAY_UNKNOWN_SIZE,
                     "a TensorArray with dynamic_size=True written on a gradient path: the "
                     "gradient of its writes resizes the list (TensorListResize), which "
                     "XLA cannot compile; give the TensorArray its size")
             continue
-        if op in _UNSIZED_LISTS or op == "TensorArrayV3":
+        if op in rules.UNSIZED_LISTS or op == "TensorArrayV3":
             # a list's making compiles when its size is known: the structure decides
             # (the harvest cannot build one alone: its size is an argument)
-            _list_structure(flat, inst, add)
+            rules.list_structure(flat, inst, add)
             continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
@@ -103,11 +223,11 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
             add(inst, "forward", xla.forward, xla.forward_op if xla.forward == "fails" else None,
                 xla.forward_reason)
             continue
-        if inst in below and facts.gradient == "registered" and _reached(flat, inst, reach) \
-                and xla.gradient != "compiles" and xla.gradient_reason != NOTHING_TO_COMPILE:
+        if inst in below and facts.gradient == "registered" and \
+                rules.reached(flat, inst, reach) and xla.gradient != "compiles" and \
+                xla.gradient_reason != NOTHING_TO_COMPILE:
             add(inst, "gradient", xla.gradient,
                 xla.gradient_blocker if xla.gradient == "fails" else None, xla.gradient_reason)
-    return found
 
 
 def _harvested_with_xla(flat: Flat) -> bool:
@@ -144,93 +264,3 @@ def downstream(flat: Flat, consumers: dict[int, list[tuple[int, int]]],
                 if flat.carries_gradient(out):
                     stack.append(out)
     return insts
-
-
-def _reached(flat: Flat, inst: int, reach: set[int]) -> bool:
-    return any(tensor_id(inst, i) in reach for i in range(max(1, len(flat.out_types[inst]))))
-
-
-def _while_structure(flat: Flat, inst: int, below: set[int], reach: set[int], add: Any
-                     ) -> None:
-    """A While on a gradient path (its body records ops for the tape, and a gradient
-    reaches its outputs) whose maximum iteration count (while_v2's second loop
-    variable) is -1: the backward pass accumulates each iteration's values in
-    TensorLists of unknown size."""
-    if not flat.inputs[inst] or inst not in below or not _reached(flat, inst, reach):
-        return  # (the loop-variable instances of a While have no inputs)
-    inputs = flat.inputs[inst]
-    limit = _int_constant(flat, inputs[1]) if len(inputs) > 1 else None
-    if limit is not None and limit < 0:
-        add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
-            "a while_loop without maximum_iterations on a gradient path: its gradient "
-            "needs TensorList accumulators of unknown size (XLA compilation requires a "
-            "fixed tensor list size); give the loop maximum_iterations (autograph gives "
-            "a `for ... in tf.range(n)` loop one when it traces under XLA, so a step "
-            "traced again from Python may compile where this graph does not)")
-
-
-def _list_structure(flat: Flat, inst: int, add: Any) -> None:
-    """A TensorList / TensorArray whose size is -1 (``tf.TensorArray(dynamic_size=True)``)
-    on an output's forward pass."""
-    node = flat.nodes[inst]
-    if node.op == "TensorArrayV3":
-        dynamic = node.attr["dynamic_size"].b if "dynamic_size" in node.attr else False
-        if dynamic:
-            add(inst, "structure", "fails", TENSOR_ARRAY_UNKNOWN_SIZE,
-                "a TensorArray with dynamic_size=True: XLA needs its size when compiling")
-        return
-    inputs = flat.inputs[inst]
-    position = _UNSIZED_LISTS[node.op]
-    size = _int_constant(flat, inputs[position]) if len(inputs) > position else None
-    if size is not None and size < 0:
-        add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
-            "a TensorList of unknown size (-1 elements): XLA compilation requires a fixed "
-            "tensor list size")
-
-
-def _resizes(flat: Flat, inst: int) -> bool:
-    node = flat.nodes[inst]
-    return node.op == "TensorListSetItem" and _RESIZE in node.attr and bool(
-        node.attr[_RESIZE].b)
-
-
-def _resized_before(flat: Flat, inst: int) -> bool:
-    """Whether the list a resizing write writes to comes from another resizing write
-    (one finding per TensorArray, at its first write)."""
-    inputs = flat.inputs[inst]
-    for _ in range(8):
-        if not inputs or inputs[0] is None:
-            return False
-        producer = inputs[0] & INST
-        if flat.nodes[producer].op != "Identity":
-            return _resizes(flat, producer)
-        inputs = flat.inputs[producer]
-    return False
-
-
-def _int_constant(flat: Flat, ref: int | None) -> int | None:
-    """The value of a scalar integer Const at ``ref`` (through Identity); None for
-    anything else."""
-    for _ in range(8):
-        if ref is None:
-            return None
-        inst = ref & INST
-        node = flat.nodes[inst]
-        if node.op == "Identity" and flat.inputs[inst]:
-            ref = flat.inputs[inst][0]
-            continue
-        if node.op != "Const" or "value" not in node.attr:
-            return None
-        try:
-            proto = node.attr["value"].tensor
-            if proto.int_val:
-                return int(proto.int_val[0])
-            if proto.int64_val:
-                return int(proto.int64_val[0])
-            content = getattr(proto, "tensor_content", b"")  # TF's own NodeDef (traced)
-            if len(content) == 4:
-                return int(struct.unpack("<i", content)[0])
-        except (AttributeError, TypeError, ValueError, struct.error):
-            return None
-        return None
-    return None

@@ -44,3 +44,34 @@ def test_the_first_unsupported_op_and_the_structure_come_from_tfs_message():
     assert structure["node"] == "while/accumulator"
     assert structure["message"] == ("RuntimeError: XLA compilation requires a fixed tensor "
                                     "list size. Set the max number of elements.")
+
+
+# TF's message for Any compiled from the harvest's graph (2.21): the traceback's source
+# line is the harvest's own code, never the reason (issue 37)
+_ANY = """in user code:
+
+    File "/work/h-xla/opregistry/harvest/inenv/xla.py", line 231, in body  *
+        imported = iter(v1.import_graph_def(
+
+    ValueError: Invalid reduction dimension 0 for input with 0 dimensions. for '{{node probed}} = Any[Tidx=DT_INT32, keep_dims=false](values_0:0, Const)' with input shapes: [], [].
+"""
+
+
+def test_the_reason_is_tensorflows_message_not_a_line_of_our_source():
+    line = xla._one_line(_ANY)
+    assert line.startswith("ValueError: Invalid reduction dimension 0"), line
+    assert "import_graph_def" not in line
+
+
+class _Op:
+    type = "LookupTableFindV2"
+
+
+def test_a_set_up_op_xla_refuses_is_no_verdict_on_the_op():
+    refused = {"status": "fails", "op": "VarHandleOp", "message": "InvalidArgumentError: "
+               "unsupported on XLA_CPU_JIT: VarHandleOp (No registered 'VarHandleOp' ...)"}
+    found = xla._set_up_refused(refused, _Op())
+    assert found["status"] == "unknown" and "VarHandleOp" in found["reason"]
+    assert "No registered 'VarHandleOp'" in found["reason"]  # TF's message, kept
+    own = {"status": "fails", "op": "LookupTableFindV2", "message": "..."}
+    assert xla._set_up_refused(own, _Op()) is own

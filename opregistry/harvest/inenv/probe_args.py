@@ -130,7 +130,7 @@ class Builder(object):
         if family is not None and arg_name in family.inputs:
             tensor = family.inputs[arg_name](self)
         elif family is not None and arg_name in family.ints and dtype_name in (
-                "DT_INT32", "DT_INT64"):
+                "DT_INT32", "DT_INT64", "DT_UINT64"):
             tensor = int_const(self.api, family.ints[arg_name], self.api.dtype(dtype_name))
         elif is_ref:
             tensor = family.ref(self, arg_name, dtype_name) if family is not None and \
@@ -545,6 +545,32 @@ FAMILIES = (
            shapes={"input": [1, 3, 3, 1], "filter": [2, 2, 1, 1], "out_backprop": [1, 2, 2, 1]},
            ints={"input_sizes": [1, 3, 3, 1], "filter_sizes": [2, 2, 1, 1]},
            attrs={"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    # every Conv2DTranspose (issue 37): NHWC, a 3x3 image, a 2x2 filter
+    Family("conv2d_backprop", r"^Conv2DBackprop(Filter|Input)$",
+           shapes={"input": [1, 3, 3, 1], "filter": [2, 2, 1, 1], "out_backprop": [1, 2, 2, 1]},
+           ints={"input_sizes": [1, 3, 3, 1], "filter_sizes": [2, 2, 1, 1]},
+           attrs={"strides": [1, 1, 1, 1], "padding": "VALID"}),
+    # RandomRotation / RandomTranslation / RandomZoom in training (issue 37): an NHWC
+    # image of 3x3, projective transforms near the identity
+    Family("image_projective_transform", r"^ImageProjectiveTransformV[23]$",
+           shapes={"images": [1, 3, 3, 1], "transforms": [1, 8], "fill_value": []},
+           ints={"output_shape": [3, 3]},
+           attrs={"interpolation": "BILINEAR", "fill_mode": "CONSTANT"},
+           note="a 3x3 one-channel image, one random projective transform"),
+    # no gradient: compiled alone (issue 37: Keras 3's dropout and random layers in
+    # training draw through them); key and counter as tf.random.Generator makes them
+    Family("stateless_random_v2", r"^Stateless(RandomUniform|RandomNormal|TruncatedNormal|"
+           r"RandomUniformInt|RandomUniformFullInt)V2$", ints={
+               "shape": [2, 2], "alg": 1, "key": [1], "counter": [0, 0], "minval": 0,
+               "maxval": 5}, shapes={"minval": [], "maxval": []},
+           note="shape [2, 2], the Philox algorithm"),
+    Family("stateless_random_seed", r"^Stateless(RandomUniform|RandomNormal|"
+           r"TruncatedNormal|RandomUniformInt|RandomUniformFullInt|RandomGetKeyCounter)$",
+           ints={"shape": [2, 2], "seed": [1, 2]}, shapes={"minval": [], "maxval": []},
+           note="shape [2, 2], seed [1, 2]"),
+    # no gradient: compiled alone (issue 37: every one-hot label)
+    Family("one_hot", r"^OneHot$", shapes={"on_value": [], "off_value": []},
+           ints={"indices": [0, 2], "depth": 3}, note="indices [0, 2], depth 3"),
     Family("conv3d_backprop_v2", r"^Conv3DBackprop(Filter|Input)V2$",
            shapes={"input": [1, 2, 2, 2, 1], "filter": [1, 1, 1, 1, 1],
                    "out_backprop": [1, 2, 2, 2, 1]},

@@ -115,8 +115,18 @@ _NOISE = ("Graph execution error", "in user code", "Detected at node", "File ", 
 
 
 def _one_line(text):
-    """The line of TF's message that says what went wrong (not where)."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    """The line of TF's message that says what went wrong (not where: never a traceback's
+    source line, the line after ``File "...", line N``, which is our own code)."""
+    lines, after_file = [], False
+    for line in str(text).splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if after_file and not line.startswith("File "):
+            after_file = False
+            continue
+        after_file = line.startswith("File ")
+        lines.append(line)
     useful = [line for line in lines if not line.startswith(_NOISE) and
               not line.endswith(("error:", "code:")) and not re.match(r"\w+\.py:\d+", line)]
     line = (useful or lines or [""])[0]
@@ -260,7 +270,10 @@ def check(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
     except tf.errors.OpError as exc:  # XLA's refusals are errors of the run
         return failure(exc, graph), None
     except Exception as exc:  # noqa: BLE001 - ours, or TF refusing the graph itself
-        return unknown("cannot compile here: %s: %s" % (type(exc).__name__, _one_line(exc))), None
+        line = _one_line(exc)
+        named = "%s: " % type(exc).__name__
+        return unknown("cannot compile here: %s" % (
+            line if line.startswith(named) else named + line)), None
     return {"status": "compiles"}, values
 
 
@@ -360,6 +373,23 @@ def compile_alone(tf, mode, graph, op, outputs, feeds, device="CPU"):
     return verdict
 
 
+# ops the builders make to set the probed op up (a lookup table's variable), never the
+# probed op's own computation
+_SET_UP = frozenset(["VarHandleOp", "VariableV2", "Variable", "AssignVariableOp",
+                     "HashTableV2", "MutableHashTableV2", "MutableDenseHashTableV2"])
+
+
+def _set_up_refused(verdict, op):
+    """A forward verdict that blames a set-up op of the harvest's builder (XLA refused
+    the builder's variable before it reached the op) is no verdict on the op:
+    ``unknown``, with TF's message."""
+    if verdict.get("status") == "fails" and verdict.get("op") in _SET_UP and \
+            verdict.get("op") != op.type:
+        return unknown("XLA refused %s, which the harvest made to set the op up, before "
+                       "reaching the op: %s" % (verdict["op"], verdict.get("message", "")))
+    return verdict
+
+
 def _fed(op, feeds, constants):
     """Whether an argument of the compiled function reaches ``op``'s inputs."""
     arguments = set(t.op.name for t in _arguments(feeds, constants))
@@ -400,6 +430,7 @@ def probe_xla(tf, np, build, tolerance, device="CPU"):
         record["forward"] = compile_alone(tf, mode, graph, op, outputs, feeds, device)
     else:
         record["forward"], _ = check(tf, mode, graph, outputs, feeds, device)
+    record["forward"] = _set_up_refused(record["forward"], op)
     types = graph_op_types(outputs, ())
     try:
         made = make_gradient() if make_gradient is not None else None

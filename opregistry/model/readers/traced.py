@@ -211,9 +211,13 @@ def output_names(tf: TFModule, structure: Any) -> list[str]:
     return [p or f"output_{i}" for i, p in enumerate(paths)]
 
 
-def trace(obj: Traceable, *inputs: Tensor, source: str | None = None) -> Model:
+def trace(obj: Traceable, *inputs: Tensor, source: str | None = None,
+          training: bool = False) -> Model:
     """Trace a tf.function, a callable, a tf.Module with ``__call__`` or a Keras model
-    on ``inputs`` (tensors or tf.TensorSpec) and return its Model."""
+    on ``inputs`` (tensors or tf.TensorSpec) and return its Model. A Keras model is
+    called in inference mode, or with ``training`` in training mode (what ``fit``
+    compiles: augmentation layers transform, dropout drops, batch norm uses the
+    batch's statistics)."""
     tf = import_tensorflow()
 
     if is_keras_model(obj) and not inputs:
@@ -226,8 +230,8 @@ def trace(obj: Traceable, *inputs: Tensor, source: str | None = None) -> Model:
         root = owner
     fn: Traceable = obj
     if is_keras_model(obj):
-        def fn(*args: Tensor) -> Tensor:  # inference: what a user differentiates through
-            return obj(*args, training=False)
+        def fn(*args: Tensor) -> Tensor:  # inference unless training (check --xla)
+            return obj(*args, training=training)
     if not hasattr(fn, "get_concrete_function"):
         fn = tf.function(fn)
     concrete = fn.get_concrete_function(*inputs)
@@ -286,9 +290,10 @@ def _keras_input_specs(model: Traceable) -> list[TensorSpec]:
     return specs
 
 
-def read_keras(path: str | os.PathLike[str]) -> Model:
-    """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs."""
-    return trace(read_keras_model(path), source=os.fspath(path))
+def read_keras(path: str | os.PathLike[str], training: bool = False) -> Model:
+    """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs (in
+    training mode with ``training``)."""
+    return trace(read_keras_model(path), source=os.fspath(path), training=training)
 
 
 def read_keras_model(path: str | os.PathLike[str]) -> KerasModel:

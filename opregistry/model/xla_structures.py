@@ -1,0 +1,210 @@
+"""The structures compiling a training step under XLA teaches, which no single op's
+harvest shows (``xla_check`` applies them). Each rule is tested against TF compiling the
+step (tests/test_check_xla.py, tests/test_xla_step.py, tests/xla_differential.py).
+
+Per output and for a loaded call alike:
+
+* a While on a gradient path without a maximum iteration count: its gradient keeps
+  every iteration's values in TensorList accumulators of unknown size;
+* TensorLists / TensorArrays of unknown size in the forward pass;
+* the writes of a ``tf.TensorArray(dynamic_size=True)`` on a gradient path (their
+  gradient resizes the list: ``TensorListResize``, which XLA has no kernel for).
+
+Only for a loaded call (TF differentiates the function it loaded, not the Python that
+traced it, so what ``tf.function`` does for XLA when it traces a step does not happen):
+
+* a loop that reads a TensorList (``tf.map_fn``, ``tf.scan``, ``tf.foldl``,
+  ``TensorArray.read``, Keras RNN layers over their time steps) on a gradient path of
+  the targets: the loaded loop's gradient takes sizes and shapes from loop arguments
+  (``TensorListReserve`` / ``BroadcastGradientArgs`` ``must be a compile-time
+  constant``);
+* a ``tf.cond`` / ``tf.switch_case`` on a gradient path whose gradient needs a value
+  computed inside a branch: TF rewrites the loaded branches to return it as an Optional
+  (``OptionalFromValue``, which XLA has no kernel for); a live step's cond gives XLA the
+  plain value instead.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from opregistry.model.flatten import INST, TOP, Flat, tensor_id
+
+# (instance, part, status, cause, message): how a rule reports
+Add = Callable[[int, str, str, "str | None", "str | None"], None]
+
+WHILE_OPS = ("While", "StatelessWhile")
+BRANCH_OPS = ("If", "StatelessIf", "Case", "StatelessCase")
+# ops that make a TensorList / TensorArray whose size input or attr can be unknown
+# (-1): XLA needs every list's size when it compiles
+UNSIZED_LISTS = {"EmptyTensorList": 1, "TensorListReserve": 1}
+TENSOR_LIST_UNKNOWN_SIZE = "tensor_list_unknown_size"
+TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
+# a loaded loop's gradient: TensorListReserve's size, BroadcastGradientArgs' shapes
+# taken from loop arguments
+LOOP_SHAPE_NOT_CONSTANT = "loop_shape_not_constant"
+# a loaded cond's gradient: its branches return intermediates as Optionals
+OPTIONAL_INTERMEDIATES = "optional_intermediates"
+# TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
+# then calls TensorListResize (tensorflow/python/ops/list_ops.py)
+_RESIZE = "resize_if_index_out_of_bounds"
+
+# ops whose gradient function uses none of their inputs' or outputs' values (only
+# static shapes, constants or the upstream gradient): in a branch, nothing of theirs
+# is captured (tensorflow/python/ops/math_grad.py, array_grad.py)
+_CAPTURES_NOTHING = frozenset({
+    "Add", "AddV2", "Sub", "Neg", "AddN", "Identity", "IdentityN", "Snapshot", "Cast",
+    "Reshape", "ExpandDims", "Squeeze", "Sum", "Transpose", "ZerosLike", "OnesLike",
+    "StopGradient", "PreventGradient"})
+# ops whose gradient uses their own output: always a value computed in the branch
+_USES_OUTPUT = frozenset({
+    "Tanh", "Sigmoid", "Exp", "Expm1", "Sqrt", "Rsqrt", "Reciprocal", "Inv", "Relu",
+    "Relu6", "Elu", "Selu", "Softmax", "LogSoftmax", "Cholesky", "MatrixInverse",
+    "MatrixDeterminant", "Qr", "SelfAdjointEigV2", "Svd", "TopKV2"})
+
+
+def reached(flat: Flat, inst: int, reach: set[int]) -> bool:
+    return any(tensor_id(inst, i) in reach for i in range(max(1, len(flat.out_types[inst]))))
+
+
+def while_structure(flat: Flat, inst: int, below: set[int], reach: set[int], add: Add
+                    ) -> None:
+    """A While on a gradient path (its body records ops for the tape, and a gradient
+    reaches its outputs) whose maximum iteration count (while_v2's second loop
+    variable) is -1: the backward pass accumulates each iteration's values in
+    TensorLists of unknown size."""
+    if not flat.inputs[inst] or inst not in below or not reached(flat, inst, reach):
+        return  # (the loop-variable instances of a While have no inputs)
+    inputs = flat.inputs[inst]
+    limit = int_constant(flat, inputs[1]) if len(inputs) > 1 else None
+    if limit is not None and limit < 0:
+        add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
+            "a while_loop without maximum_iterations on a gradient path: its gradient "
+            "needs TensorList accumulators of unknown size (XLA compilation requires a "
+            "fixed tensor list size); give the loop maximum_iterations (autograph gives "
+            "a `for ... in tf.range(n)` loop one when it traces under XLA, so a step "
+            "traced again from Python may compile where this graph does not)")
+
+
+def loaded_loop_reads(flat: Flat, inst: int, body: list[int], below: set[int],
+                      below_all: set[int], reach: set[int], add: Add) -> None:
+    """A loaded While the step's targets differentiate through, whose body reads a
+    TensorList that carries a gradient (map_fn, scan, foldl, TensorArray.read): the
+    loop's gradient gives the list's gradient back in a TensorListReserve whose size
+    is a loop argument of the loaded backward, not a compile-time constant."""
+    if not flat.inputs[inst] or inst not in below or not reached(flat, inst, reach):
+        return
+    for j in body:
+        if flat.ops[j] == "TensorListGetItem" and j in below_all:
+            add(inst, "structure", "fails", LOOP_SHAPE_NOT_CONSTANT,
+                f"a loop that reads a TensorList ({flat.nodes[j].name}: tf.map_fn, "
+                "tf.scan, tf.foldl, TensorArray.read, a Keras RNN, GRU or LSTM over its "
+                "time steps) on a gradient path of a loaded function: the loop's "
+                "gradient takes sizes and shapes from loop arguments (TensorListReserve, "
+                "BroadcastGradientArgs: must be a compile-time constant), which XLA "
+                "refuses; the same step over the live model, traced from Python, "
+                "compiles")
+            return
+
+
+def loaded_branches(flat: Flat, inst: int, body: list[int], below_all: set[int],
+                    reach: set[int], add: Add) -> None:
+    """A loaded If / Case on a gradient path whose gradient needs a value computed in a
+    branch (not a branch argument, not a constant): TF's cond_v2 rewrites the loaded
+    branches to return it wrapped in an Optional (OptionalFromValue: no XLA kernel)."""
+    if inst not in below_all or not reached(flat, inst, reach):
+        return
+    for j in body:
+        if j not in below_all or not reached(flat, j, reach) or j in flat.transparent:
+            continue
+        op = flat.ops[j]
+        facts = flat.facts.get(op)
+        if facts is None or facts.gradient != "registered" or op in _CAPTURES_NOTHING:
+            continue
+        if op in _USES_OUTPUT or any(
+                t is not None and flat.keys.caller(t & INST) == inst
+                and flat.ops[t & INST] != "Const" for t in flat.inputs[j]):
+            add(inst, "structure", "fails", OPTIONAL_INTERMEDIATES,
+                f"a tf.cond / tf.switch_case of a loaded function on a gradient path "
+                f"whose gradient needs a value computed inside a branch ({op} "
+                f"{flat.nodes[j].name}): TF rewrites the loaded branches to return it as "
+                "an Optional (OptionalFromValue), which XLA has no kernel for (the same "
+                "step over the live model, traced from Python, compiles)")
+            return
+
+
+def bodies(flat: Flat, calls: set[int]) -> dict[int, list[int]]:
+    """call instance -> the instances directly in its bodies, for ``calls``."""
+    out: dict[int, list[int]] = {c: [] for c in calls}
+    for j in range(len(flat.keys)):
+        caller = flat.keys.caller(j)
+        if caller != TOP and caller in out:
+            out[caller].append(j)
+    return out
+
+
+def list_structure(flat: Flat, inst: int, add: Add) -> None:
+    """A TensorList / TensorArray whose size is -1 (``tf.TensorArray(dynamic_size=True)``)
+    on an output's forward pass."""
+    node = flat.nodes[inst]
+    if node.op == "TensorArrayV3":
+        dynamic = node.attr["dynamic_size"].b if "dynamic_size" in node.attr else False
+        if dynamic:
+            add(inst, "structure", "fails", TENSOR_ARRAY_UNKNOWN_SIZE,
+                "a TensorArray with dynamic_size=True: XLA needs its size when compiling")
+        return
+    inputs = flat.inputs[inst]
+    position = UNSIZED_LISTS[node.op]
+    size = int_constant(flat, inputs[position]) if len(inputs) > position else None
+    if size is not None and size < 0:
+        add(inst, "structure", "fails", TENSOR_LIST_UNKNOWN_SIZE,
+            "a TensorList of unknown size (-1 elements): XLA compilation requires a fixed "
+            "tensor list size")
+
+
+def resizes(flat: Flat, inst: int) -> bool:
+    node = flat.nodes[inst]
+    return node.op == "TensorListSetItem" and _RESIZE in node.attr and bool(
+        node.attr[_RESIZE].b)
+
+
+def resized_before(flat: Flat, inst: int) -> bool:
+    """Whether the list a resizing write writes to comes from another resizing write
+    (one finding per TensorArray, at its first write)."""
+    inputs = flat.inputs[inst]
+    for _ in range(8):
+        if not inputs or inputs[0] is None:
+            return False
+        producer = inputs[0] & INST
+        if flat.nodes[producer].op != "Identity":
+            return resizes(flat, producer)
+        inputs = flat.inputs[producer]
+    return False
+
+
+def int_constant(flat: Flat, ref: int | None) -> int | None:
+    """The value of a scalar integer Const at ``ref`` (through Identity); None for
+    anything else."""
+    for _ in range(8):
+        if ref is None:
+            return None
+        inst = ref & INST
+        node = flat.nodes[inst]
+        if node.op == "Identity" and flat.inputs[inst]:
+            ref = flat.inputs[inst][0]
+            continue
+        if node.op != "Const" or "value" not in node.attr:
+            return None
+        try:
+            proto = node.attr["value"].tensor
+            if proto.int_val:
+                return int(proto.int_val[0])
+            if proto.int64_val:
+                return int(proto.int64_val[0])
+            content = getattr(proto, "tensor_content", b"")  # TF's own NodeDef (traced)
+            if len(content) == 4:
+                return int(struct.unpack("<i", content)[0])
+        except (AttributeError, TypeError, ValueError, struct.error):
+            return None
+        return None
+    return None
