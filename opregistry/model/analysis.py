@@ -55,11 +55,15 @@ from opregistry.model.xla_check import xla_findings
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
             outputs: list[tuple[str | None, str]] | None = None,
-            flat: Flat | None = None, xla: bool = False) -> CheckResult:
+            flat: Flat | None = None, xla: bool = False, whole_call: bool = True
+            ) -> CheckResult:
     """Every (signature output, target) pair: with a gradient (and ops of concern on a
     path that still carries one), blocked (a finding, with the ops where its paths
     stop) or unrelated (the output does not depend on the target). With ``xla``, also
-    whether each output's training step compiles under XLA (``xla_check``)."""
+    whether each output's training step compiles under XLA (``xla_check``).
+    ``whole_call``: each signature is one call TF differentiates at once (a loaded
+    function, a traced step), so an op whose gradient raises fails all of it; False
+    where TF walked one gradient call's ops and did not raise (the guard)."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
     variables, inputs = model_targets(model, flat)
@@ -73,7 +77,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     for signature, sig_outputs in by_signature.items():
         targets = variables + inputs.get(signature, [])
         stops = {output: state.stops(tensor) for output, tensor in sig_outputs}
-        fatal = _fatal_ops(flat, state, sig_outputs, stops)
+        fatal = _fatal_ops(flat, state, sig_outputs, stops, whole_call)
         for output, tensor in sig_outputs:
             graded = state.reach(tensor)
             xla_status = None
@@ -206,20 +210,21 @@ def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str
 
 
 def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
-               stops: dict[str, list[tuple[int, int, int, str]]]) -> tuple[BlockingOp, ...]:
-    """Ops that make a loaded model fail to differentiate every output of a signature:
-    a custom gradient whose function was not saved (TF looks it up by its op type and
-    raises, for the whole function call), an op in a function whose gradient raises
-    (missing, or raising for every input), and, in a file, a py_function whose Python
-    callback is not there (the signature cannot even run)."""
+               stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
+               ) -> tuple[BlockingOp, ...]:
+    """Ops that make a model fail to differentiate every output of a signature: a
+    custom gradient whose function was not saved (TF looks it up by its op type and
+    raises, for the whole function call), an op of the call whose gradient raises
+    (missing, or raising for every input: ``in_whole_call``), and, in a file, a
+    py_function whose Python callback is not there (the signature cannot even run)."""
     found: dict[int, BlockingOp] = {}
     for output_stops in stops.values():
         for inst, _position, _ref, reason in output_stops:
-            # in a SavedModel's function, TF builds one backward function for the whole
-            # call: an op on a gradient path whose gradient raises (missing: LookupError;
-            # one that raises for every input, PreventGradient) fails every output
+            # TF builds one backward function for the whole call: an op on a gradient
+            # path whose gradient raises (missing: LookupError; one that raises for
+            # every input, PreventGradient) fails every output
             if reason == "custom_gradient_not_saved" or (
-                    flat.model.format == "savedmodel" and flat.functions[inst] is not None
+                    whole_call and in_whole_call(flat, inst)
                     and reason in ("missing", "none") and _gradient_raises(flat, inst)
                     and _gradient_arrives(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
@@ -239,6 +244,15 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          "python_function_not_saved")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
+
+
+def in_whole_call(flat: Flat, inst: int) -> bool:
+    """Whether TF differentiates ``inst`` as part of one call whose gradient fails
+    whole when an op's gradient raises: an op inside a SavedModel's function (its
+    top-level graph is only the call), any op of a GraphDef, a .pbtxt or a traced
+    step (each is run as one function: ``wrap_function``, a tf.function, Keras's
+    train step; ``tf.compat.v1.gradients`` raises too wherever the op is between)."""
+    return flat.functions[inst] is not None if flat.model.format == "savedmodel" else True
 
 
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None

@@ -150,6 +150,7 @@ def upgrade_check(model: Any, before: str, after: str, *,
     result = diff(before, after, db=db, sources=sources)
     # every list of the diff (each item names its op), XLA's included: a field added
     # to DiffResult later is restricted too, never passed whole
-    lists = {f.name: tuple(i for i in getattr(result, f.name) if i.op in ops)
-             for f in fields(result) if isinstance(getattr(result, f.name), tuple)}
+    lists: dict[str, Any] = {
+        f.name: tuple(i for i in getattr(result, f.name) if i.op in ops)
+        for f in fields(result) if isinstance(getattr(result, f.name), tuple)}
     return replace(result, **lists)
