@@ -328,7 +328,6 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
         site = call_site(2)
         _state.busy = True
         try:
-            result = original(*args, **kwargs)
             if is_tape:
                 tape, target, sources = _tape_args(args, kwargs)
                 log = getattr(tape, _LOG_ATTR, None) or getattr(tape, _SPANS_ATTR, None)
@@ -336,6 +335,11 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
                 tape, log = None, None
                 target = kwargs.get("ys", args[0] if args else None)
                 sources = kwargs.get("xs", args[1] if len(args) > 1 else None)
+            try:
+                result = original(*args, **kwargs)
+            except LookupError as error:  # an op's gradient raised: say which, then
+                _inspect(session, call, site, target, sources, None, log, raised=error)
+                raise  # TF's own error, unchanged
             _inspect(session, call, site, target, sources, result, log)
         finally:
             _state.busy = False
@@ -346,14 +350,18 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
     return gradient
 
 
-def _inspect(session: Any, *args: Any) -> None:
-    """The analysis of one call; a fault of the guard itself is one warning, never the
-    end of the user's training (NonDifferentiableError is the policy's, and passes)."""
+def _inspect(session: Any, *args: Any, raised: LookupError | None = None) -> None:
+    """The analysis of one call (``raised``: the error TF raised instead of returning);
+    a fault of the guard itself is one warning, never the end of the user's training
+    (NonDifferentiableError is the policy's, and passes)."""
     from opregistry.guard.actions import NonDifferentiableError, NonDifferentiableWarning
     from opregistry.guard.xla import XlaCompileWarning
 
     try:
-        session.inspect(*args)
+        if raised is not None:
+            session.inspect_raise(*args, raised)
+        else:
+            session.inspect(*args)
     except NonDifferentiableError:
         if session.on_raise is not None:
             session.on_raise()

@@ -5,13 +5,14 @@ import sys
 import threading
 import weakref
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from opregistry.db.location import DbLike
+from opregistry.errors import first_line
 from opregistry.guard import eager, graphs
 from opregistry.guard.actions import GuardPolicy, Lost
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.live_facts import Facts
+from opregistry.guard.live_facts import Facts, why
 from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, traceback_site
 
@@ -109,6 +110,43 @@ class Session:
         if found:
             self.policy.handle(found)
 
+    def inspect_raise(self, call: str, site: Site | None, target: Any, sources: Any,
+                      result: Any, log: Any, error: LookupError) -> None:
+        """One gradient call that TF is failing with ``error`` (an op's gradient raised:
+        LookupError for a missing one): the ops whose gradient raises that the call's
+        gradient reaches, with their lines, handed to the policy as one loss for every
+        source; the hook then lets TF's error go on."""
+        with self._lock:
+            self.calls += 1
+            self.policy.handle([self._raised(call, site, target, sources, log, error)])
+
+    def _raised(self, call: str, site: Site | None, target: Any, sources: Any, log: Any,
+                error: LookupError) -> Lost:
+        tf = sys.modules["tensorflow"]
+        targets = [t for t in tf.nest.flatten(target) if t is not None]
+        flat_sources = tf.nest.flatten(sources)
+        names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
+        from tensorflow.python.framework.ops import EagerTensor
+
+        model, site_of, loss, loss_site = None, None, "the target", None
+        if targets and not isinstance(targets[0], EagerTensor):
+            graph = targets[0].graph
+            state, _cache = self.cache.for_graph(graph)
+            model = graphs.graph_call_model(tf, state, graph, targets, flat_sources, names)
+            site_of = graphs.graph_site_of(graph)
+            loss, loss_site = f"{targets[0].op.type} '{targets[0].op.name}'", \
+                traceback_site(targets[0].op)
+        elif isinstance(log, eager.EagerLog):
+            model, site_of = self._log_model(tf, log, targets, flat_sources, names)
+            loss, loss_site = self._eager_loss(log, targets)
+        stops = graphs.raising(model, self.facts, site_of, str(error)) \
+            if model is not None and site_of is not None else ()
+        known = self.facts.ops
+        return Lost("every source", "raises", call, site, loss, loss_site, stops,
+                    self.facts.description, loss_node=loss.split("'")[1] if "'" in loss
+                    else "", hint=f"{type(error).__name__}: {first_line(error, 300)}",
+                    why={op: why(known, op.op, op.reason) for op in stops})
+
     def _outside_tape(self, targets: list[Any], source: Any, spans: list[Any]
                       ) -> Verdict | None:
         """The tensors the loss read that were computed while the tape was not
@@ -185,14 +223,30 @@ class Session:
             if len(self.cache.eager) >= EAGER_CACHE_SIZE:  # a loop whose ops vary
                 self.cache.eager.pop(next(iter(self.cache.eager)))
             cached = self.cache.eager[key] = self._analyse_log(tf, log, targets, sources, names)
+        return (cached, *self._eager_loss(log, targets))
+
+    @staticmethod
+    def _eager_loss(log: eager.EagerLog, targets: list[Any]) -> tuple[str, Site | None]:
+        """The recorded op that computed the differentiated tensor, and its line."""
         ref = log.producer.get(getattr(targets[0], "_id", -1)) if targets else None
         if ref is None or ref[0] < 0:
-            return cached, "the target", None
+            return "the target", None
         node = log.node_name(ref[0])
-        return cached, f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
+        return f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
+        model, site_of = self._log_model(tf, log, targets, sources, names)
+        verdicts = graphs.judge(model, self.facts, site_of)
+        for name in names:  # a source the record never saw does not reach the target
+            verdicts.setdefault(name, Verdict("unrelated"))
+        return verdicts
+
+    def _log_model(self, tf: Any, log: eager.EagerLog, targets: list[Any],
+                   sources: list[Any], names: list[str]
+                   ) -> tuple[Any, Callable[[str, str | None], Site | None]]:
+        """The Model of an eager record (the targets its outputs, the sources its
+        targets) and where each of its nodes was created."""
         # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
         # every variable, seen elsewhere in the record or not, matched by value
         held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
@@ -234,10 +288,7 @@ class Session:
             # an op of a tf.function called eagerly: the line of the call
             return calls.get(function) if function else sites.get(node)
 
-        verdicts = graphs.judge(model, self.facts, site_of)
-        for name in names:  # a source the record never saw does not reach the target
-            verdicts.setdefault(name, Verdict("unrelated"))
-        return verdicts
+        return model, site_of
 
     def summary(self) -> str:
         return self.policy.summary()
