@@ -283,19 +283,35 @@ def import_keras() -> Any:
 
 
 def _keras_input_specs(model: Any) -> list[Any]:
+    """A spec per input: a batch of one, every other dimension as the model declares
+    it, unknown ones left unknown (an image model without an input size traces at any
+    size: fixing it to 1 made a strided convolution's output negative)."""
     tf = import_tensorflow()
 
     specs = []
     for index, tensor in enumerate(model.inputs):
         name = getattr(tensor, "name", None) or f"input_{index}"
-        specs.append(tf.TensorSpec([d if d is not None else 1 for d in tensor.shape],
-                                   tensor.dtype, name=name.split(":")[0].replace("/", "_")))
+        shape = list(tensor.shape)
+        if shape and shape[0] is None:
+            shape[0] = 1
+        specs.append(tf.TensorSpec(shape, tensor.dtype,
+                                   name=name.split(":")[0].replace("/", "_")))
     return specs
 
 
 def read_keras(path: str | os.PathLike[str]) -> Model:
-    """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs."""
-    return trace(read_keras_model(path), source=os.fspath(path))
+    """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs.
+    Its ops were made by Keras from the file, by no line of the user's: they have no
+    creation site (the first frame outside the libraries would be whoever called
+    ``check``, the ``opregistry`` script itself on the command line)."""
+    model = read_keras_model(path)
+    try:
+        traced = trace(model, source=os.fspath(path))
+    except Exception as exc:  # noqa: BLE001 - TF's and Keras's errors while tracing
+        raise ModelError(f"{path}: the model cannot be traced on its declared inputs "
+                         f"({first_line(exc, 400)})") from None
+    traced.sites = {}
+    return traced
 
 
 def read_keras_model(path: str | os.PathLike[str]) -> Any:
