@@ -150,3 +150,45 @@ def test_a_traced_live_object_is_one_call_for_every_target():
         assert _answer(run) == "raises", (output, target, verdict)
     assert said == {("a", "v"): "raises", ("a", "u"): "raises", ("a", "x"): "raises",
                     ("b", "v"): "raises", ("b", "u"): "unrelated", ("b", "x"): "unrelated"}
+
+
+class _Reads(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.read = tf.Variable(2.0, name="read")
+        self.spare = tf.Variable(1.0, name="spare")
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def __call__(self, x):
+        return x * self.read
+
+
+def test_trainable_variables_the_call_never_reads_are_reported_as_unused():
+    """Every trainable variable of a live object is a target or listed unused, and the
+    unused ones are those TF gives None although nothing blocks them."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((3,))
+    used, unused = keras.layers.Dense(2, name="used"), keras.layers.Dense(2, name="unused")
+    model = keras.Model(inp, used(inp))
+    unused.build((None, 3))
+    model.spare = unused  # tracked by the model, read by no call
+    module = _Reads()
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    for live, args, run in [(model, (), lambda: model(x)),
+                            (module, (tf.TensorSpec([3], tf.float32),), lambda: module(x[0]))]:
+        result = opregistry.check(live, *args)
+        with tf.GradientTape() as tape:
+            value = run()
+        grads = tape.gradient(value, live.trainable_variables)
+        names = [getattr(v, "path", None) or v.name.split(":")[0]
+                 for v in live.trainable_variables]
+        targets = {t.name for t in result.targets if t.kind == "variable"}
+        assert set(result.unused_variables) | targets == set(names)  # none left out
+        assert not set(result.unused_variables) & targets
+        for name, grad in zip(names, grads):
+            if name in result.unused_variables:
+                assert grad is None, name  # TF decides
+        assert result.unused_variables == sorted(
+            n for n in names if n.startswith(("unused", "spare")))

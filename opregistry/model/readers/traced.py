@@ -241,13 +241,20 @@ def trace(obj: Any, *inputs: Any, source: str | None = None) -> Model:
     model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj),
                           root=root)
     if root is not None:
-        names = variable_names(tf, list(concrete.graph.variables), root)
+        read = list(concrete.graph.variables)
+        read_ids = {id(v) for v in read}
+        # a Keras 3 variable wraps the tf.Variable the graph captures
+        unread = [var for var in root.trainable_variables
+                  if not any(id(c) in read_ids for c in (var, getattr(var, "_value", None)))]
+        names = variable_names(tf, read + unread, root)
         model.trainable = set()
         for var in root.trainable_variables:
-            # a Keras 3 variable wraps the tf.Variable the graph captures
             for candidate in (var, getattr(var, "_value", None)):
-                if id(candidate) in names:
+                if id(candidate) in names and id(candidate) in read_ids:
                     model.trainable.add(names[id(candidate)])
+        # trainable variables the traced call never reads: TF gives them None (Keras
+        # warns "Gradients do not exist"), listed as a SavedModel's unused ones are
+        model.unused_variables = sorted(names[id(var)] for var in unread)
     return model
 
 
