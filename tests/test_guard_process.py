@@ -10,9 +10,9 @@ import sys
 import warnings
 
 import tensorflow as tf
+from cli_run import run_cli
 
 import opregistry
-from tests.cli_run import run_cli
 from tests.guard_helpers import line_of, no_guard_left_behind, site  # noqa: F401 (fixture)
 
 _strategy = tf.distribute.MirroredStrategy(["/cpu:0"])

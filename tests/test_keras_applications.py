@@ -6,9 +6,9 @@ no site (they named the ``opregistry`` script's line, or whoever called ``check`
 from __future__ import annotations
 
 import keras
+from keras_applications import check_one, problems
 
 import opregistry
-from tests.keras_applications import check_one, problems
 
 
 def test_mobilenet_v3_small_with_unknown_sizes_is_checked(tmp_path):

@@ -133,19 +133,14 @@ def test_a_traced_live_object_is_one_call_for_every_target():
     result = opregistry.check(module, tf.TensorSpec([4], tf.float32))
     said = _check_verdicts(result)
     x = tf.constant([1.0, 2.0, 3.0, 4.0])
-    sources = {"v": module.v, "u": module.u}
+    sources = {"v": module.v, "u": module.u, "x": x}
     for (output, target), verdict in said.items():
-        if target not in sources:  # the input x
-            def run(output=output):
-                with tf.GradientTape() as tape:
-                    tape.watch(x)
-                    value = module(x)[output]
-                return tape.gradient(value, [x])
-        else:
-            def run(output=output, target=target):
-                with tf.GradientTape() as tape:  # every trainable variable watched
-                    value = module(x)[output]
-                return tape.gradient(value, [sources[target]])
+        def run(output=output, target=target):
+            with tf.GradientTape() as tape:  # every trainable variable watched, and x
+                tape.watch(x)
+                value = module(x)[output]
+            return tape.gradient(value, [sources[target]])
+
         # the whole call raises: for the pairs without a data path too
         assert _answer(run) == "raises", (output, target, verdict)
     assert said == {("a", "v"): "raises", ("a", "u"): "raises", ("a", "x"): "raises",
