@@ -14,15 +14,17 @@ import opregistry
 
 
 def _graph(kind: str) -> tf.Graph:
-    """x and w meet in h = x * w; y reads h directly and through ``kind`` (Unique, or
-    Round for the control: a gradient that is None, not one that raises); z reads h
-    only."""
+    """x and w meet in h = x * w; y reads h directly and through ``kind`` (Unique; or
+    Round, a gradient that is None, not one that raises; or a Unique of a constant,
+    which TF never asks for a gradient: it is not between the inputs and y); z reads
+    h only."""
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [4], name="x")
         w = tf.compat.v1.placeholder(tf.float32, [4], name="w")
         h = x * w
-        side = tf.unique(h)[0] if kind == "unique" else tf.round(h)
+        side = tf.unique(h)[0] if kind == "unique" else tf.round(h) if kind == "round" \
+            else tf.unique(tf.constant([1.0, 2.0, 2.0]))[0]
         tf.identity(tf.reduce_sum(h) + tf.reduce_sum(side), name="y")
         tf.identity(tf.reduce_sum(h) * 2.0, name="z")
     return graph
@@ -84,7 +86,7 @@ def _check_verdicts(result) -> dict[tuple[str, str], str]:
     return verdicts
 
 
-@pytest.mark.parametrize("kind", ["unique", "round"])
+@pytest.mark.parametrize("kind", ["unique", "round", "constant-unique"])
 def test_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
     graph = _graph(kind)
     path = tmp_path / "u_graph.pb"
@@ -108,8 +110,11 @@ def test_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
         assert done.returncode == 1, done.stderr
         assert done.stderr.startswith("2 blocked targets in 1 output"), done.stderr
         assert done.stdout.count(" gradient_raises\n") == 2, done.stdout
-    else:
+    elif kind == "round":
         assert done.returncode == 0 and "2 partial paths" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("0 blocked targets in 1 output against"), done.stderr
 
 
 class _Module(tf.Module):

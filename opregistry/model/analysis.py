@@ -225,8 +225,8 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
             # every input, PreventGradient) fails every output
             if reason == "custom_gradient_not_saved" or (
                     whole_call and in_whole_call(flat, inst)
-                    and reason in ("missing", "none") and _gradient_raises(flat, inst)
-                    and _gradient_arrives(flat, state, inst, outputs)):
+                    and reason in ("missing", "none")
+                    and _raises_in_call(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          reason if reason == "custom_gradient_not_saved"
@@ -268,12 +268,36 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
             if reason in ("missing", "none") and inst not in found \
-                    and _gradient_raises(flat, inst) \
-                    and _gradient_arrives(flat, state, inst, outputs):
+                    and _raises_in_call(flat, state, inst, outputs):
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
+
+
+def _raises_in_call(flat: Flat, state: _State, inst: int,
+                    outputs: list[tuple[str, int]]) -> bool:
+    """Whether TF, differentiating the call, asks ``inst`` for a gradient that raises:
+    its gradient raises, a gradient of some output arrives at it, and it is between
+    the call's inputs and its outputs (TF walks only those ops: a Unique of a
+    constant inside the call is never asked)."""
+    return _gradient_raises(flat, inst) and _gradient_arrives(flat, state, inst, outputs) \
+        and _reads_call_input(flat, inst)
+
+
+def _reads_call_input(flat: Flat, inst: int) -> bool:
+    """Whether ``inst`` depends on an input of the call: a node without inputs that is
+    not a constant of the call itself (a placeholder, a variable's handle; in a
+    SavedModel whatever the top-level graph passes into the function)."""
+    for ref in flat.inputs[inst]:
+        if ref is None:
+            continue
+        for tensor in depends_on(flat, ref):
+            source = tensor & INST
+            if not flat.inputs[source] and source not in flat.transparent and not (
+                    flat.ops[source] == "Const" and in_whole_call(flat, source)):
+                return True
+    return False
 
 
 def _gradient_arrives(flat: Flat, state: _State, inst: int,
