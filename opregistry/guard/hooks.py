@@ -338,7 +338,8 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
             try:
                 result = original(*args, **kwargs)
             except LookupError as error:  # an op's gradient raised: say which, then
-                _inspect(session, call, site, target, sources, None, log, raised=error)
+                if not isinstance(error, (KeyError, IndexError)):  # (TF's: LookupError)
+                    _inspect(session, call, site, target, sources, None, log, raised=error)
                 raise  # TF's own error, unchanged
             _inspect(session, call, site, target, sources, result, log)
         finally:
