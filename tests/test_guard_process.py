@@ -15,34 +15,36 @@ from cli_run import run_cli
 import opregistry
 from tests.guard_helpers import line_of, no_guard_left_behind, site  # noqa: F401 (fixture)
 
-_strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-with _strategy.scope():
-    _picked = tf.Variable([0.5, 1.5], name="picked")
-    _fine = tf.Variable(2.0, name="fine")
 
-
-@tf.function
-def _mirrored_step(x):
-    def replica(x):
-        with tf.GradientTape() as tape:
-            loss = tf.cast(tf.argmax(_picked * x), tf.float32) + _fine  # argmax
-        grads = tape.gradient(loss, [_picked, _fine])  # gradient call
-        return [tf.zeros_like(_picked) if g is None else g for g in grads]
-    return _strategy.run(replica, args=(x,))
+def _mirrored(strategy, picked, fine):
+    @tf.function
+    def step(x):
+        def replica(x):
+            with tf.GradientTape() as tape:
+                loss = tf.cast(tf.argmax(picked * x), tf.float32) + fine  # argmax
+            grads = tape.gradient(loss, [picked, fine])  # gradient call
+            return [tf.zeros_like(picked) if g is None else g for g in grads]
+        return strategy.run(replica, args=(x,))
+    return step
 
 
 def test_the_guard_names_the_users_lines_under_mirrored_strategy():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # one device: still threads
+    with strategy.scope():
+        picked = tf.Variable([0.5, 1.5], name="picked")
+        fine = tf.Variable(2.0, name="fine")
+    step = _mirrored(strategy, picked, fine)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         installed = opregistry.guard.install(summary=False)
         try:
-            grads = _mirrored_step(tf.constant([1.0, 2.0]))
+            grads = step(tf.constant([1.0, 2.0]))
         finally:
             opregistry.guard.uninstall()
     assert not grads[0].numpy().any() and grads[1].numpy() == 1.0  # TF: none for picked
     (lost,) = installed.lost
     assert lost.target == "variable 'picked'"
-    source = _mirrored_step.python_function
+    source = _mirrored
     (stop,) = lost.stops
     assert stop.op == "ArgMax" and site(stop) == line_of(source, "argmax")
     call = f"{os.path.abspath(lost.call_site[0])}:{lost.call_site[1]}"
