@@ -71,12 +71,16 @@ def user_frame_site(depth: int = 1) -> Site | None:
 def call_site(depth: int = 2) -> Site | None:
     """The user's line calling into the guard. Inside a tf.function the innermost such
     frame is autograph's generated code: TF's own stack extraction maps it back to the
-    user's source."""
+    user's source, in the thread that traces; in another (a tf.distribute strategy's
+    replica thread) the converted functions' own source maps do."""
     frame: Any = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
         if "__autograph_generated_file" in filename:
-            return _mapped_site() or (filename, frame.f_lineno)
+            mapped = _mapped_site()
+            if mapped is None or "__autograph_generated_file" in mapped[0]:
+                mapped = autograph_origin(filename, frame.f_lineno)
+            return mapped or (filename, frame.f_lineno)
         if not is_library_file(filename):
             return filename, frame.f_lineno
         frame = frame.f_back
@@ -97,14 +101,19 @@ def _mapped_site() -> Site | None:
 
 
 def traceback_site(op: Any) -> Site | None:
-    """The innermost user frame of a graph op's creation traceback."""
+    """The innermost user frame of a graph op's creation traceback (a line of
+    autograph's generated code that TF did not map, mapped by its source map)."""
     try:
         frames = list(op.traceback)
     except Exception:  # noqa: BLE001 - an op without one (imported graphs)
         return None
     for frame in reversed(frames):
         filename = getattr(frame, "filename", None)
-        if filename and not is_library_file(filename):
+        if filename and "__autograph_generated_file" in filename:
+            mapped = autograph_origin(filename, int(frame.lineno))
+            if mapped is not None and not is_library_file(mapped[0]):
+                return mapped
+        elif filename and not is_library_file(filename):
             return filename, int(frame.lineno)
     return None
 
@@ -118,3 +127,38 @@ def shown(site: Site | None, root: str | None = None) -> str:
     if filename.startswith(base):
         filename = filename[len(base):]
     return f"{filename}:{line}"
+
+
+# autograph's generated file -> its source map ((file, line) -> OriginInfo), from the
+# converted functions themselves: TF applies one only in the thread that traced
+_autograph_maps: dict[str, Any] = {}
+_autograph_unmapped: set[str] = set()  # generated files no live function maps
+
+
+def autograph_origin(filename: str, line: int) -> Site | None:
+    """The user's line a line of autograph's generated code came from, where known
+    (a tf.distribute strategy's replica thread traces without TF's mapping)."""
+    if filename not in _autograph_maps and filename not in _autograph_unmapped:
+        _find_autograph_maps()
+        if filename not in _autograph_maps:
+            _autograph_unmapped.add(filename)
+    source_map = _autograph_maps.get(filename)
+    origin = source_map.get((filename, line)) if source_map is not None else None
+    location = getattr(origin, "loc", None)
+    if location is None:
+        return None
+    return str(location.filename), int(location.lineno)
+
+
+def _find_autograph_maps() -> None:
+    """Every converted function alive keeps its source map (``ag_source_map``, set
+    by autograph): one pass over the live functions, when a generated file is new."""
+    import gc
+    import types
+
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and "__autograph_generated_file" in \
+                obj.__code__.co_filename:
+            source_map = getattr(obj, "ag_source_map", None)
+            if isinstance(source_map, dict):
+                _autograph_maps[obj.__code__.co_filename] = source_map

@@ -173,7 +173,7 @@ def _names(sources: list[Any]) -> list[str]:
 
 
 def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: bool,
-                guarded: bool = True, db: Any = None
+                guarded: bool = True, db: Any = None, guards: list[Any] | None = None
                 ) -> tuple[list[list[str]], dict[str, str]]:
     """TF's gradients of ``output`` for every variable and input (the program's names),
     as none/zero/gradient, at each point of ``at``; the first call is made under the
@@ -202,6 +202,8 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
 
     call = tf.function(step, autograph=False) if traced else step
     guard = opregistry.guard.Guard(action="log", summary=False, db=db)
+    if guards is not None:  # what it reported, also when TF raises
+        guards.append(guard)
     with guard if guarded else contextlib.nullcontext():
         first = call(tf.constant(1), *at[0])
     if traced:
@@ -304,14 +306,17 @@ def compare_guard(tf: Any, report: Report, program: programs.Program, module: An
     for traced in (False, True):
         part = "guard-traced" if traced else "guard-eager"
         for output in program.outputs:
+            guards: list[Any] = []
             try:
                 (given, other), reported = guard_calls(tf, module, output, at, traced,
-                                                       db=db)
+                                                       db=db, guards=guards)
             except Exception as error:  # noqa: BLE001 - does TF raise without the guard?
                 try:
                     guard_calls(tf, module, output, at, traced, guarded=False)
-                except Exception:  # noqa: BLE001 - TF raises: nothing to compare
-                    report.tf_raises[part] += 1
+                except Exception as tf_error:  # noqa: BLE001 - TF raises: the guard said
+                    report.tf_raises[part] += 1  # so first, naming the op TF names
+                    report.disagreements += judge_guard_raise(
+                        program, part, output, guards[0], tf_error)
                     continue
                 report.disagreements.append(Disagreement(
                     program.seed, part, program.family, "guard raises",
@@ -324,6 +329,26 @@ def compare_guard(tf: Any, report: Report, program: programs.Program, module: An
             report.disagreements += judge_guard(program, part, output, names, given, other,
                                                 reported)
     return traced_answers
+
+
+def judge_guard_raise(program: programs.Program, part: str, output: str, guard: Any,
+                      error: BaseException) -> list[Disagreement]:
+    """Where TF raises for the call (an op's gradient raises), the guard reported one
+    loss of kind ``raises`` for the whole call, naming the op type TF's error names
+    (TF's message names it where its registry has no entry: LookupError)."""
+    import re
+
+    raised = [lost for lost in guard.lost if lost.kind == "raises"]
+    named = {stop.op for lost in raised for stop in lost.stops}
+    message = str(error)
+    # "gradient registry has no entry for: Unique" (the tape), "(op type: Unique)"
+    said = set(re.findall(r"no entry for: (\w+)|op type: (\w+)\)", message))
+    tf_ops = {op for pair in said for op in pair if op}
+    if len(raised) == 1 and named and tf_ops <= named:
+        return []
+    return [Disagreement(program.seed, part, program.family, "guard silent where TF raises",
+                         f"{output}: TF {type(error).__name__}: {message[:160]}; the guard "
+                         f"named {sorted(named) or 'nothing'}")]
 
 
 def judge_guard(program: programs.Program, part: str, output: str, names: list[str],

@@ -66,11 +66,12 @@ RULES: dict[str, tuple[str, str]] = {
         "The Python function behind a py_function or numpy_function is not part of a "
         "SavedModel: the loaded model cannot run it, and has no gradient through it."),
     "gradient_raises": (
-        "Asking for the op's gradient raises, inside a saved function",
-        "The op has no gradient function (LookupError) or one that raises for every "
-        "input (PreventGradient), and it is on a gradient path inside a SavedModel's "
-        "function: TensorFlow builds one backward function for the whole call, so every "
-        "output of the signature fails to differentiate once the model is loaded."),
+        "Asking for the op's gradient raises, for the whole call",
+        "The op has no gradient function (LookupError: gradient registry has no entry "
+        "for it) or one that raises for every input (PreventGradient), and it is on a "
+        "gradient path of one call (a SavedModel's function, a GraphDef run as one, a "
+        "traced training step): TensorFlow builds one backward function for the whole "
+        "call, so every output of the signature fails to differentiate."),
     "no_path": ("The output depends on the target, but no gradient path reaches it",
                 "Every path from the target to the output stops; no single op is to blame."),
     "partial_path": ("An op of concern on a gradient path that still gets a gradient",

@@ -10,6 +10,7 @@ Importing this module does not import TensorFlow: starting a guard does.
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import types
 from typing import Any
@@ -57,6 +58,7 @@ class Guard:
         self.program_wide = program_wide
         self._owner: list[Any] | None = None
         self.running = False
+        self._pid = os.getpid()  # the process that started it
 
     def start(self) -> Guard:
         from opregistry.guard import hooks
@@ -64,6 +66,7 @@ class Guard:
         if not self.running:
             self._owner = hooks.add(self.session, self.program_wide)
             self.running = True
+            self._pid = os.getpid()
         return self
 
     def stop(self) -> None:
@@ -74,7 +77,9 @@ class Guard:
             return
         self.running = False
         hooks.remove(self.session, self._owner)
-        if self.print_summary and self.session.policy.entries:
+        # a fork()ed child that stops it (at its exit) holds the parent's findings:
+        # the summary is the parent's to print, once
+        if self.print_summary and self.session.policy.entries and os.getpid() == self._pid:
             print(self.summary(), file=sys.stderr)
 
     def __enter__(self) -> Guard:

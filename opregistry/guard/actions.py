@@ -63,7 +63,9 @@ class Lost:
     target: str
     # none (TF gave None), zero (identically zero), unrelated (the loss does not use
     # it), unexplained (no recorded op explains the None), unrecorded (a tape entered
-    # before the guard: nothing was recorded to explain it)
+    # before the guard: nothing was recorded to explain it), raises (TF is raising for
+    # the whole call: an op's gradient raises; ``hint`` is TF's error, the target
+    # "every source")
     kind: str
     call: str  # GradientTape.gradient, tf.gradients, ...
     call_site: Site | None
@@ -93,18 +95,26 @@ class Lost:
                 "zero": "gets a gradient that is identically zero",
                 "unrelated": "gets no gradient (None): the loss does not depend on it",
                 "unexplained": "gets no gradient (None)",
-                "unrecorded": "gets no gradient (None)"}[self.kind]
-        if self.hint:  # then the guard cannot tell whether the loss depends on it
-            what = "gets no gradient (None)"
+                "unrecorded": "gets no gradient (None)",
+                "raises": "gets no gradient: TensorFlow raises for the whole call"
+                }[self.kind]
+        if self.hint and self.kind != "raises":  # the guard cannot tell whether the
+            what = "gets no gradient (None)"  # loss depends on it
         head = (f"{self.target} {what} from {self.loss} (created at {shown(self.loss_site)})"
                 f" in {self.call} at {shown(self.call_site)}")
+        # TF's own error follows the warning: its first words say which one it is
+        after = f"\n  then TensorFlow's error: {self.hint}" if self.kind == "raises" else ""
         if self.stops:
             from opregistry.formats.remedies import guard_hint
 
             lines = "\n".join(f"  {self.describe(s)}" for s in self.stops)
             hints = "\n".join(f"  {h}" for h in dict.fromkeys(
                 guard_hint(s.op, s.reason) for s in self.stops))
-            return f"{head}; the gradient stops at:\n{lines}\n  ({self.facts})\n{hints}"
+            where = "its gradient raises at" if self.kind == "raises" else \
+                "the gradient stops at"
+            return f"{head}; {where}:\n{lines}\n  ({self.facts})\n{hints}{after}"
+        if self.kind == "raises":
+            return f"{head} ({self.facts}){after}"
         if self.hint:
             head = f"{head}; {self.hint}"
         if self.kind == "unexplained":
@@ -232,7 +242,8 @@ def summary_text(items: list[tuple[tuple[str, str, str | None], Entry]]) -> str:
 
 _KINDS = {"none": "no gradient (None)", "zero": "identically zero gradient",
           "unrelated": "no gradient (None), the loss does not depend on it",
-          "unexplained": "no gradient (None)", "unrecorded": "no gradient (None)"}
+          "unexplained": "no gradient (None)", "unrecorded": "no gradient (None)",
+          "raises": "no gradient: TensorFlow raised for the whole call"}
 
 
 def _stop_text(key: tuple[str, str, str | None], entry: Entry) -> str:

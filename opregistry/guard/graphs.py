@@ -4,6 +4,7 @@ being traced (tf.function, Keras ``fit``, a TF1 graph) or from the ops recorded
 eagerly; then every source's verdict, with the ops where its paths stop."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -82,7 +83,8 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
     from opregistry.model.analysis import analyse
 
     known = facts.get(model.op_types)
-    result = analyse(model, known, facts.release or "installed")
+    # TF walked this call and did not raise: its own walk, not a whole call's
+    result = analyse(model, known, facts.release or "installed", whole_call=False)
     verdicts: dict[str, Verdict] = {}
     stops: dict[str, dict[tuple[str, str | None], BlockingOp]] = {}
     for report in result.outputs:
@@ -101,6 +103,22 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
         verdicts[name] = Verdict("blocked", placed,
                                  {op: why(known, op.op, op.reason) for op in placed})
     return verdicts
+
+
+def raising(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site | None],
+            message: str) -> tuple[BlockingOp, ...]:
+    """The ops of a gradient call that TF failed with ``message`` whose gradient raises
+    and that its gradient reaches (``check``'s rule: ``analysis.raising_ops``), those
+    of the op type TF names first, with the lines that created them; reason
+    ``missing`` or ``none`` as the facts say, for their remedies."""
+    from opregistry.model.analysis import raising_ops
+
+    known = facts.get(model.op_types)
+    found = raising_ops(model, known)
+    named = [op for op in found if re.search(rf"\b{re.escape(op.op)}\b", message)]
+    return tuple(replace(op, reason="missing" if known[op.op].gradient == "missing"
+                         else "none", site=shown_site(site_of(op.node, op.function)))
+                 for op in named or found)
 
 
 def shown_site(site: Site | None) -> str | None:

@@ -336,8 +336,15 @@ def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable
         _state.busy = True
         try:
             # a gradient of a gradient taken under this tape: warned before TF raises
-            _inspect(session.before_gradient, target, sources, log, 3)
-            result = original(*args, **kwargs)
+            warned = _inspect(session.before_gradient, target, sources, log, 3)
+            try:
+                result = original(*args, **kwargs)
+            except LookupError as error:  # an op's gradient raised: say which, then
+                # (TF's: LookupError; not KeyError/IndexError; once, if order 2 said it)
+                if not isinstance(error, (KeyError, IndexError)) and not warned:
+                    _inspect(session.inspect_raise, call, site, target, sources, None, log,
+                             error)
+                raise  # TF's own error, unchanged
             # an outer tape records this call: its second order is worth analysing
             nested = _recording()
             watched = tape.watched_variables() if tape is not None and nested else ()
@@ -359,17 +366,18 @@ def _recording() -> bool:
     return bool(record.could_possibly_record())
 
 
-def _inspect(step: Any, *args: Any) -> None:
-    """The analysis of one call (``step``: a session's ``inspect`` or
-    ``before_gradient``); a fault of the guard itself is one warning, never the end of
-    the user's training (NonDifferentiableError is the policy's, and passes)."""
+def _inspect(step: Any, *args: Any) -> Any:
+    """The analysis of one call (``step``: a session's ``inspect``, ``inspect_raise``
+    or ``before_gradient``), and what it returns (None after a fault); a fault of the
+    guard itself is one warning, never the end of the user's training
+    (NonDifferentiableError is the policy's, and passes)."""
     from opregistry.guard.actions import NonDifferentiableError, NonDifferentiableWarning
     from opregistry.guard.second_order import SecondOrderWarning
     from opregistry.guard.xla import XlaCompileWarning
 
     session = step.__self__
     try:
-        step(*args)
+        return step(*args)
     except NonDifferentiableError:
         if session.on_raise is not None:
             session.on_raise()

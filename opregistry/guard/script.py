@@ -25,6 +25,7 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     installed = guard.install(action=action, ignore=ignore, release=release, summary=False)
+    parent = os.getpid()
     code = 0
     try:
         runpy.run_path(path, run_name="__main__")
@@ -32,6 +33,9 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C: shown as Python shows it, and the summary too
+        traceback.print_exc()
+        code = 130
     except Exception:  # noqa: BLE001 - the script's own error, shown as Python shows it
         traceback.print_exc()
         code = 1
@@ -39,6 +43,8 @@ def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any 
         guard.uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
     sys.stdout.flush()
+    if os.getpid() != parent:  # a fork()ed child leaving the script: the summary is
+        return code  # the parent's to print, once
     print(installed.summary(), file=sys.stderr)
     if strict and code == 0 and (installed.lost or installed.session.policy.rules.stale):
         return 1

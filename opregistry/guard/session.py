@@ -5,13 +5,14 @@ import sys
 import threading
 import weakref
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from opregistry.db.location import DbLike
+from opregistry.errors import first_line
 from opregistry.guard import eager, graphs
 from opregistry.guard.actions import GuardPolicy, Lost
 from opregistry.guard.graphs import Verdict
-from opregistry.guard.live_facts import Facts
+from opregistry.guard.live_facts import Facts, why
 from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, traceback_site
 
@@ -77,12 +78,14 @@ class Session:
             if nested:
                 self._note_nested(call, site, target, sources, result, log, watched)
 
-    def before_gradient(self, target: Any, sources: Any, log: Any, stacklevel: int) -> None:
+    def before_gradient(self, target: Any, sources: Any, log: Any, stacklevel: int) -> bool:
         """Before TF computes a gradient: when it differentiates a gradient taken under
         this tape (``inspect`` with ``nested``) through an op whose gradient op stops
-        the second pass, a SecondOrderWarning (before TF's LookupError, where it raises)."""
+        the second pass, a SecondOrderWarning (before TF's LookupError, where it raises).
+        Whether there was such an op (then TF's LookupError needs no second word)."""
+        warned = False
         if not self.pending:
-            return
+            return warned
         with self._lock:
             from opregistry.guard import second_order
 
@@ -107,6 +110,8 @@ class Session:
                          if h.verdict == "raises" or h.targets & outer.keys()]
                 second_order.warn(pending, found, "this call", self._second_seen,
                                   stacklevel + 1)
+                warned = warned or bool(found)
+        return warned
 
     def _note_nested(self, call: str, site: Site | None, target: Any, sources: Any,
                      result: Any, log: Any, watched: Any) -> None:
@@ -209,6 +214,43 @@ class Session:
         if found:
             self.policy.handle(found)
 
+    def inspect_raise(self, call: str, site: Site | None, target: Any, sources: Any,
+                      result: Any, log: Any, error: LookupError) -> None:
+        """One gradient call that TF is failing with ``error`` (an op's gradient raised:
+        LookupError for a missing one): the ops whose gradient raises that the call's
+        gradient reaches, with their lines, handed to the policy as one loss for every
+        source; the hook then lets TF's error go on."""
+        with self._lock:
+            self.calls += 1
+            self.policy.handle([self._raised(call, site, target, sources, log, error)])
+
+    def _raised(self, call: str, site: Site | None, target: Any, sources: Any, log: Any,
+                error: LookupError) -> Lost:
+        tf = sys.modules["tensorflow"]
+        targets = [t for t in tf.nest.flatten(target) if t is not None]
+        flat_sources = tf.nest.flatten(sources)
+        names = graphs.unique([graphs.source_name(s, i) for i, s in enumerate(flat_sources)])
+        from tensorflow.python.framework.ops import EagerTensor
+
+        model, site_of, loss, loss_site = None, None, "the target", None
+        if targets and not isinstance(targets[0], EagerTensor):
+            graph = targets[0].graph
+            state, _cache = self.cache.for_graph(graph)
+            model = graphs.graph_call_model(tf, state, graph, targets, flat_sources, names)
+            site_of = graphs.graph_site_of(graph)
+            loss, loss_site = f"{targets[0].op.type} '{targets[0].op.name}'", \
+                traceback_site(targets[0].op)
+        elif isinstance(log, eager.EagerLog):
+            model, site_of = self._log_model(tf, log, targets, flat_sources, names)
+            loss, loss_site = self._eager_loss(log, targets)
+        stops = graphs.raising(model, self.facts, site_of, str(error)) \
+            if model is not None and site_of is not None else ()
+        known = self.facts.ops
+        return Lost("every source", "raises", call, site, loss, loss_site, stops,
+                    self.facts.description, loss_node=loss.split("'")[1] if "'" in loss
+                    else "", hint=f"{type(error).__name__}: {first_line(error, 300)}",
+                    why={op: why(known, op.op, op.reason) for op in stops})
+
     def _outside_tape(self, targets: list[Any], source: Any, spans: list[Any]
                       ) -> Verdict | None:
         """The tensors the loss read that were computed while the tape was not
@@ -285,11 +327,16 @@ class Session:
             if len(self.cache.eager) >= EAGER_CACHE_SIZE:  # a loop whose ops vary
                 self.cache.eager.pop(next(iter(self.cache.eager)))
             cached = self.cache.eager[key] = self._analyse_log(tf, log, targets, sources, names)
+        return (cached, *self._eager_loss(log, targets))
+
+    @staticmethod
+    def _eager_loss(log: eager.EagerLog, targets: list[Any]) -> tuple[str, Site | None]:
+        """The recorded op that computed the differentiated tensor, and its line."""
         ref = log.producer.get(getattr(targets[0], "_id", -1)) if targets else None
         if ref is None or ref[0] < 0:
-            return cached, "the target", None
+            return "the target", None
         node = log.node_name(ref[0])
-        return cached, f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
+        return f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
 
     def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
                      sources: list[Any], names: list[str]) -> dict[str, Verdict]:
@@ -300,8 +347,10 @@ class Session:
         return verdicts
 
     def _log_model(self, tf: Any, log: eager.EagerLog, targets: list[Any],
-                   sources: list[Any], names: list[str]) -> tuple[Any, Any]:
-        """The Model of an eager record's gradient call, and node -> creating line."""
+                   sources: list[Any], names: list[str]
+                   ) -> tuple[Any, Callable[[str, str | None], Site | None]]:
+        """The Model of an eager record (the targets its outputs, the sources its
+        targets) and where each of its nodes was created."""
         # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
         # every variable, seen elsewhere in the record or not, matched by value
         held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)

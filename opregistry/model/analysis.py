@@ -59,13 +59,17 @@ from opregistry.model.xla_check import verdict as xla_verdict
 def analyse(model: Model, facts: dict[str, Any], release: str,
             outputs: list[tuple[str | None, str]] | None = None,
             flat: Flat | None = None, xla: bool = False,
-            second_order: dict[str, Any] | None = None) -> CheckResult:
+            second_order: dict[str, Any] | None = None, whole_call: bool = True
+            ) -> CheckResult:
     """Every (signature output, target) pair: with a gradient (and ops of concern on a
     path that still carries one), blocked (a finding, with the ops where its paths
     stop) or unrelated (the output does not depend on the target). With ``xla``, also
     whether each output's training step compiles under XLA (``xla_check``). With
     ``second_order`` (the facts of the ops that gradient functions create, possibly
-    empty), also each pair's second order (``second_order.py``)."""
+    empty), also each pair's second order (``second_order.py``). ``whole_call``: each
+    signature is one call TF differentiates at once (a loaded function, a traced step),
+    so an op whose gradient raises fails all of it; False where TF walked one gradient
+    call's ops and did not raise (the guard)."""
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
     order2 = None if second_order is None else SecondOrder(flat, state, second_order)
@@ -81,7 +85,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     for signature, sig_outputs in by_signature.items():
         targets = variables + inputs.get(signature, [])
         stops = {output: state.stops(tensor) for output, tensor in sig_outputs}
-        fatal = _fatal_ops(flat, state, sig_outputs, stops)
+        fatal = _fatal_ops(flat, state, sig_outputs, stops, whole_call)
         # the training step's targets: its variables, else its inputs
         step_sources = [s for t in (variables or targets) for s in t.sources]
         call = signature_call(flat, [t for _, t in sig_outputs]) if xla else None
@@ -232,22 +236,23 @@ def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str
 
 
 def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
-               stops: dict[str, list[tuple[int, int, int, str]]]) -> tuple[BlockingOp, ...]:
-    """Ops that make a loaded model fail to differentiate every output of a signature:
-    a custom gradient whose function was not saved (TF looks it up by its op type and
-    raises, for the whole function call), an op in a function whose gradient raises
-    (missing, or raising for every input), and, in a file, a py_function whose Python
-    callback is not there (the signature cannot even run)."""
+               stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
+               ) -> tuple[BlockingOp, ...]:
+    """Ops that make a model fail to differentiate every output of a signature: a
+    custom gradient whose function was not saved (TF looks it up by its op type and
+    raises, for the whole function call), an op of the call whose gradient raises
+    (missing, or raising for every input: ``in_whole_call``), and, in a file, a
+    py_function whose Python callback is not there (the signature cannot even run)."""
     found: dict[int, BlockingOp] = {}
     for output_stops in stops.values():
         for inst, _position, _ref, reason in output_stops:
-            # in a SavedModel's function, TF builds one backward function for the whole
-            # call: an op on a gradient path whose gradient raises (missing: LookupError;
-            # one that raises for every input, PreventGradient) fails every output
+            # TF builds one backward function for the whole call: an op on a gradient
+            # path whose gradient raises (missing: LookupError; one that raises for
+            # every input, PreventGradient) fails every output
             if reason == "custom_gradient_not_saved" or (
-                    flat.model.format == "savedmodel" and flat.functions[inst] is not None
-                    and reason in ("missing", "none") and _gradient_raises(flat, inst)
-                    and _gradient_arrives(flat, state, inst, outputs)):
+                    whole_call and in_whole_call(flat, inst)
+                    and reason in ("missing", "none")
+                    and _raises_in_call(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          reason if reason == "custom_gradient_not_saved"
@@ -267,6 +272,15 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
 
+def in_whole_call(flat: Flat, inst: int) -> bool:
+    """Whether TF differentiates ``inst`` as part of one call whose gradient fails
+    whole when an op's gradient raises: an op inside a SavedModel's function (its
+    top-level graph is only the call), any op of a GraphDef, a .pbtxt or a traced
+    step (each is run as one function: ``wrap_function``, a tf.function, Keras's
+    train step; ``tf.compat.v1.gradients`` raises too wherever the op is between)."""
+    return flat.functions[inst] is not None if flat.model.format == "savedmodel" else True
+
+
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
                 ) -> tuple[BlockingOp, ...]:
     """The ops a gradient of some output reaches whose gradient raises (``missing``, or
@@ -280,12 +294,36 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
             if reason in ("missing", "none") and inst not in found \
-                    and _gradient_raises(flat, inst) \
-                    and _gradient_arrives(flat, state, inst, outputs):
+                    and _raises_in_call(flat, state, inst, outputs):
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
+
+
+def _raises_in_call(flat: Flat, state: _State, inst: int,
+                    outputs: list[tuple[str, int]]) -> bool:
+    """Whether TF, differentiating the call, asks ``inst`` for a gradient that raises:
+    its gradient raises, a gradient of some output arrives at it, and it is between
+    the call's inputs and its outputs (TF walks only those ops: a Unique of a
+    constant inside the call is never asked)."""
+    return _gradient_raises(flat, inst) and _gradient_arrives(flat, state, inst, outputs) \
+        and _reads_call_input(flat, inst)
+
+
+def _reads_call_input(flat: Flat, inst: int) -> bool:
+    """Whether ``inst`` depends on an input of the call: a node without inputs that is
+    not a constant of the call itself (a placeholder, a variable's handle; in a
+    SavedModel whatever the top-level graph passes into the function)."""
+    for ref in flat.inputs[inst]:
+        if ref is None:
+            continue
+        for tensor in depends_on(flat, ref):
+            source = tensor & INST
+            if not flat.inputs[source] and source not in flat.transparent and not (
+                    flat.ops[source] == "Const" and in_whole_call(flat, source)):
+                return True
+    return False
 
 
 def _gradient_arrives(flat: Flat, state: _State, inst: int,

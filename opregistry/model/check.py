@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
@@ -169,20 +169,15 @@ def upgrade_check(model: Traceable, before: str, after: str, *,
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
     target release does not have."""
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
     from opregistry.registry.diff import diff
 
     ops: set[str] = set().union(*(m.op_types for m in load_models(model, tags=tags)))
     result = diff(before, after, db=db, sources=sources)
-
-    def keep(items: tuple[_Item, ...]) -> tuple[_Item, ...]:
-        return tuple(i for i in items if i.op in ops)
-
-    return replace(result, added=keep(result.added), removed=keep(result.removed),
-                   transitions=keep(result.transitions),
-                   changed_functions=keep(result.changed_functions),
-                   effective_transitions=keep(result.effective_transitions),
-                   input_changes=keep(result.input_changes),
-                   second_order_changes=keep(result.second_order_changes),
-                   verification_changes=keep(result.verification_changes))
+    # every list of the diff (each item names its op), XLA's included: a field added
+    # to DiffResult later is restricted too, never passed whole
+    lists: dict[str, Any] = {
+        f.name: tuple(i for i in getattr(result, f.name) if i.op in ops)
+        for f in fields(result) if isinstance(getattr(result, f.name), tuple)}
+    return replace(result, **lists)

@@ -238,13 +238,20 @@ def trace(obj: Traceable, *inputs: Tensor, source: str | None = None,
     model = from_concrete(concrete, source or getattr(obj, "name", None) or repr(obj),
                           root=root)
     if root is not None:
-        names = variable_names(tf, list(concrete.graph.variables), root)
+        read = list(concrete.graph.variables)
+        read_ids = {id(v) for v in read}
+        # a Keras 3 variable wraps the tf.Variable the graph captures
+        unread = [var for var in root.trainable_variables
+                  if not any(id(c) in read_ids for c in (var, getattr(var, "_value", None)))]
+        names = variable_names(tf, read + unread, root)
         model.trainable = set()
         for var in root.trainable_variables:
-            # a Keras 3 variable wraps the tf.Variable the graph captures
             for candidate in (var, getattr(var, "_value", None)):
-                if id(candidate) in names:
+                if id(candidate) in names and id(candidate) in read_ids:
                     model.trainable.add(names[id(candidate)])
+        # trainable variables the traced call never reads: TF gives them None (Keras
+        # warns "Gradients do not exist"), listed as a SavedModel's unused ones are
+        model.unused_variables = sorted(names[id(var)] for var in unread)
     return model
 
 
@@ -280,20 +287,36 @@ def import_keras() -> Any:
 
 
 def _keras_input_specs(model: Traceable) -> list[TensorSpec]:
+    """A spec per input: a batch of one, every other dimension as the model declares
+    it, unknown ones left unknown (an image model without an input size traces at any
+    size: fixing it to 1 made a strided convolution's output negative)."""
     tf = import_tensorflow()
 
     specs = []
     for index, tensor in enumerate(model.inputs):
         name = getattr(tensor, "name", None) or f"input_{index}"
-        specs.append(tf.TensorSpec([d if d is not None else 1 for d in tensor.shape],
-                                   tensor.dtype, name=name.split(":")[0].replace("/", "_")))
+        shape = list(tensor.shape)
+        if shape and shape[0] is None:
+            shape[0] = 1
+        specs.append(tf.TensorSpec(shape, tensor.dtype,
+                                   name=name.split(":")[0].replace("/", "_")))
     return specs
 
 
 def read_keras(path: str | os.PathLike[str], training: bool = False) -> Model:
     """A ``.keras`` or ``.h5`` file: loaded with safe_mode on, traced on its inputs (in
-    training mode with ``training``)."""
-    return trace(read_keras_model(path), source=os.fspath(path), training=training)
+    training mode with ``training``). Its ops were made by Keras from the file, by no
+    line of the user's: they have no creation site (the first frame outside the
+    libraries would be whoever called ``check``, the ``opregistry`` script itself on
+    the command line)."""
+    model = read_keras_model(path)
+    try:
+        traced = trace(model, source=os.fspath(path), training=training)
+    except Exception as exc:  # noqa: BLE001 - TF's and Keras's errors while tracing
+        raise ModelError(f"{path}: the model cannot be traced on its declared inputs "
+                         f"({first_line(exc, 400)})") from None
+    traced.sites = {}
+    return traced
 
 
 def read_keras_model(path: str | os.PathLike[str]) -> KerasModel:

@@ -1,0 +1,33 @@
+"""No error from a keras.applications ``.keras`` file (``weights=None``): the issue's
+MobileNetV3Small, whose height and width are unknown (traced as 1 they made a strided
+convolution's output negative: a traceback on the command line), checked as
+``tests/keras_applications.py`` checks every model. Findings of a ``.keras`` file name
+no site (they named the ``opregistry`` script's line, or whoever called ``check``)."""
+from __future__ import annotations
+
+import keras
+from keras_applications import check_one, problems
+
+import opregistry
+
+
+def test_mobilenet_v3_small_with_unknown_sizes_is_checked(tmp_path):
+    result, _seconds = check_one("MobileNetV3Small", tmp_path)  # with its top
+    assert result.outputs[0].with_gradient and not result.findings
+    assert not problems(result)
+    variables = [t for t in result.targets if t.kind == "variable"]
+    keras.utils.set_random_seed(0)
+    assert len(variables) == len(
+        keras.applications.MobileNetV3Small(weights=None).trainable_variables)
+
+
+def test_a_keras_files_findings_name_no_site(tmp_path):
+    keras.utils.set_random_seed(0)
+    x = keras.Input((3,))
+    model = keras.Model(x, keras.layers.Dense(1)(keras.ops.round(keras.layers.Dense(2)(x))))
+    path = tmp_path / "round.keras"
+    model.save(path)
+    result = opregistry.check(path)
+    ops = result.stopping_ops
+    assert {b.op for b in ops} == {"Round"}
+    assert all(b.site is None for b in ops), ops  # not this file's line

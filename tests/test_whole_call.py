@@ -1,0 +1,194 @@
+"""A gradient that raises fails the whole call: an op whose gradient TF has no entry
+for (``tf.unique``) on one of several paths is a finding for every target of the call,
+in a GraphDef and in a traced live object as in a SavedModel (``check``'s one rule,
+``analysis.in_whole_call``). TensorFlow decides every (output, target) pair: the graph
+run as TF 2 runs a GraphDef (``wrap_function``, eagerly and in a tf.function), and
+``tf.compat.v1.gradients`` one target per call where the op is on each target's path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opregistry
+
+
+def _graph(kind: str) -> tf.Graph:
+    """x and w meet in h = x * w; y reads h directly and through ``kind`` (Unique; or
+    Round, a gradient that is None, not one that raises; or a Unique of a constant,
+    which TF never asks for a gradient: it is not between the inputs and y); z reads
+    h only."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4], name="x")
+        w = tf.compat.v1.placeholder(tf.float32, [4], name="w")
+        h = x * w
+        side = tf.unique(h)[0] if kind == "unique" else tf.round(h) if kind == "round" \
+            else tf.unique(tf.constant([1.0, 2.0, 2.0]))[0]
+        tf.identity(tf.reduce_sum(h) + tf.reduce_sum(side), name="y")
+        tf.identity(tf.reduce_sum(h) * 2.0, name="z")
+    return graph
+
+
+def _answer(run) -> str:
+    try:
+        grads = run()
+    except (LookupError, tf.errors.OperatorNotAllowedInGraphError) as exc:
+        assert "Unique" in str(exc), exc
+        return "raises"
+    except Exception as exc:  # noqa: BLE001 - a StagingError carries TF's LookupError
+        assert "No gradient defined for operation" in str(exc) and "Unique" in str(exc), exc
+        return "raises"
+    return "none" if grads[0] is None else "gradient"
+
+
+def _function_answers(graph: tf.Graph, outputs: list[str], targets: list[str]
+                      ) -> dict[tuple[str, str], set[str]]:
+    """(output, target) -> TF's answers with the graph as one function call: eager
+    tape and tf.function, each target alone and all targets at once."""
+    definition = graph.as_graph_def()
+    wrapped = tf.compat.v1.wrap_function(
+        lambda: tf.graph_util.import_graph_def(definition, name=""), [])
+    call = wrapped.prune([f"{t}:0" for t in targets], [f"{o}:0" for o in outputs])
+    values = [tf.constant(np.arange(1.0, 5.0, dtype="float32") * (k + 1))
+              for k in range(len(targets))]
+    answers: dict[tuple[str, str], set[str]] = {}
+    for j, output in enumerate(outputs):
+        for n, target in enumerate(targets):
+            def eager(j=j, n=n, alone=True):
+                with tf.GradientTape() as tape:
+                    tape.watch(values[n] if alone else values)
+                    result = call(*values)[j]
+                return tape.gradient(result, [values[n]])
+
+            traced = tf.function(eager)
+            found = {_answer(eager), _answer(lambda: eager(alone=False)), _answer(traced)}
+            answers[(output, target)] = found
+    return answers
+
+
+def _check_verdicts(result) -> dict[tuple[str, str], str]:
+    """(output, target) -> what check says: raises (blocked, gradient_raises), none
+    (blocked otherwise), unrelated (no data path: TF gives None, or raises where the
+    call raises, as the random-program differential accepts) or gradient."""
+    raising = {(f.output, f.target) for f in result.findings
+               if {b.reason for b in f.blocking_ops} == {"gradient_raises"}}
+    verdicts = {}
+    for report in result.outputs:
+        output = report.output.split(":")[0]
+        for target in report.with_gradient:
+            verdicts[(output, target)] = "gradient"
+        for target in report.blocked:
+            verdicts[(output, target)] = \
+                "raises" if (report.output, target) in raising else "none"
+        for target in report.unrelated:
+            verdicts[(output, target)] = "unrelated"
+    return verdicts
+
+
+@pytest.mark.parametrize("kind", ["unique", "round", "constant-unique"])
+def test_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
+    graph = _graph(kind)
+    path = tmp_path / "u_graph.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    result = opregistry.check(path)
+    said = _check_verdicts(result)
+    assert sorted(said) == [(o, t) for o in ("y", "z") for t in ("w", "x")]
+    answers = _function_answers(graph, ["y", "z"], ["x", "w"])
+    for pair, found in answers.items():
+        assert found == {said[pair]}, (pair, found, said[pair])  # TF decides
+    expected = "raises" if kind == "unique" else "gradient"
+    assert set(said.values()) == {expected}  # the case is what it is meant to be
+    done = cli("check", str(path), "--output", "y:0")
+    if kind == "unique":
+        # one target per tf.compat.v1.gradients call raises too: Unique is on each path
+        with graph.as_default():
+            y = graph.get_tensor_by_name("y:0")
+            for target in ("x", "w"):
+                with pytest.raises(LookupError, match="Unique"):
+                    tf.compat.v1.gradients(y, [graph.get_tensor_by_name(f"{target}:0")])
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("2 blocked targets in 1 output"), done.stderr
+        assert done.stdout.count(" gradient_raises\n") == 2, done.stdout
+    elif kind == "round":
+        assert done.returncode == 0 and "2 partial paths" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("0 blocked targets in 1 output against"), done.stderr
+
+
+class _Module(tf.Module):
+    """Two variables through h; Unique on one of h's paths to ``a``; ``b`` reads only
+    ``v``; ``unread`` is never read by the call."""
+
+    def __init__(self):
+        super().__init__()
+        self.v = tf.Variable([0.5, 1.5, -1.0, 2.0], name="v")
+        self.u = tf.Variable([1.0, 2.0, 3.0, 4.0], name="u")
+
+    @tf.function(input_signature=[tf.TensorSpec([4], tf.float32)])
+    def __call__(self, x):
+        h = x * self.v * self.u
+        return {"a": tf.reduce_sum(h) + tf.reduce_sum(tf.unique(h)[0]),
+                "b": tf.reduce_sum(self.v * 3.0)}
+
+
+def test_a_traced_live_object_is_one_call_for_every_target():
+    module = _Module()
+    result = opregistry.check(module, tf.TensorSpec([4], tf.float32))
+    said = _check_verdicts(result)
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    sources = {"v": module.v, "u": module.u, "x": x}
+    for (output, target), verdict in said.items():
+        def run(output=output, target=target):
+            with tf.GradientTape() as tape:  # every trainable variable watched, and x
+                tape.watch(x)
+                value = module(x)[output]
+            return tape.gradient(value, [sources[target]])
+
+        # the whole call raises: for the pairs without a data path too
+        assert _answer(run) == "raises", (output, target, verdict)
+    assert said == {("a", "v"): "raises", ("a", "u"): "raises", ("a", "x"): "raises",
+                    ("b", "v"): "raises", ("b", "u"): "unrelated", ("b", "x"): "unrelated"}
+
+
+class _Reads(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.read = tf.Variable(2.0, name="read")
+        self.spare = tf.Variable(1.0, name="spare")
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def __call__(self, x):
+        return x * self.read
+
+
+def test_trainable_variables_the_call_never_reads_are_reported_as_unused():
+    """Every trainable variable of a live object is a target or listed unused, and the
+    unused ones are those TF gives None although nothing blocks them."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((3,))
+    used, unused = keras.layers.Dense(2, name="used"), keras.layers.Dense(2, name="unused")
+    model = keras.Model(inp, used(inp))
+    unused.build((None, 3))
+    model.spare = unused  # tracked by the model, read by no call
+    module = _Reads()
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    for live, args, run in [(model, (), lambda: model(x)),
+                            (module, (tf.TensorSpec([3], tf.float32),), lambda: module(x[0]))]:
+        result = opregistry.check(live, *args)
+        with tf.GradientTape() as tape:
+            value = run()
+        grads = tape.gradient(value, live.trainable_variables)
+        names = [getattr(v, "path", None) or v.name.split(":")[0]
+                 for v in live.trainable_variables]
+        targets = {t.name for t in result.targets if t.kind == "variable"}
+        assert set(result.unused_variables) | targets == set(names)  # none left out
+        assert not set(result.unused_variables) & targets
+        for name, grad in zip(names, grads):
+            if name in result.unused_variables:
+                assert grad is None, name  # TF decides
+        assert result.unused_variables == sorted(
+            n for n in names if n.startswith(("unused", "spare")))
