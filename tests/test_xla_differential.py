@@ -8,7 +8,9 @@ The facts: this TensorFlow's registry (the session's harvest) with the XLA probe
 op types the saved programs use, as the harvest makes them.
 
 Cost: 64 programs measured 79 s of CPU (this process and the oracle's children) on the
-shared 2-core machine; COUNT = 300 is then ~6 min of one core.
+shared 2-core machine; COUNT = 300 is then ~6 min of one core, a worker of its own under
+xdist (tests/conftest.py hands it out first). Marked ``fuzz``: CI runs it, the developer
+tier leaves it to tests/test_xla_step.py and tests/test_check_xla.py.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import xla_differential as xd  # noqa: E402
 import xla_programs  # noqa: E402
 
 COUNT, SEED = 300, 0
+pytestmark = pytest.mark.fuzz
 
 
 @pytest.fixture(scope="module")
