@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
     # the module is callable (the context manager): its class says so to type checkers
     guard: CallableModule
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "Blocker", "BlockingOp", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
