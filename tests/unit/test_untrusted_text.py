@@ -22,6 +22,9 @@ HOSTILE = "a\x1b[31mred\nError: forged\r\t\x00\x7f\x9b\u202e\u2028z"
 ESCAPED = "a\\x1b[31mred\\nError: forged\\r\\t\\x00\\x7f\\x9b\\u202e\\u2028z"
 ARGUMENT = HOSTILE.replace("\x00", "")  # what a command line can carry
 ARGUMENT_ESCAPED = ESCAPED.replace("\\x00", "")
+# what a harvest document can carry: no NUL (refused at load: PostgreSQL's text cannot
+# hold one, tests/unit/test_hostile_documents.py)
+DOCUMENT, DOCUMENT_ESCAPED = ARGUMENT, ARGUMENT_ESCAPED
 RAW = ("\x1b", "\x9b", "\u202e", "\u2028", "\x00", "\r")
 
 
@@ -111,7 +114,7 @@ def hostile_db(tmp_path: Path) -> Path:
     name carry terminal escapes (the schema bounds lengths, not characters)."""
     doc = document("2.21.0", [op("Floor", "registered", "none", [("x", "none")])])
     function = doc["ops"][0]["gradient"]["function"]
-    function.update(qualname="_FloorGrad" + HOSTILE, module="m\x1b]0;title\x07",
+    function.update(qualname="_FloorGrad" + DOCUMENT, module="m\x1b]0;title\x07",
                     file="m\u202e.py")
     doc["python_names"][0]["name"] = "tf.math.fl\x1boor"
     source = tmp_path / "doc.json"
@@ -128,7 +131,7 @@ def test_lookup_escapes_what_a_harvest_document_says(tmp_path, hostile_db, fmt):
     done = _cli("lookup", "Floor", "--db", str(hostile_db), "--format", fmt, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     _clean(done.stdout)
-    assert "_FloorGrad" + ESCAPED in done.stdout and "m\\u202e.py" in done.stdout
+    assert "_FloorGrad" + DOCUMENT_ESCAPED in done.stdout and "m\\u202e.py" in done.stdout
 
 
 def test_lookup_json_is_exact_and_a_python_name_on_stderr_escaped(tmp_path, hostile_db):
@@ -136,7 +139,7 @@ def test_lookup_json_is_exact_and_a_python_name_on_stderr_escaped(tmp_path, host
                 cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)
-    assert row["function"]["qualname"] == "_FloorGrad" + HOSTILE
+    assert row["function"]["qualname"] == "_FloorGrad" + DOCUMENT
     _clean(done.stderr)
     assert done.stderr.startswith("tf.math.fl\\x1boor -> Floor")
 
@@ -154,7 +157,7 @@ def test_diff_source_escapes_each_line_of_the_diff(tmp_path):
     for version, body in (("2.20.0", "return None"), ("2.21.0", "return grad")):
         doc = document(version, [op("Floor", "registered", "none", [("x", "none")])])
         doc["ops"][0]["gradient"]["function"].update(
-            qualname="_FloorGrad" + HOSTILE, source_hash=version,
+            qualname="_FloorGrad" + DOCUMENT, source_hash=version,
             source=f"def _FloorGrad(op, grad):\n    {body}\n")
         source = tmp_path / f"{version}.json"
         source.write_text(json.dumps(doc))
@@ -162,5 +165,5 @@ def test_diff_source_escapes_each_line_of_the_diff(tmp_path):
     done = _cli("diff", "2.20.0", "2.21.0", "--source", "--db", str(db), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     _clean(done.stdout)
-    assert f"# Floor: _FloorGrad{ESCAPED} in 2.21.0" in done.stdout
+    assert f"# Floor: _FloorGrad{DOCUMENT_ESCAPED} in 2.21.0" in done.stdout
     assert "+    return grad" in done.stdout.splitlines()
