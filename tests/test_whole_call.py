@@ -86,7 +86,11 @@ def _check_verdicts(result) -> dict[tuple[str, str], str]:
     return verdicts
 
 
-@pytest.mark.parametrize("kind", ["unique", "round", "constant-unique"])
+@pytest.mark.parametrize("kind", [
+    pytest.param("unique", marks=pytest.mark.xfail(strict=True, reason=(
+        "the whole-call rule is off for a GraphDef's top level: it blocked every pair of "
+        "an Estimator training graph, where tf.gradients gives gradients (issue 37)"))),
+    "round", "constant-unique"])
 def test_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
     graph = _graph(kind)
     path = tmp_path / "u_graph.pb"

@@ -25,7 +25,7 @@ from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
-from opregistry.model.graph import Model, ModelError, shown
+from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, shown
 from opregistry.model.idioms import STOPS, neutral_stop
 from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.readers import schema
@@ -44,7 +44,6 @@ from opregistry.model.results import (
 from opregistry.model.second_order import SecondOrder
 from opregistry.model.walks import (
     PYTHON_OPS,
-    STATIC_FORMATS,
     add_consumers,
     blocking_ops,
     depends_on,
@@ -274,11 +273,18 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
 
 def in_whole_call(flat: Flat, inst: int) -> bool:
     """Whether TF differentiates ``inst`` as part of one call whose gradient fails
-    whole when an op's gradient raises: an op inside a SavedModel's function (its
-    top-level graph is only the call), any op of a GraphDef, a .pbtxt or a traced
-    step (each is run as one function: ``wrap_function``, a tf.function, Keras's
-    train step; ``tf.compat.v1.gradients`` raises too wherever the op is between)."""
-    return flat.functions[inst] is not None if flat.model.format == "savedmodel" else True
+    whole when an op's gradient raises: an op inside a SavedModel's or a GraphDef's
+    function (a top-level graph is only the call), any op of a traced step (a
+    tf.function, Keras's train step)."""
+    if flat.model.format == "savedmodel":
+        return flat.functions[inst] is not None
+    # not yet for a GraphDef's top level: an Estimator's training graph (its optimizer,
+    # its gradients/ subgraph, the tf.data pipeline) is no one call, and the rule made
+    # every pair blocked where tf.gradients gives each its gradient
+    # (tests/test_check_outside_models.py); a GraphDef's functions are calls
+    if flat.model.format in ("graphdef", "pbtxt"):
+        return flat.functions[inst] is not None
+    return True
 
 
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opregistry.model import library
-from opregistry.model.graph import Model, ModelError, Node, shown
+from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, Node, shown
 from opregistry.model.readers import schema
 from opregistry.model.readers.structure import InvalidGraph
 
@@ -30,7 +30,8 @@ def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     """The model's top-level graph with every call inlined (the analysis and gradcheck's
     explanation share one when they look at the same model)."""
     flat = Flat(model, facts)
-    flat.check_input_counts()
+    if model.format in STATIC_FORMATS:  # a file; a graph TF built here is TF's own
+        flat.check_input_counts()
     flat.add_graph(model.nodes, TOP, None, {})
     return flat
 

@@ -6,6 +6,11 @@ from typing import Any
 
 from opregistry.errors import OpregistryError
 
+# the formats read from files (static readers): checked as TF's import checks them, and
+# holding no Python (a py_function's callback is not in them); "traced" and the guard's
+# graphs are TF's own, built here
+STATIC_FORMATS = frozenset({"savedmodel", "graphdef", "pbtxt"})
+
 
 class ModelError(OpregistryError):
     """A file that is not a readable model (corrupt, truncated, or another format), or a

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
-from opregistry.model.graph import Node
+from opregistry.model.graph import STATIC_FORMATS, Node
 from opregistry.model.readers.schema import GRADIENT_CARRIERS
 from opregistry.model.results import BlockingOp
 
@@ -107,8 +107,6 @@ def output_passes(flat: Flat, inst: int, out_index: int, position: int) -> str |
 
 # ops that run Python: their gradient is whatever the Python side gives (often none)
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
-# formats whose files hold no Python: a py_function's callback is not in them
-STATIC_FORMATS = frozenset({"savedmodel", "graphdef", "pbtxt"})
 
 
 def relevant_stops(flat: Flat, raw: list[tuple[int, int, int, int]]

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import first_line
-from opregistry.model.graph import Function, Model, ModelError, Signature, shown
+from opregistry.model.graph import (
+    STATIC_FORMATS,
+    Function,
+    Model,
+    ModelError,
+    Signature,
+    shown,
+)
 from opregistry.model.readers import schema
 from opregistry.model.readers.files import read_bytes as _read_bytes
 from opregistry.model.readers.objects import ObjectPaths, check_object_graph
@@ -316,7 +323,12 @@ def _variable_dtype(node: Any) -> int:
 
 
 def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
-    nodes = unique_nodes(graph_def.node, source, "the graph")
+    # a file is checked as TF's import checks it (``structure``); a graph TF itself is
+    # building (traced, or the part of a step the guard reads) is TF's own, and may
+    # name nodes outside the part read
+    read = fmt in STATIC_FORMATS
+    nodes = unique_nodes(graph_def.node, source, "the graph") if read else \
+        {n.name: n for n in graph_def.node}
     op_types, variables = set(), {}
     for n in nodes.values():  # one pass: a graph can have millions of nodes
         op = n.op
@@ -324,7 +336,7 @@ def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
         if op in _VARIABLE_OPS:
             variables[n.name] = (_utf8(n.attr["shared_name"].s, source, n.name)
                                  if "shared_name" in n.attr else "") or n.name
-    functions = {f.signature.name: function_from_def(f, source)
+    functions = {f.signature.name: function_from_def(f, source, read)
                  for f in graph_def.library.function}
     bindings = {g.registered_op_type: g.gradient_func
                 for g in graph_def.library.registered_gradients}
@@ -336,9 +348,9 @@ def from_graph_def(graph_def: Any, source: str, fmt: str) -> Model:
     return model
 
 
-def function_from_def(f: Any, source: str = "") -> Function:
+def function_from_def(f: Any, source: str = "", checked: bool = True) -> Function:
     """A library Function from a FunctionDef message, its body checked as TF checks a
-    graph (``structure``)."""
+    graph (``structure``) unless TF built it here (``checked`` False)."""
     sig = f.signature
     args = frozenset(a.name for a in sig.input_arg)
     return Function(
@@ -347,7 +359,8 @@ def function_from_def(f: Any, source: str = "") -> Function:
         output_args=[(a.name, a.type) for a in sig.output_arg],
         ret=dict(f.ret),
         nodes=unique_nodes(f.node_def, source or "the model",
-                           f"function {shown(sig.name)}", args),
+                           f"function {shown(sig.name)}", args) if checked else
+        {n.name: n for n in f.node_def},
         arg_types={a.name: a.type_attr for a in list(sig.input_arg) + list(sig.output_arg)
                    if a.type_attr})
 
