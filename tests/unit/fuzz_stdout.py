@@ -34,17 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import forked  # noqa: E402
 from documents import default_document  # noqa: E402
-
-BLOCKED = """
-node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
-node { name: "dim" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
-       attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape {} int_val: 0 } } } }
-node { name: "am" op: "ArgMax" input: "x" input: "dim" attr { key: "T" value { type: DT_FLOAT } }
-       attr { key: "Tidx" value { type: DT_INT32 } }
-       attr { key: "output_type" value { type: DT_INT64 } } }
-node { name: "y" op: "Cast" input: "am" attr { key: "SrcT" value { type: DT_INT64 } }
-       attr { key: "DstT" value { type: DT_FLOAT } } }
-"""
+from test_output_file import BLOCKED  # noqa: E402  (the GraphDef -o tests write)
 
 # every command that prints data on stdout, without TensorFlow (gradcheck and run:
 # tests/test_contract_tf.py; harvest, site and the other db commands print none)
