@@ -17,8 +17,14 @@ CI-sized generated-program runs), ``slow`` (another release's venv, the install)
 
 Run:  python bench/suite_times.py [--top 30] [--markdown] [--save run.json] [-- PYTEST ARGS]
       python bench/suite_times.py --load run.json [--markdown]
+      python bench/suite_times.py --record record.jsonl [--markdown]
 Without PYTEST ARGS it runs the README's test command's pytest part
 (``-n auto --dist loadfile``) over everything.
+
+A whole ``.ci/run`` (its three pytest sessions: the quick tier, its fuzz runs, the
+README's command) is recorded without changing it, through pytest's own variable:
+``SUITE_TIMES_RECORD=$PWD/r.jsonl PYTEST_PLUGINS=suite_times PYTHONPATH=$PWD/bench .ci/run``,
+then ``--record r.jsonl`` prints its figures; the wall time is the sessions' sum.
 """
 from __future__ import annotations
 
@@ -35,6 +41,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_ENV = "SUITE_TIMES_RECORD"  # where the plugin appends its lines (JSON, one a test)
+# the pid of the pytest process that records: set by the first controller, inherited by
+# its workers and by any pytest a test starts, which therefore record nothing of their own
+OWNER_ENV = "SUITE_TIMES_OWNER"
 
 
 # -- the plugin (loaded into pytest's controller and workers by -p suite_times) -------------
@@ -60,10 +69,38 @@ def pytest_runtest_makereport(item: Any, call: Any) -> None:
         item.user_properties.append(("cpu_seconds", _cpu_seconds() - item._suite_times_cpu))
 
 
+def _recording() -> str | None:
+    """The record's path in the one process that records (xdist's controller, or the
+    single process), else None."""
+    path = os.environ.get(RECORD_ENV)
+    if not path or os.environ.get(OWNER_ENV) != str(os.getpid()):
+        return None
+    return path
+
+
+def pytest_configure(config: Any) -> None:
+    if os.environ.get(RECORD_ENV) and not os.environ.get("PYTEST_XDIST_WORKER") \
+            and OWNER_ENV not in os.environ:
+        os.environ[OWNER_ENV] = str(os.getpid())  # before xdist starts its workers
+    _session_line("start")
+
+
+def pytest_unconfigure(config: Any) -> None:
+    _session_line("finish")
+
+
+def _session_line(event: str) -> None:
+    path = _recording()
+    if path:
+        with open(path, "a") as out:
+            out.write(json.dumps({"session": event, "time": time.time(),
+                                  "args": sys.argv[1:]}) + "\n")
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     """Every phase of every test reaches the controller: add the phases up per test."""
-    path = os.environ.get(RECORD_ENV)
-    if not path or os.environ.get("PYTEST_XDIST_WORKER"):  # the controller records all
+    path = _recording()
+    if not path:  # the controller records all
         return
     marks = sorted(name for name in ("slow", "fuzz") if name in report.keywords)
     with open(path, "a") as out:
@@ -85,9 +122,24 @@ def tier(test_id: str, marks: list[str]) -> str:
     return "unit" if unit else "tf"
 
 
+def sessions_wall(lines: list[dict[str, Any]]) -> float:
+    """The sum of the recorded sessions' wall times (a start without its finish: a
+    session that was killed, counted to the last line it wrote)."""
+    total, started = 0.0, None
+    for line in lines:
+        if line.get("session") == "start":
+            started = line["time"]
+        elif line.get("session") == "finish" and started is not None:
+            total += line["time"] - started
+            started = None
+    return total
+
+
 def summarise(lines: list[dict[str, Any]]) -> dict[str, Any]:
     tests: dict[str, dict[str, Any]] = {}
     for line in lines:
+        if "session" in line:
+            continue
         entry = tests.setdefault(line["id"], {"seconds": 0.0, "cpu": 0.0,
                                               "marks": line["marks"], "outcome": "passed"})
         entry["seconds"] += line["seconds"]
@@ -156,6 +208,7 @@ def run(pytest_args: list[str]) -> tuple[list[dict[str, Any]], float, int]:
     with tempfile.TemporaryDirectory(prefix="suite-times-") as folder:
         record = Path(folder) / "record.jsonl"
         env = dict(os.environ, **{RECORD_ENV: str(record)})
+        env.pop(OWNER_ENV, None)
         here = str(Path(__file__).resolve().parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
         started = time.perf_counter()
@@ -178,9 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="tables for the docs")
     parser.add_argument("--save", type=Path, help="keep the run's record (JSON)")
     parser.add_argument("--load", type=Path, help="print a saved record, run nothing")
+    parser.add_argument("--record", type=Path,
+                        help="print a raw record (SUITE_TIMES_RECORD), run nothing")
     options = parser.parse_args(argv)
     code = 0
-    if options.load:
+    if options.record:
+        lines = [json.loads(line) for line in options.record.read_text().splitlines()]
+        wall = sessions_wall(lines)
+    elif options.load:
         saved = json.loads(options.load.read_text())
         lines, wall = saved["lines"], saved["wall"]
     else:
