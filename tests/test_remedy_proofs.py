@@ -59,7 +59,7 @@ def _construct(remedy: Remedy, rng: np.random.Generator) -> dict[str, np.ndarray
     """Values of the remedy's arguments, of another shape than its example: a 3 x 5
     matrix where the example has rows, 7 values where it has a vector, two 6 x 6
     images of two channels where it has one; integers (bins) in [0, 3)."""
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, value in remedy.example:
         shape = SHAPE_OF.get((remedy.id, name), SHAPES[np.ndim(value)])
         if _integers(value):
@@ -68,7 +68,7 @@ def _construct(remedy: Remedy, rng: np.random.Generator) -> dict[str, np.ndarray
         low, high = RANGES.get((remedy.id, name), (-2.5, 2.5))
         out[name] = rng.uniform(low, high, shape).astype(np.float32)
         if remedy.id == "lu-solve-direct" and name == "a":  # diagonally dominant
-            out[name] += np.float32(8.0) * np.eye(4, dtype=np.float32)
+            out[name] = out[name] + 8 * np.eye(4, dtype=np.float32)
         if remedy.id == "logm-eigh":  # symmetric, eigenvalues at least 3
             out[name] = (out[name] @ out[name].T / 4 + 3 * np.eye(4)).astype(np.float32)
     return out
