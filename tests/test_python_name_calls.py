@@ -93,6 +93,10 @@ REMEDY_CALLS: dict[str, tuple[Callable[..., Any], list[Any], str]] = {
         tf.quantization.quantize(x, -3.0, 4.0, tf.qint8).output, -3.0, 4.0), [ROW],
         "dequantize-straight-through"),
     "tf.random.poisson": (lambda x: tf.random.poisson([], x), [ROW], "poisson-score-function"),
+    "tf.image.non_max_suppression_with_scores": (
+        lambda x: tf.image.non_max_suppression_with_scores(
+            x[:, :4], x[:, 4], 3, soft_nms_sigma=0.5)[1], [tf.TensorSpec([4, 6])],
+        "matrix-nms-decay"),
 }
 
 

@@ -74,6 +74,9 @@ CONSTRUCTS: dict[str, tuple[F, Any]] = {
     "tf.random.poisson": (lambda x: tf.random.poisson([], tf.nn.softplus(x)), V),
     "tf.quantization.dequantize": (lambda x: tf.quantization.dequantize(
         tf.quantization.quantize(x, -3.0, 4.0, tf.qint8).output, -3.0, 4.0), V),
+    "tf.image.non_max_suppression_with_scores": (
+        lambda x: tf.image.non_max_suppression_with_scores(
+            x[:, :4], tf.sigmoid(x[:, 4]), 3, soft_nms_sigma=0.5)[1], V),
 }
 # blocking ops with neither a specific remedy nor a reason yet (none since issue 39)
 GAPS: set[str] = set()
