@@ -58,7 +58,8 @@ def _gradients(fn: Any, remedy: Remedy, traced: bool) -> tuple[np.ndarray, dict[
         out, grads = tf.function(run, autograph=False)() if traced else run()
     except LookupError:  # no gradient registered: TF raises for every target
         return loss_and_output()[1].numpy(), dict.fromkeys(variables)
-    return out.numpy(), {name: None if g is None else g.numpy()
+    # a gathered variable's gradient is IndexedSlices (optimizers take it as it is)
+    return out.numpy(), {name: None if g is None else tf.convert_to_tensor(g).numpy()
                          for name, g in zip(variables, grads)}
 
 

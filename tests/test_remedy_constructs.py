@@ -63,9 +63,23 @@ CONSTRUCTS: dict[str, tuple[F, Any]] = {
     "tf.image.non_max_suppression": (lambda x: tf.gather(x[:, 0], tf.image.non_max_suppression(
         x[:, :4], x[:, 4], 2)), V),
     "tf.sparse.reduce_max": (lambda x: tf.sparse.reduce_max(tf.sparse.from_dense(x), 1), V),
+    "tf.image.resize area by 4/3": (lambda x: tf.image.resize(x, [3, 3], method="area"), IMG),
+    "tf.unique_with_counts": (lambda x: tf.unique_with_counts(tf.reshape(x, [-1])).y, V),
+    "tf.sparse.concat": (lambda x: tf.sparse.to_dense(tf.sparse.concat(
+        1, [tf.sparse.from_dense(x), tf.sparse.from_dense(x * 2.0)])), V),
+    "tf.linalg.lu_solve": (lambda x: tf.linalg.lu_solve(*tf.linalg.lu(
+        x[:, :4] + tf.eye(4) * 5.0), x[:, 4:]), V),
+    "tf.linalg.logm": (lambda x: tf.math.real(tf.linalg.logm(tf.cast(
+        tf.matmul(x, x, transpose_b=True) + tf.eye(4) * 3.0, tf.complex64))), V),
+    "tf.random.poisson": (lambda x: tf.random.poisson([], tf.nn.softplus(x)), V),
+    "tf.quantization.dequantize": (lambda x: tf.quantization.dequantize(
+        tf.quantization.quantize(x, -3.0, 4.0, tf.qint8).output, -3.0, 4.0), V),
+    "tf.image.non_max_suppression_with_scores": (
+        lambda x: tf.image.non_max_suppression_with_scores(
+            x[:, :4], tf.sigmoid(x[:, 4]), 3, soft_nms_sigma=0.5)[1], V),
 }
-# blocking ops with neither a specific remedy nor a reason yet (issue 39's list)
-GAPS = {"AdjustSaturation", "AdjustHue", "Lu", "SparseReduceMax"}
+# blocking ops with neither a specific remedy nor a reason yet (none since issue 39)
+GAPS: set[str] = set()
 
 
 def _specific(op: str, reason: str) -> bool:

@@ -37,6 +37,11 @@ DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
     "tf.argsort": ("TopKV2",),
     # side="left" by default: LowerBound; side="right": UpperBound
     "tf.searchsorted": ("LowerBound", "UpperBound"),
+    # DenseBincount (the code also reaches Bincount, and Cast before it: not the count)
+    "tf.math.bincount": ("DenseBincount", "Bincount"),
+    "tf.compat.v1.bincount": ("DenseBincount", "Bincount"),
+    # TF 2's extract_glimpse is V2 (tf.compat.v1.image.extract_glimpse: ExtractGlimpse)
+    "tf.image.extract_glimpse": ("ExtractGlimpseV2", "ExtractGlimpse"),
 }
 
 

@@ -56,6 +56,9 @@ class NoRemedy:
 class Catalogue:
     remedies: tuple[Remedy, ...]
     no_remedy: tuple[NoRemedy, ...]
+    # float outputs that are draws of a discrete distribution: no derivative exists, so
+    # no registration template (it would invite a wrong formula)
+    discrete: tuple[NoRemedy, ...] = ()
 
     def remedy(self, remedy_id: str) -> Remedy:
         for r in self.remedies:
@@ -73,10 +76,12 @@ class Catalogue:
                       and r.kind != "advice"]
         if not named and reason is not None and self.why_none(op) is None:
             named = [r for r in self.remedies if reason in r.reasons]
+        if any(op in entry.ops for entry in self.discrete):
+            named = [r for r in named if r.kind not in ("register", "advice")]
         return tuple(named)
 
     def why_none(self, op: str) -> str | None:
-        for entry in self.no_remedy:
+        for entry in self.no_remedy + self.discrete:
             if op in entry.ops:
                 return entry.why
         return None
@@ -186,7 +191,8 @@ def parse(data: dict[str, Any]) -> Catalogue:
     if len(set(ids)) != len(ids):
         raise ValueError("remedy ids are not unique")
     no_remedy = tuple(NoRemedy(tuple(e["ops"]), e["why"]) for e in data.get("no_remedy", []))
-    return Catalogue(tuple(remedies), no_remedy)
+    discrete = tuple(NoRemedy(tuple(e["ops"]), e["why"]) for e in data.get("discrete", []))
+    return Catalogue(tuple(remedies), no_remedy, discrete)
 
 
 def remedies_for(op: str, reason: str | None = None) -> tuple[Remedy, ...]:

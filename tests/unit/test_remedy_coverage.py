@@ -149,3 +149,17 @@ def test_explain_of_a_reason_prints_valid_python() -> None:
         for s in explain(reason).suggestions:
             if s.remedy.kind in ("function", "register", "save"):
                 compile(s.snippet, f"<{reason} {s.remedy.id}>", "exec")
+
+
+def test_a_discrete_draw_gets_no_template() -> None:
+    """A Poisson sample has no derivative in its rate: a registration template would
+    invite a wrong formula; the score function is offered, and where nothing names the
+    op, the reason."""
+    from opregistry.remedies import advise
+
+    _, facts = op_facts("2.21", ["RandomPoissonV2"])
+    (advice,) = advise([("RandomPoissonV2", "gradient_raises")],
+                       {"RandomPoissonV2": facts["RandomPoissonV2"].definition},
+                       {"RandomPoissonV2": facts["RandomPoissonV2"].gradient})
+    assert [s.remedy.id for s in advice.suggestions] == ["poisson-score-function"]
+    assert "discrete" in (catalogue().why_none("RandomPoissonV2") or "")
