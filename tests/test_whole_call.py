@@ -216,3 +216,47 @@ def test_trainable_variables_the_call_never_reads_are_reported_as_unused():
                 assert grad is None, name  # TF decides
         assert result.unused_variables == sorted(
             n for n in names if n.startswith(("unused", "spare")))
+
+
+class _Loop(tf.Module):
+    """A while loop whose body reads a variable: the loaded call's loop carries the
+    variable's handle."""
+
+    def __init__(self):
+        super().__init__()
+        self.v = tf.Variable([1.0, 2.0], name="v")
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+    def __call__(self, x):
+        _, out = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * self.v + x),
+                               [tf.constant(0), x])
+        return {"y": tf.reduce_sum(out)}
+
+
+def test_a_loaded_while_loop_that_reads_a_variable_differentiates_in_a_tf_function(tmp_path):
+    """TF's "Internal error: Tried to take gradients (or similar) of a variable without
+    handle data" (issue 37) is no fact of the model: a loaded call whose while loop
+    reads a variable differentiates in a tf.function (as eagerly) when that is the
+    first context its gradient is built in; TF raises only when the same loaded call
+    is differentiated eagerly and then in a tf.function (or the other way round), its
+    backward cached from the first. So check reports every pair with its gradient."""
+    module = _Loop()
+    tf.saved_model.save(module, str(tmp_path), signatures=module.__call__)
+    said = _check_verdicts(opregistry.check(tmp_path))
+    assert said == {("y", "v"): "gradient", ("y", "x"): "gradient"}
+    loaded = tf.saved_model.load(str(tmp_path))
+    call = loaded.signatures["serving_default"]
+    x = tf.constant([1.0, 3.0])
+
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = call(x=x)["y"]
+        return tape.gradient(y, [loaded.v, x])
+
+    grads = tf.function(step)()  # TF decides: both targets get a gradient
+    assert [g is not None for g in grads] == [True, True]
+    np.testing.assert_allclose(grads[0].numpy(), [6.0, 51.0])
+    # the same loaded call differentiated in the other context: TF's cache, not the model
+    with pytest.raises(ValueError, match="without handle data"):
+        step()
