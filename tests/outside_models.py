@@ -280,6 +280,8 @@ def bare_graph_comparison(name: str, path: Path, result: Any) -> Any:
             done.disagreements.append(f"targets: check {sorted(t.name for t in result.targets)}"
                                       f", TF {names}")
         checked = {o.output: o for o in result.outputs}
+        raising = {(f.output, f.target) for f in result.findings
+                   if "gradient_raises" in {b.reason for b in f.blocking_ops}}
         # (a control input consumes no value: an init op's Assigns stay outputs)
         consumed = {text.split(":")[0] for node in graph_def.node for text in node.input
                     if not text.startswith("^")}
@@ -297,36 +299,40 @@ def bare_graph_comparison(name: str, path: Path, result: Any) -> Any:
                 if report is None or gets is None:
                     continue
                 for target, got in zip(names, gets):
+                    said = _said(report, target, raising)
                     done.pairs += 1
                     done.answers += 1
-                    done.with_gradient += got
-                    done.without += not got
-                    if got != (target in report.with_gradient):
+                    done.with_gradient += got == "gradient"
+                    done.without += got != "gradient"
+                    # unrelated (no data path): TF gives None, or raises where the
+                    # call raises for every target (as the random-program differential)
+                    if said != got and not (said == "unrelated" and got != "gradient"):
                         done.disagreements.append(
-                            f"{tensor.name} / {target}: TF {'gradient' if got else 'none'}, "
-                            f"check {'none' if got else 'gradient'}")
+                            f"{tensor.name} / {target}: TF {got}, check {said}")
     return done
 
 
-def _graph_gradients(tf: Any, output: Any, sources: list[Any]) -> list[bool] | None:
-    """Whether tf.gradients gives ``output`` a gradient for each source (one call, or
-    one per source when the joint call raises); None when TF cannot differentiate
-    ``output`` at all (a variant: no ones to start from)."""
+def _said(report: Any, target: str, raising: set[tuple[str, str]]) -> str:
+    """check's verdict for a pair as TF would answer it: raises (blocked, its gradient
+    call raises), none (blocked otherwise), unrelated, gradient."""
+    if target in report.with_gradient:
+        return "gradient"
+    if target in report.unrelated:
+        return "unrelated"
+    return "raises" if (report.output, target) in raising else "none"
+
+
+def _graph_gradients(tf: Any, output: Any, sources: list[Any]) -> list[str] | None:
+    """What ``tf.gradients(output, sources)`` gives each source, as one call (the
+    call's ``LookupError`` is every source's answer: "raises"): "gradient" or "none";
+    None when TF cannot differentiate ``output`` at all (a variant: no ones to start
+    from)."""
     try:
-        return [g is not None for g in tf.gradients(output, sources)]
+        return ["none" if g is None else "gradient" for g in tf.gradients(output, sources)]
     except TypeError:  # not differentiable as an output
         return None
-    except (LookupError, ValueError):  # an op without gradient on some path
-        pass
-    out = []
-    for source in sources:
-        try:
-            out.append(tf.gradients(output, [source])[0] is not None)
-        except (LookupError, ValueError):
-            out.append(False)
-        except TypeError:
-            return None
-    return out
+    except LookupError:  # an op between them without a gradient: the call raises
+        return ["raises"] * len(sources)
 
 
 BUILDERS: list[tuple[str, Callable[[Path], Path], dict[str, Any] | None]] = [

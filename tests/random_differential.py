@@ -68,6 +68,7 @@ class Report:
     # what was compared, kept to be judged again (the tests plant wrong verdicts in it)
     check_runs: list[tuple[Any, ...]] = field(default_factory=list)
     guard_runs: list[tuple[Any, ...]] = field(default_factory=list)
+    guard_raise_runs: list[tuple[Any, ...]] = field(default_factory=list)  # TF raised
     gradcheck_runs: list[tuple[Any, ...]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     tf_raises: Counter[str] = field(default_factory=Counter)  # part -> calls TF refuses
@@ -315,6 +316,8 @@ def compare_guard(tf: Any, report: Report, program: programs.Program, module: An
                     guard_calls(tf, module, output, at, traced, guarded=False)
                 except Exception as tf_error:  # noqa: BLE001 - TF raises: the guard said
                     report.tf_raises[part] += 1  # so first, naming the op TF names
+                    report.guard_raise_runs.append((program, part, output, guards[0],
+                                                    tf_error))
                     report.disagreements += judge_guard_raise(
                         program, part, output, guards[0], tf_error)
                     continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import programs
 import pytest
@@ -143,6 +144,19 @@ def test_planted_guard_verdict_is_caught(report: rd.Report, planted: str) -> Non
         reported = {k: v for k, v in reported.items() if k != name}
     found = rd.judge_guard(program, part, output, names, given, other, reported)
     assert [d.detail.split(":")[0] for d in found] == [f"{output} {name}"]
+
+
+def test_planted_guard_silence_where_tensorflow_raises_is_caught(report: rd.Report) -> None:
+    """The batch has calls where TF raises (an op's gradient has no entry), eagerly and
+    traced, and the guard's real report there with its ``raises`` loss taken out (it
+    said nothing before TF's error) is a disagreement."""
+    assert report.tf_raises["guard-eager"] and report.tf_raises["guard-traced"], \
+        report.tf_raises
+    program, part, output, guard, error = next(
+        r for r in report.guard_raise_runs if not rd.judge_guard_raise(*r))
+    silent = SimpleNamespace(lost=[lost for lost in guard.lost if lost.kind != "raises"])
+    found = rd.judge_guard_raise(program, part, output, silent, error)
+    assert [d.kind for d in found] == ["guard silent where TF raises"], found
 
 
 def test_planted_gradcheck_verdict_is_caught(report: rd.Report) -> None:

@@ -12,6 +12,7 @@ from test_random_differential import (  # noqa: F401  (collected here with this 
     test_every_family_and_op_is_covered,
     test_planted_check_verdict_is_caught,
     test_planted_gradcheck_verdict_is_caught,
+    test_planted_guard_silence_where_tensorflow_raises_is_caught,
     test_planted_guard_verdict_is_caught,
 )
 

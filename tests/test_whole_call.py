@@ -1,9 +1,11 @@
 """A gradient that raises fails the whole call: an op whose gradient TF has no entry
 for (``tf.unique``) on one of several paths is a finding for every target of the call,
 in a GraphDef and in a traced live object as in a SavedModel (``check``'s one rule,
-``analysis.in_whole_call``). TensorFlow decides every (output, target) pair: the graph
-run as TF 2 runs a GraphDef (``wrap_function``, eagerly and in a tf.function), and
-``tf.compat.v1.gradients`` one target per call where the op is on each target's path."""
+``whole_call``). A GraphDef's top level is no one call: each output is its own,
+``tf.gradients(output, targets)``, which asks only the ops between them for a gradient
+(TF's ``_PendingCount``). TensorFlow decides every (output, target) pair: that call in
+the imported graph, and the graph run as TF 2 runs a GraphDef (``wrap_function``
+pruned to the output, eagerly and in a tf.function)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,17 +16,21 @@ import opregistry
 
 
 def _graph(kind: str) -> tf.Graph:
-    """x and w meet in h = x * w; y reads h directly and through ``kind`` (Unique; or
-    Round, a gradient that is None, not one that raises; or a Unique of a constant,
-    which TF never asks for a gradient: it is not between the inputs and y); z reads
-    h only."""
+    """x and w meet in h = x * w; y reads h directly and through ``kind``: Unique of
+    h; Unique of w alone (x's path to y has none: the call with both targets raises
+    all the same); Round (a gradient that is None, not one that raises); Unique of a
+    constant (not reached from a target: TF never asks it); Unique of h under a
+    StopGradient (between, but no gradient arrives at it). z reads h only."""
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [4], name="x")
         w = tf.compat.v1.placeholder(tf.float32, [4], name="w")
         h = x * w
-        side = tf.unique(h)[0] if kind == "unique" else tf.round(h) if kind == "round" \
-            else tf.unique(tf.constant([1.0, 2.0, 2.0]))[0]
+        side = {"unique": lambda: tf.unique(h)[0],
+                "unique-w": lambda: tf.unique(w * 2.0)[0],
+                "round": lambda: tf.round(h),
+                "constant-unique": lambda: tf.unique(tf.constant([1.0, 2.0, 2.0]))[0],
+                "stopped-unique": lambda: tf.stop_gradient(tf.unique(h)[0])}[kind]()
         tf.identity(tf.reduce_sum(h) + tf.reduce_sum(side), name="y")
         tf.identity(tf.reduce_sum(h) * 2.0, name="z")
     return graph
@@ -42,28 +48,34 @@ def _answer(run) -> str:
     return "none" if grads[0] is None else "gradient"
 
 
-def _function_answers(graph: tf.Graph, outputs: list[str], targets: list[str]
-                      ) -> dict[tuple[str, str], set[str]]:
-    """(output, target) -> TF's answers with the graph as one function call: eager
-    tape and tf.function, each target alone and all targets at once."""
+def _graph_answers(graph: tf.Graph, outputs: list[str], targets: list[str]
+                   ) -> dict[tuple[str, str], set[str]]:
+    """(output, target) -> TF's answers for the output's call: tf.compat.v1.gradients
+    in the imported graph with every target at once, and the graph as a function
+    pruned to that output (``wrap_function``), differentiated eagerly and in a
+    tf.function, every target watched."""
     definition = graph.as_graph_def()
     wrapped = tf.compat.v1.wrap_function(
         lambda: tf.graph_util.import_graph_def(definition, name=""), [])
-    call = wrapped.prune([f"{t}:0" for t in targets], [f"{o}:0" for o in outputs])
     values = [tf.constant(np.arange(1.0, 5.0, dtype="float32") * (k + 1))
               for k in range(len(targets))]
     answers: dict[tuple[str, str], set[str]] = {}
-    for j, output in enumerate(outputs):
+    for output in outputs:
+        call = wrapped.prune([f"{t}:0" for t in targets], [f"{output}:0"])
+        with graph.as_default():
+            xs = [graph.get_tensor_by_name(f"{t}:0") for t in targets]
+            y = graph.get_tensor_by_name(f"{output}:0")
+            joint = [lambda n=n: tf.compat.v1.gradients(y, xs)[n:]
+                     for n in range(len(targets))]
+            v1 = [_answer(run) for run in joint]
         for n, target in enumerate(targets):
-            def eager(j=j, n=n, alone=True):
+            def eager(n=n, call=call):
                 with tf.GradientTape() as tape:
-                    tape.watch(values[n] if alone else values)
-                    result = call(*values)[j]
+                    tape.watch(values)
+                    result = call(*values)
                 return tape.gradient(result, [values[n]])
 
-            traced = tf.function(eager)
-            found = {_answer(eager), _answer(lambda: eager(alone=False)), _answer(traced)}
-            answers[(output, target)] = found
+            answers[(output, target)] = {v1[n], _answer(eager), _answer(tf.function(eager))}
     return answers
 
 
@@ -86,31 +98,36 @@ def _check_verdicts(result) -> dict[tuple[str, str], str]:
     return verdicts
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("unique", marks=pytest.mark.xfail(strict=True, reason=(
-        "the whole-call rule is off for a GraphDef's top level: it blocked every pair of "
-        "an Estimator training graph, where tf.gradients gives gradients (issue 37)"))),
-    "round", "constant-unique"])
-def test_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
+@pytest.mark.parametrize("kind", ["unique", "unique-w", "round", "constant-unique",
+                                  "stopped-unique"])
+def test_each_output_of_a_graphdef_is_one_call_as_tensorflow_runs_it(kind, tmp_path, cli):
     graph = _graph(kind)
     path = tmp_path / "u_graph.pb"
     path.write_bytes(graph.as_graph_def().SerializeToString())
     result = opregistry.check(path)
     said = _check_verdicts(result)
     assert sorted(said) == [(o, t) for o in ("y", "z") for t in ("w", "x")]
-    answers = _function_answers(graph, ["y", "z"], ["x", "w"])
+    answers = _graph_answers(graph, ["y", "z"], ["x", "w"])
     for pair, found in answers.items():
         assert found == {said[pair]}, (pair, found, said[pair])  # TF decides
-    expected = "raises" if kind == "unique" else "gradient"
-    assert set(said.values()) == {expected}  # the case is what it is meant to be
+    raising = kind in ("unique", "unique-w")
+    # the case is what it is meant to be: z, beside y's Unique, is its own call
+    assert {v for (o, _), v in said.items() if o == "y"} == \
+        {"raises" if raising else "gradient"}
+    assert {v for (o, _), v in said.items() if o == "z"} == {"gradient"}
     done = cli("check", str(path), "--output", "y:0")
-    if kind == "unique":
-        # one target per tf.compat.v1.gradients call raises too: Unique is on each path
+    if raising:
+        # one target per tf.compat.v1.gradients call raises too where Unique is on
+        # each target's path; x alone gets its gradient beside Unique(w * 2)
         with graph.as_default():
             y = graph.get_tensor_by_name("y:0")
             for target in ("x", "w"):
-                with pytest.raises(LookupError, match="Unique"):
-                    tf.compat.v1.gradients(y, [graph.get_tensor_by_name(f"{target}:0")])
+                if kind == "unique" or target == "w":
+                    with pytest.raises(LookupError, match="Unique"):
+                        tf.compat.v1.gradients(y, [graph.get_tensor_by_name(f"{target}:0")])
+                else:
+                    assert tf.compat.v1.gradients(
+                        y, [graph.get_tensor_by_name(f"{target}:0")])[0] is not None
         assert done.returncode == 1, done.stderr
         # the summary, after the line that says which release's facts were read
         assert done.stderr.splitlines()[-1].startswith("2 blocked targets in 1 output"), \
@@ -199,3 +216,47 @@ def test_trainable_variables_the_call_never_reads_are_reported_as_unused():
                 assert grad is None, name  # TF decides
         assert result.unused_variables == sorted(
             n for n in names if n.startswith(("unused", "spare")))
+
+
+class _Loop(tf.Module):
+    """A while loop whose body reads a variable: the loaded call's loop carries the
+    variable's handle."""
+
+    def __init__(self):
+        super().__init__()
+        self.v = tf.Variable([1.0, 2.0], name="v")
+
+    @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+    def __call__(self, x):
+        _, out = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * self.v + x),
+                               [tf.constant(0), x])
+        return {"y": tf.reduce_sum(out)}
+
+
+def test_a_loaded_while_loop_that_reads_a_variable_differentiates_in_a_tf_function(tmp_path):
+    """TF's "Internal error: Tried to take gradients (or similar) of a variable without
+    handle data" (issue 37) is no fact of the model: a loaded call whose while loop
+    reads a variable differentiates in a tf.function (as eagerly) when that is the
+    first context its gradient is built in; TF raises only when the same loaded call
+    is differentiated eagerly and then in a tf.function (or the other way round), its
+    backward cached from the first. So check reports every pair with its gradient."""
+    module = _Loop()
+    tf.saved_model.save(module, str(tmp_path), signatures=module.__call__)
+    said = _check_verdicts(opregistry.check(tmp_path))
+    assert said == {("y", "v"): "gradient", ("y", "x"): "gradient"}
+    loaded = tf.saved_model.load(str(tmp_path))
+    call = loaded.signatures["serving_default"]
+    x = tf.constant([1.0, 3.0])
+
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = call(x=x)["y"]
+        return tape.gradient(y, [loaded.v, x])
+
+    grads = tf.function(step)()  # TF decides: both targets get a gradient
+    assert [g is not None for g in grads] == [True, True]
+    np.testing.assert_allclose(grads[0].numpy(), [6.0, 51.0])
+    # the same loaded call differentiated in the other context: TF's cache, not the model
+    with pytest.raises(ValueError, match="without handle data"):
+        step()

@@ -18,14 +18,13 @@ variables and the signature's own floating inputs):
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
-from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, shown
+from opregistry.model.graph import Model, ModelError, shown
 from opregistry.model.idioms import STOPS, neutral_stop
 from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.readers import schema
@@ -42,15 +41,8 @@ from opregistry.model.results import (
     with_sites,
 )
 from opregistry.model.second_order import SecondOrder
-from opregistry.model.walks import (
-    PYTHON_OPS,
-    add_consumers,
-    blocking_ops,
-    depends_on,
-    gradient_reach,
-    relevant_stops,
-    subgraph,
-)
+from opregistry.model.walks import WalkState, blocking_ops, subgraph
+from opregistry.model.whole_call import Between, fatal_ops, raises_in_call, raising_at_top
 from opregistry.model.xla_check import signature_call, step_findings, xla_findings
 from opregistry.model.xla_check import verdict as xla_verdict
 
@@ -70,7 +62,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     so an op whose gradient raises fails all of it; False where TF walked one gradient
     call's ops and did not raise (the guard)."""
     flat = flat if flat is not None else flatten(model, facts)
-    state = _State(flat)
+    state = WalkState(flat)
     order2 = None if second_order is None else SecondOrder(flat, state, second_order)
     order2_found: list[SecondOrderFinding] = []
     variables, inputs = model_targets(model, flat)
@@ -84,7 +76,9 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
     for signature, sig_outputs in by_signature.items():
         targets = variables + inputs.get(signature, [])
         stops = {output: state.stops(tensor) for output, tensor in sig_outputs}
-        fatal = _fatal_ops(flat, state, sig_outputs, stops, whole_call)
+        fatal_call = fatal_ops(flat, state, sig_outputs, stops, whole_call)
+        between = Between(flat, state, [s for t in targets for s in t.sources]) \
+            if whole_call and flat.model.format in ("graphdef", "pbtxt") else None
         # the training step's targets: its variables, else its inputs
         step_sources = [s for t in (variables or targets) for s in t.sources]
         call = signature_call(flat, [t for _, t in sig_outputs]) if xla else None
@@ -93,6 +87,8 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
             if call is not None else {}
         for output, tensor in sig_outputs:
             graded = state.reach(tensor)
+            fatal = fatal_call if between is None else \
+                raising_at_top(flat, state, tensor, stops[output], between, fatal_call)
             xla_status = None
             if xla:
                 found = whole[output] if call is not None else xla_findings(
@@ -160,60 +156,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                        second_order=order2_found if order2 is not None else None)
 
 
-class _State:
-    """Walks of one flattened graph, each done once and kept: what an output's
-    gradient reaches, where it stops, what the output depends on."""
-
-    def __init__(self, flat: Flat):
-        self.flat = flat
-        self._reach: dict[int, set[int]] = {}
-        self._stops: dict[int, list[tuple[int, int, int, str]]] = {}
-        self._upstream: dict[int, set[int]] = {}
-        self._dep: dict[int, set[int]] = {}
-        self._dep_insts: dict[int, set[int]] = {}
-        self._consumers: dict[int, list[tuple[int, int]]] | None = None
-
-    def reach(self, tensor: int) -> set[int]:
-        if tensor not in self._reach:
-            self._reach[tensor], raw = gradient_reach(self.flat, tensor, record=True)
-            self._stops[tensor] = relevant_stops(self.flat, raw)
-        return self._reach[tensor]
-
-    def upstream(self, tensor: int) -> set[int]:
-        """What a gradient arriving at ``tensor`` reaches (no stops recorded)."""
-        if tensor not in self._upstream:
-            self._upstream[tensor] = self._reach.get(tensor) or \
-                gradient_reach(self.flat, tensor)[0]
-        return self._upstream[tensor]
-
-    def stops(self, tensor: int) -> list[tuple[int, int, int, str]]:
-        """(instance, position, input tensor, reason) of every op where the gradient
-        of ``tensor`` stops while the output's value still depends on the op through
-        edges a gradient could use (not only through a condition, index or shape)."""
-        self.reach(tensor)
-        return self._stops[tensor]
-
-    def dep(self, tensor: int) -> set[int]:
-        if tensor not in self._dep:
-            self._dep[tensor] = depends_on(self.flat, tensor)
-        return self._dep[tensor]
-
-    def dep_insts(self, tensor: int) -> set[int]:
-        if tensor not in self._dep_insts:
-            self._dep_insts[tensor] = {t & INST for t in self.dep(tensor)}
-        return self._dep_insts[tensor]
-
-    def consumers(self) -> dict[int, list[tuple[int, int]]]:
-        """tensor -> [(instance, input position or -1 - output index)]: built only
-        when a finding needs a forward walk."""
-        if self._consumers is None:
-            self._consumers = defaultdict(list)
-            for inst in range(len(self.flat.keys)):
-                add_consumers(self.flat, inst, self._consumers)
-        return self._consumers
-
-
-def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str]],
+def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, str]],
                  sources: tuple[int, ...], concern: bool = False) -> list[BlockingOp]:
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops
@@ -234,59 +177,6 @@ def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str
     return sorted(out.values(), key=lambda b: (b.function or "", b.node))
 
 
-def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
-               stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
-               ) -> tuple[BlockingOp, ...]:
-    """Ops that make a model fail to differentiate every output of a signature: a
-    custom gradient whose function was not saved (TF looks it up by its op type and
-    raises, for the whole function call), an op of the call whose gradient raises
-    (missing, or raising for every input: ``in_whole_call``), and, in a file, a
-    py_function whose Python callback is not there (the signature cannot even run)."""
-    found: dict[int, BlockingOp] = {}
-    for output_stops in stops.values():
-        for inst, _position, _ref, reason in output_stops:
-            # TF builds one backward function for the whole call: an op on a gradient
-            # path whose gradient raises (missing: LookupError; one that raises for
-            # every input, PreventGradient) fails every output
-            if reason == "custom_gradient_not_saved" or (
-                    whole_call and in_whole_call(flat, inst)
-                    and reason in ("missing", "none")
-                    and _raises_in_call(flat, state, inst, outputs)):
-                node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
-                                         reason if reason == "custom_gradient_not_saved"
-                                         else "gradient_raises")
-    if flat.model.format in STATIC_FORMATS and PYTHON_OPS & flat.model.op_types:
-        used: set[int] = set()
-        for _output, tensor in outputs:
-            used |= state.dep_insts(tensor)
-        # a py_function is stateful: a function runs it whether or not an output uses
-        # its result (automatic control dependencies), so the whole signature fails
-        running = {flat.functions[inst] for inst in used} - {None}
-        for inst, op in enumerate(flat.ops):
-            if op in PYTHON_OPS and (inst in used or flat.functions[inst] in running):
-                node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
-                                         "python_function_not_saved")
-    return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
-
-
-def in_whole_call(flat: Flat, inst: int) -> bool:
-    """Whether TF differentiates ``inst`` as part of one call whose gradient fails
-    whole when an op's gradient raises: an op inside a SavedModel's or a GraphDef's
-    function (a top-level graph is only the call), any op of a traced step (a
-    tf.function, Keras's train step)."""
-    if flat.model.format == "savedmodel":
-        return flat.functions[inst] is not None
-    # not yet for a GraphDef's top level: an Estimator's training graph (its optimizer,
-    # its gradients/ subgraph, the tf.data pipeline) is no one call, and the rule made
-    # every pair blocked where tf.gradients gives each its gradient
-    # (tests/test_check_outside_models.py); a GraphDef's functions are calls
-    if flat.model.format in ("graphdef", "pbtxt"):
-        return flat.functions[inst] is not None
-    return True
-
-
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
                 ) -> tuple[BlockingOp, ...]:
     """The ops a gradient of some output reaches whose gradient raises (``missing``, or
@@ -294,61 +184,17 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     differentiating a function call (it builds one backward function for all outputs),
     as ``check`` names it for a loaded signature. gradcheck names them where TF raised."""
     flat = flat if flat is not None else flatten(model, facts)
-    state = _State(flat)
+    state = WalkState(flat)
     outputs = [(output, tensor) for _sig, output, tensor in model_outputs(model, flat, None)]
     found: dict[int, BlockingOp] = {}
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
             if reason in ("missing", "none") and inst not in found \
-                    and _raises_in_call(flat, state, inst, outputs):
+                    and raises_in_call(flat, state, inst, outputs):
                 node = flat.nodes[inst]
                 found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
                                          "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
-
-
-def _raises_in_call(flat: Flat, state: _State, inst: int,
-                    outputs: list[tuple[str, int]]) -> bool:
-    """Whether TF, differentiating the call, asks ``inst`` for a gradient that raises:
-    its gradient raises, a gradient of some output arrives at it, and it is between
-    the call's inputs and its outputs (TF walks only those ops: a Unique of a
-    constant inside the call is never asked)."""
-    return _gradient_raises(flat, inst) and _gradient_arrives(flat, state, inst, outputs) \
-        and _reads_call_input(flat, inst)
-
-
-def _reads_call_input(flat: Flat, inst: int) -> bool:
-    """Whether ``inst`` depends on an input of the call: a node without inputs that is
-    not a constant of the call itself (a placeholder, a variable's handle; in a
-    SavedModel whatever the top-level graph passes into the function)."""
-    for ref in flat.inputs[inst]:
-        if ref is None:
-            continue
-        for tensor in depends_on(flat, ref):
-            source = tensor & INST
-            if not flat.inputs[source] and source not in flat.transparent and not (
-                    flat.ops[source] == "Const" and in_whole_call(flat, source)):
-                return True
-    return False
-
-
-def _gradient_arrives(flat: Flat, state: _State, inst: int,
-                      outputs: list[tuple[str, int]]) -> bool:
-    """Whether a gradient of some output reaches an output of ``inst`` (TF asks an op
-    for its gradient only then: Bucketize's int32 result, cast to float, gets none)."""
-    mine = [tensor_id(inst, i) for i in range(len(flat.out_types[inst]))]
-    return any(t in state.reach(tensor) for _output, tensor in outputs for t in mine)
-
-
-def _gradient_raises(flat: Flat, inst: int) -> bool:
-    """Whether asking TF for ``inst``'s gradient raises: no gradient registered at all
-    (``missing``), or a gradient function that raises for every input."""
-    facts = flat.facts.get(flat.ops[inst])
-    if facts is None:
-        return False
-    carrying = [i for i in facts.inputs if i.carries_gradient]
-    return facts.gradient == "missing" or (
-        bool(carrying) and all(i.result == "raises" for i in carrying))
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ class SecondOrder:
 
     def __init__(self, flat: Flat, state: Any, blocker_facts: dict[str, Any]):
         self.flat = flat
-        self.state = state  # analysis._State: reach, upstream, consumers
+        self.state = state  # walks.WalkState: reach, upstream, consumers
         self.stops: dict[int, _Stop] = {}
         for inst, op in enumerate(flat.ops):
             if inst in flat.transparent:

@@ -3,7 +3,7 @@
 stops), what an output depends on, and the forward walk to the ops where a path stops."""
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -297,3 +297,85 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
                     blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
                                                 "integer_edge")
     return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
+
+
+def forward_reach(flat: Flat, consumers: Any, sources: Sequence[int]) -> set[int]:
+    """Every instance TF's ``_MarkReachedOps`` reaches from ``sources``: their ops and
+    the consumers of every reached op's floating, complex, resource or variant output
+    (the first half of TF's "between" walk: an op not reached is never asked for a
+    gradient)."""
+    reached: set[int] = set()
+    seen: set[int] = set()
+    stack: list[int] = []
+
+    def reach(inst: int) -> None:
+        if inst not in reached:
+            reached.add(inst)
+            stack.extend(tensor_id(inst, i) for i in range(len(flat.out_types[inst])))
+
+    for source in sources:
+        reach(source & INST)
+    while stack:
+        t = stack.pop()
+        if t in seen or not flat.carries_gradient(t):
+            continue
+        seen.add(t)
+        for consumer, position in consumers.get(t, ()):
+            if position >= 0:
+                reach(consumer)
+            else:  # a call boundary (transparent): its output is this tensor again
+                stack.append(tensor_id(consumer, -1 - position))
+    return reached
+
+
+class WalkState:
+    """Walks of one flattened graph, each done once and kept: what an output's
+    gradient reaches, where it stops, what the output depends on."""
+
+    def __init__(self, flat: Flat):
+        self.flat = flat
+        self._reach: dict[int, set[int]] = {}
+        self._stops: dict[int, list[tuple[int, int, int, str]]] = {}
+        self._upstream: dict[int, set[int]] = {}
+        self._dep: dict[int, set[int]] = {}
+        self._dep_insts: dict[int, set[int]] = {}
+        self._consumers: dict[int, list[tuple[int, int]]] | None = None
+
+    def reach(self, tensor: int) -> set[int]:
+        if tensor not in self._reach:
+            self._reach[tensor], raw = gradient_reach(self.flat, tensor, record=True)
+            self._stops[tensor] = relevant_stops(self.flat, raw)
+        return self._reach[tensor]
+
+    def upstream(self, tensor: int) -> set[int]:
+        """What a gradient arriving at ``tensor`` reaches (no stops recorded)."""
+        if tensor not in self._upstream:
+            self._upstream[tensor] = self._reach.get(tensor) or \
+                gradient_reach(self.flat, tensor)[0]
+        return self._upstream[tensor]
+
+    def stops(self, tensor: int) -> list[tuple[int, int, int, str]]:
+        """(instance, position, input tensor, reason) of every op where the gradient
+        of ``tensor`` stops while the output's value still depends on the op through
+        edges a gradient could use (not only through a condition, index or shape)."""
+        self.reach(tensor)
+        return self._stops[tensor]
+
+    def dep(self, tensor: int) -> set[int]:
+        if tensor not in self._dep:
+            self._dep[tensor] = depends_on(self.flat, tensor)
+        return self._dep[tensor]
+
+    def dep_insts(self, tensor: int) -> set[int]:
+        if tensor not in self._dep_insts:
+            self._dep_insts[tensor] = {t & INST for t in self.dep(tensor)}
+        return self._dep_insts[tensor]
+
+    def consumers(self) -> dict[int, list[tuple[int, int]]]:
+        """tensor -> [(instance, input position or -1 - output index)]: built only
+        when a finding needs a forward walk."""
+        if self._consumers is None:
+            self._consumers = defaultdict(list)
+            for inst in range(len(self.flat.keys)):
+                add_consumers(self.flat, inst, self._consumers)
+        return self._consumers
