@@ -9,8 +9,8 @@ Where TF's traced tapes give another number than its eager ones, finite differen
 have sided with the eager tapes, and every such pair crosses a max pooling whose output
 has its input's size (stride 1, ``SAME``): TF's CPU MaxPoolGradGrad kernel takes the
 incoming gradient's buffer for its output when nothing else holds it (only in a graph:
-eager, Python holds it) and zeroes it before reading it (docs/second-order.md). Any
-other traced difference fails the test.
+eager, Python holds it) and zeroes it before reading it (docs/second-order.md). Check
+must name each such pair (a ``traced_wrong`` finding), else it is a disagreement.
 
 The developer tier runs the first ``len(TEMPLATES)`` programs (each construct first
 once); CI runs the rest to ``COUNT`` (marked ``fuzz``). Cost: see ``render``'s CPU
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +47,85 @@ def _judge(report: differential.Report, count: int) -> None:
     assert all(map(_known_tf_defect, report.traced_wrong)), report.traced_wrong
     assert all(report.constructs[t.construct] >= count // QUICK
                for t in programs.TEMPLATES), report.constructs
+
+
+def _second(f: Any, x: Any, d: Any) -> tuple[float, float, float]:
+    """d/dx <df/dx, d> along d: nested tapes eager, the same traced, and float64
+    central finite differences of the eager first gradient."""
+    import tensorflow as tf
+
+    def q(xv: Any) -> Any:
+        with tf.GradientTape() as inner:
+            inner.watch(xv)
+            y = f(xv)
+        return tf.reduce_sum(inner.gradient(y, xv) * d)
+
+    def second(xv: Any) -> Any:
+        with tf.GradientTape() as outer:
+            outer.watch(xv)
+            value = q(xv)
+        return tf.reduce_sum(outer.gradient(value, xv) * d)
+
+    step = 1e-5
+    numeric = float(q(x + step * d) - q(x - step * d)) / (2 * step)
+    return float(second(x)), float(tf.function(second)(x)), numeric
+
+
+def _named(result: Any, target: str, verdict: str) -> set[tuple[str, str, str]]:
+    return {(b.op, b.gradient_op, b.reason) for f in result.second_order or ()
+            if f.target == target and f.verdict == verdict for b in f.blocking_ops}
+
+
+@pytest.mark.parametrize("stride, same_size", [(1, True), (2, False)])
+def test_tensorflow_traced_max_pool_second_order_and_check_names_it(stride, same_size):
+    """TF's MaxPoolGradGrad (CPU) zeroes the incoming gradient's buffer when it may take
+    it (a graph, a pool whose output has its input's size): traced, the term through
+    the pool is silently zero; eager and finite differences agree. check --order 2
+    names the pool (traced_wrong, via MaxPoolGradGrad: traced_kernel_defect) exactly
+    then, the pair's verdict the true one (exact)."""
+    import numpy as np
+    import tensorflow as tf
+
+    import opregistry
+
+    rng = np.random.default_rng(56)
+    v = tf.Variable(rng.normal(size=programs.SHAPE), name="v")
+    x, d = (tf.constant(rng.normal(size=programs.SHAPE)) for _ in range(2))
+
+    def f(xv: Any) -> Any:
+        return tf.reduce_sum(tf.tanh(tf.nn.max_pool2d(v * xv, 2, stride, "SAME")))
+
+    eager, traced, numeric = _second(f, x, d)
+    assert eager == pytest.approx(numeric, rel=1e-6)
+    assert (traced == 0.0) if same_size else traced == pytest.approx(eager, rel=1e-9)
+    result = opregistry.check(tf.function(f), x, order=2)
+    named = {("MaxPool", "MaxPoolGradGrad", "traced_kernel_defect")}
+    assert _named(result, "xv", "traced_wrong") == (named if same_size else set())
+    assert result.outputs[0].second_order == {"v": "exact", "xv": "exact"}
+
+
+def test_tensorflow_drops_the_moments_mean_at_second_order_and_check_names_it():
+    """tf.nn.moments' variance is mean(squared_difference(x, stop_gradient(mean))): exact
+    at first order, but the second pass cannot go back through the StopGradient
+    (eager and traced alike differ from finite differences); check names it."""
+    import numpy as np
+    import tensorflow as tf
+
+    import opregistry
+
+    x, d = (tf.constant(np.random.default_rng(39).normal(size=programs.SHAPE))
+            for _ in range(2))
+
+    def f(xv: Any) -> Any:
+        t = tf.nn.batch_normalization(xv, *tf.nn.moments(xv, [0, 1, 2]), offset=None,
+                                      scale=None, variance_epsilon=1e-3)
+        return tf.reduce_sum(tf.tanh(t) * xv)
+
+    eager, traced, numeric = _second(f, x, d)
+    assert traced == pytest.approx(eager, rel=1e-9)
+    assert abs(eager - numeric) > 1e-3 * abs(numeric)
+    result = opregistry.check(tf.function(f), x, order=2)
+    assert _named(result, "xv", "dropped") == {("StopGradient", "StopGradient", "no_gradient")}
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,13 @@ output, from the values they keep) and O's own tensors. Then:
   G's floating arguments is computed from a target: the outer tape records G, and TF
   raises LookupError differentiating the step, whatever target it is asked about
   (measured on 2.21: eager and traced alike), so every target of the output raises;
-* ``dropped``: a first-order gradient keeps the value of a StopGradient that changes
-  with the target (tf.nn.moments' variance), or G is registered with no gradient (or
-  returns None) and the *value* of G's arguments changes with the target (through a nonlinear op between O and the
+* ``dropped``: G is registered with no gradient (or returns None) and the *value* of
+  G's arguments changes with the target (through a nonlinear op between O and the
   output, a product's other factor, or O's own nonlinearity): TF silently adds zero
   where the true term is not (finite differences decide); a change only through a
-  shape, a piecewise-linear op (ReLU, max pooling) or a linear one makes no term;
+  shape, a piecewise-linear op (ReLU, max pooling) or a linear one makes no term.
+  Likewise where a first-order gradient keeps the value of a StopGradient that changes
+  with the target (tf.nn.moments' variance);
 * ``zero``: no op on a first-order path keeps a value that changes with the target
   (only linear and piecewise-linear ops): the second derivative is structurally zero,
   and TF's zero is right;
@@ -33,8 +34,10 @@ tensorflow/core/kernels/maxpooling_op.cc, ``forward_input_or_allocate_output({2}
 then ``setZero``): inside a ``tf.function`` (a graph: the training step as TF runs it)
 the term through the pool's incoming gradient is silently zero; eager, Python holds the
 buffer and the number is right. Measured on 2.21 against float64 finite differences
-(tests/test_second_order_differential.py). Such a pool drops as a ``no_gradient``
-gradient op would, with the reason ``traced_kernel_defect``.
+(tests/test_second_order_differential.py); whether TF's graph hands the kernel that
+buffer depends on the graph around it, so the finding is ``traced_wrong`` (the pair's
+verdict stays the true one, what eager tapes and finite differences give), its op's
+reason ``traced_kernel_defect``.
 """
 from __future__ import annotations
 
@@ -230,6 +233,13 @@ class SecondOrder:
         self._stopped_values(keepers, targets, dropping, inner_of)
         if call is not None and targets and flat.model.format == "savedmodel":
             raising = _unique(raising + self.call_raising(*call))
+        # TF's kernel, not its registry: the number is right eager, may be zero traced
+        traced: dict[str, list[SecondOrderOp]] = {}
+        for name in list(dropping):
+            traced[name] = [b for b in dropping[name] if b.reason == KERNEL_DEFECT[1]]
+            dropping[name] = [b for b in dropping[name] if b.reason != KERNEL_DEFECT[1]]
+            if not dropping[name]:
+                del dropping[name]
         verdicts: dict[str, str] = {}
         findings = []
         for t in targets:
@@ -239,8 +249,11 @@ class SecondOrder:
                 verdict, ops = "dropped", dropping[t.name]
             else:
                 verdicts[t.name] = "exact" if any(s in curved for s in t.sources) else "zero"
-                continue
-            verdicts[t.name] = verdict
+                verdict, ops = "traced_wrong", traced.get(t.name, [])
+                if not ops:
+                    continue
+            if verdict != "traced_wrong":
+                verdicts[t.name] = verdict
             inner = inner_of.get("*" if verdict == "raises" else t.name, set())
             findings.append(SecondOrderFinding(signature, output, t.kind, t.name, verdict,
                                                tuple(_unique(ops)), tuple(sorted(inner)),
