@@ -15,7 +15,10 @@ StopReason = Literal["no_gradient", "missing", "none", "partial_input", "integer
                      "python_function_not_saved", "gradient_raises"]
 # what gradcheck's ops behind a problem and the guard add to those
 Reason = Literal[StopReason, "python_function", "custom_gradient",
-                 "gradient_flagged_by_probe", "non_smooth", "outside_tape"]
+                 "gradient_flagged_by_probe", "non_smooth", "outside_tape",
+                 # check --order 2: a gradient op TF's kernel gets wrong in a graph
+                 # (MaxPoolGradGrad: opregistry.model.second_order)
+                 "traced_kernel_defect"]
 # gradcheck's verdict per (output, target): the same words as check and the guard
 Verdict = Literal["ok", "mismatch", "none", "zero", "non-smooth", "unrelated"]
 # XLA's verdict per op, gradient and training step

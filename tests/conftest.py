@@ -25,7 +25,8 @@ from cli_run import ROOT, run_cli  # noqa: E402,F401  (tests import them from cl
 # The TF tier's files take minutes, the quick tier's (tests/unit) seconds; a run holds
 # files of one tier or of both, and the order within each list is what counts.
 _LONG_FIRST = ["tests/test_random_differential_ci.py", "tests/test_check_xla.py",
-               "tests/test_xla_differential.py", "tests/test_random_differential.py",
+               "tests/test_xla_differential.py", "tests/test_second_order_differential.py",
+               "tests/test_random_differential.py",
                "tests/test_xla.py", "tests/test_check_corpus.py", "tests/test_xla_step.py",
                "tests/test_xla_keras_training.py", "tests/test_fuzz_readers.py",
                "tests/test_remedy_proofs.py", "tests/test_second_order.py",

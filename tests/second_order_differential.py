@@ -7,11 +7,17 @@ on each file against TensorFlow on the loaded file, for every (output, target):
   differentiated by an outer tape with respect to the target t, along a random
   direction u, and compared with central finite differences of q in float64 (TF's
   own first gradient, moved along u): ``raises`` (the outer tape raises), ``dropped``
-  (tape and finite differences differ), ``zero`` (both zero) or ``exact``;
+  (tape and finite differences differ), ``zero`` (both zero) or ``exact``. The tapes
+  run eager and inside a ``tf.function``; where the two differ, finite differences
+  decide, and where they refute the traced number (TF's MaxPoolGradGrad kernel,
+  opregistry/model/second_order.py) check must name the pair (``traced_wrong``);
 - agreement: check ``raises`` exactly where TF raises, ``dropped`` exactly where the
   tape differs from finite differences, ``zero`` only where TF's and the finite
   differences are zero (``exact`` where they happen to be zero at the point is no
   disagreement: a dead ReLU).
+
+Programs are batched: ``BATCH`` programs make one SavedModel per save path, each its
+own signature, so a batch costs one save, one check and one load.
 
 Run:  python tests/second_order_differential.py [--count N] [--seed S]
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -35,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import second_order_programs as programs  # noqa: E402
 
 PARTS = ("saved", "export")
+BATCH = 25
 # central differences in float64: (step, rtol, atol), and for a program that computes
 # part in float32 (TF resizes in float32), a larger step and a looser tolerance
 PRECISE, SINGLE = (1e-5, 1e-5, 1e-8), (1e-3, 3e-3, 1e-5)
@@ -47,8 +55,14 @@ class Report:
     pairs: Counter[str] = field(default_factory=Counter)  # part -> pairs compared
     verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (part, TF's)
     first_order_raises: Counter[str] = field(default_factory=Counter)  # part -> outputs
+    # pairs where TF's tapes traced give another number than eager, and finite
+    # differences side with eager
+    traced_wrong: list[str] = field(default_factory=list)
+    warned: Counter[str] = field(default_factory=Counter)  # part -> traced_wrong findings
     disagreements: list[str] = field(default_factory=list)
+    judged: list[tuple[str, str]] = field(default_factory=list)  # (check's, TF's)
     seconds: float = 0.0
+    cpu: float = 0.0
 
 
 def load(program: programs.Program, root: Path) -> Any:
@@ -61,12 +75,30 @@ def load(program: programs.Program, root: Path) -> Any:
     return module
 
 
-def save_both(tf: Any, program: programs.Program, code: Any, root: Path) -> dict[str, Path]:
-    saved, exported = root / f"saved-{program.seed}", root / f"export-{program.seed}"
-    module = code.build_module()
-    tf.saved_model.save(module, str(saved), signatures=module.__call__.get_concrete_function())
-    code.build_keras().export(str(exported), verbose=False)
-    return {"saved": saved, "export": exported}
+def save_batch(tf: Any, batch: list[programs.Program], root: Path, number: int
+               ) -> dict[str, Path]:
+    """The batch as one SavedModel per save path, a signature per program ("p<seed>"):
+    a ``tf.Module`` holding every program's module (``tf.saved_model.save``), and a
+    Keras ``ExportArchive`` with an endpoint per program's model (what ``model.export``
+    writes with one)."""
+    import keras
+
+    module = tf.Module()
+    signatures = {}
+    archive = keras.export.ExportArchive()
+    for program in batch:
+        code = load(program, root)
+        live = code.build_module()
+        setattr(module, f"p{program.seed}", live)
+        signatures[f"p{program.seed}"] = live.__call__.get_concrete_function()
+        model = code.build_keras()
+        archive.track(model)
+        archive.add_endpoint(f"p{program.seed}", model.__call__, input_signature=[
+            tf.TensorSpec(programs.SHAPE, tf.float64, name="x0")])
+    paths = {"saved": root / f"batch{number}-saved", "export": root / f"batch{number}-export"}
+    tf.saved_model.save(module, str(paths["saved"]), signatures=signatures)
+    archive.write_out(str(paths["export"]), verbose=False)
+    return paths
 
 
 def short(name: str) -> str:
@@ -74,13 +106,25 @@ def short(name: str) -> str:
     return name.split(":")[0].rsplit("/", 1)[-1]
 
 
-def tf_verdicts(tf: Any, path: Path, seed: int, single: bool = False
-               ) -> dict[str, dict[str, str] | str]:
-    """output -> target -> raises | dropped | zero | exact (or "first_order_raises")."""
+@dataclass
+class Answer:
+    """TF's second order for one (output, target): ``verdict`` (raises | dropped | zero
+    | exact), the tapes against float64 finite differences; ``traced_wrong`` where the
+    same tapes inside a ``tf.function`` give another number than eager and finite
+    differences side with the eager tape: TF's traced answer (a training step's) is
+    silently wrong, and check must name the pair (a ``traced_wrong`` finding)."""
+
+    verdict: str
+    traced_wrong: bool = False
+    numbers: tuple[float, ...] = ()  # (eager, traced, finite differences)
+
+
+def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
+               ) -> dict[str, dict[str, Answer] | str]:
+    """output -> target -> TF's Answer (or "first_order_raises"), for one loaded
+    signature ``fn``."""
     import numpy as np
 
-    loaded = tf.saved_model.load(str(path))
-    fn = loaded.signatures["serving_default"]
     variables = list(fn.trainable_variables) or list(fn.variables)
     rng = np.random.default_rng(seed)
     x = tf.constant(rng.normal(size=programs.SHAPE))
@@ -88,117 +132,186 @@ def tf_verdicts(tf: Any, path: Path, seed: int, single: bool = False
     directions = [tf.constant(rng.normal(size=programs.SHAPE)) for _ in names]
     moves = [tf.constant(rng.normal(size=programs.SHAPE)) for _ in names]
     step, rtol, atol = SINGLE if single else PRECISE
-    out: dict[str, dict[str, str] | str] = {}
-    for output in fn.structured_outputs:
-        def q_eager(xv: Any, output: str = output) -> Any:
-            """The first gradients of the output, projected: as a penalty uses them."""
-            with tf.GradientTape() as inner:
-                inner.watch(xv)
-                y = fn(x0=xv)[output]
-            grads = inner.gradient(y, [*variables, xv])
-            return sum((tf.reduce_sum(g * v) for g, v in zip(grads, directions)
-                        if g is not None), tf.constant(0.0, tf.float64))
 
-        def second_eager(xv: Any) -> Any:
-            with tf.GradientTape() as outer:
-                outer.watch(xv)
-                value = q_eager(xv)
-            return outer.gradient(value, [*variables, xv])
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
-        # traced once per output, called for every point (TF's gradients of a loaded
-        # function are whole-call ones, traced or not)
-        q, second = tf.function(q_eager), tf.function(second_eager)
+    def q(xv: Any, output: str) -> Any:
+        """The first gradients of the output, projected: as a penalty uses them."""
+        with tf.GradientTape() as inner:
+            inner.watch(xv)
+            y = fn(x0=xv)[output]
+        grads = inner.gradient(y, [*variables, xv])
+        return sum((tf.reduce_sum(g * v) for g, v in zip(grads, directions)
+                    if g is not None), tf.constant(0.0, tf.float64))
+
+    def second(xv: Any, output: str) -> Any:
+        """q's derivative for every target along its move."""
+        with tf.GradientTape() as outer:
+            outer.watch(xv)
+            value = q(xv, output)
+        grads = outer.gradient(value, [*variables, xv])
+        return tf.stack([tf.constant(0.0, tf.float64) if g is None else
+                         tf.reduce_sum(tf.convert_to_tensor(g) * m)
+                         for g, m in zip(grads, moves)])
+
+    def traced(f: Any, outputs: list[str]) -> Any:
+        """``f`` of every output in one tf.function (one trace for the signature)."""
+        return tf.function(lambda xv: tf.stack([f(xv, o) for o in outputs]))
+
+    def raising(f: Any, outputs: list[str]) -> set[str]:
+        """The outputs whose ``f`` TF refuses (LookupError...): one trace for all, one per
+        output only where that raises."""
         try:
-            q(x)
-        except Exception:  # noqa: BLE001 - TF refuses the first order (ResizeArea)
-            out[output] = "first_order_raises"
-            continue
-        try:
-            grads = second(x)
-        except Exception as exc:  # noqa: BLE001 - LookupError, inside a StagingError
-            if "gradient" not in str(exc).lower():
-                raise
-            out[output] = dict.fromkeys(names, "raises")
-            continue
-        found: dict[str, str] = {}
+            traced(f, outputs).get_concrete_function(x)
+            return set()
+        except Exception:  # noqa: BLE001 - a StagingError around TF's LookupError
+            found = set()
+            for o in outputs:
+                try:
+                    traced(f, [o]).get_concrete_function(x)
+                except Exception as exc:  # noqa: BLE001
+                    if "gradient" not in str(exc).lower():
+                        raise
+                    found.add(o)
+            return found
+
+    out: dict[str, dict[str, Answer] | str] = {}
+    alive = list(fn.structured_outputs)
+    for o in raising(q, alive):  # TF refuses the first order (ResizeArea)
+        out[o] = "first_order_raises"
+    alive = [o for o in alive if o not in out]
+    for o in raising(second, alive):
+        out[o] = {n: Answer("raises") for n in names}
+    alive = [o for o in alive if o not in out]
+    if not alive:
+        return out
+    # the tapes traced (as a training step runs them), finite differences of the first
+    # gradients of every output at once; the eager tapes where the two differ
+    tapes = traced(second, alive)(x).numpy()
+    first = traced(q, alive)
+    numeric = [_central(tf, first, x, variables[k] if k < len(variables) else None,
+                        moves[k], step) for k in range(len(names))]
+    for row, output in enumerate(alive):
+        found: dict[str, Answer] = {}
+        eager = None
         for k, name in enumerate(names):
-            target = variables[k] if k < len(variables) else None
-            grad = grads[k]
-            tape = 0.0 if grad is None else float(tf.reduce_sum(
-                tf.convert_to_tensor(grad) * moves[k]))
-            numeric = _central(tf, q, x, target, moves[k], step)
-            if abs(tape - numeric) > atol + rtol * max(abs(tape), abs(numeric)):
-                found[name] = "dropped"
-            elif abs(numeric) <= atol and abs(tape) <= atol:
-                found[name] = "zero"
+            tape, fd = float(tapes[row][k]), float(numeric[k][row])
+            numbers = (tape, tape, fd)  # (eager, traced, finite differences)
+            wrong = False
+            if not close(tape, fd):
+                if eager is None:
+                    eager = second(x, output).numpy()
+                numbers = (float(eager[k]), tape, fd)
+                # finite differences side with the eager tape: the traced one is wrong
+                wrong = close(numbers[0], fd)
+                tape = numbers[0] if wrong else tape
+            if not close(tape, fd):
+                found[name] = Answer("dropped", wrong, numbers)
+            elif abs(fd) <= atol and abs(tape) <= atol:
+                found[name] = Answer("zero", wrong, numbers)
             else:
-                found[name] = "exact"
+                found[name] = Answer("exact", wrong, numbers)
         out[output] = found
     return out
 
 
-def _central(tf: Any, q: Any, x: Any, target: Any, move: Any, step: float) -> float:
-    """Central differences of q along ``move``, in float64."""
+def _central(tf: Any, q: Any, x: Any, target: Any, move: Any, step: float) -> Any:
+    """Central differences of q (a vector) along ``move``, in float64."""
     if target is None:
-        return float(q(x + step * move) - q(x - step * move)) / (2 * step)
+        return (q(x + step * move) - q(x - step * move)).numpy() / (2 * step)
     base = tf.identity(target)
     try:
         target.assign(base + step * move)
-        up = float(q(x))
+        up = q(x).numpy()
         target.assign(base - step * move)
-        down = float(q(x))
+        down = q(x).numpy()
     finally:
         target.assign(base)
     return (up - down) / (2 * step)
 
 
 def compare(report: Report, program: programs.Program, part: str, result: Any,
-            answers: dict[str, Any]) -> None:
-    checked = {o.output: o.second_order or {} for o in result.outputs}
+            answers: dict[str, Any], signature: str | None = None) -> None:
+    """Check's verdicts for ``signature`` (all of ``result`` without) against TF's."""
+    checked = {o.output: o.second_order or {} for o in result.outputs
+               if signature is None or o.signature == signature}
+    warned = {(f.output, short(f.target)) for f in result.second_order or ()
+              if f.verdict == "traced_wrong" and signature in (None, f.signature)}
     for output, found in answers.items():
         if found == "first_order_raises":
             report.first_order_raises[part] += 1
             continue
         ours = {short(k): v for k, v in checked.get(output, {}).items()}
-        for target, theirs in found.items():
+        for target, answer in found.items():
             if target not in ours:  # blocked at first order: not a second-order pair
                 continue
             report.pairs[part] += 1
+            theirs = answer.verdict
             report.verdicts[(part, theirs)] += 1
+            where = (f"seed {program.seed} [{part}] {program.construct} {output} <- {target}")
+            if (output, target) in warned:
+                report.warned[part] += 1
+            if answer.traced_wrong:
+                report.traced_wrong.append(
+                    f"{where}: eager {answer.numbers[0]:.6g}, traced {answer.numbers[1]:.6g}, "
+                    f"finite differences {answer.numbers[2]:.6g}")
+                if (output, target) not in warned:
+                    report.disagreements.append(f"{where}: TF's traced tapes wrong, check "
+                                                f"does not name it")
             mine = ours[target]
-            agree = mine == theirs or (mine == "exact" and theirs == "zero")
-            if not agree:
+            report.judged.append((mine, theirs))
+            if not agrees(mine, theirs):
                 report.disagreements.append(
-                    f"seed {program.seed} [{part}] {program.construct} {output} <- {target}: "
-                    f"TF {theirs}, check {mine} ({'; '.join(t.code for _, t in program.statements)})")
+                    f"{where}: TF {theirs}, check {mine} "
+                    f"({'; '.join(t.code for _, t in program.statements)})")
+
+
+def agrees(mine: str, theirs: str) -> bool:
+    """``exact`` where TF's is zero at the point is no disagreement (a dead ReLU)."""
+    return mine == theirs or (mine == "exact" and theirs == "zero")
 
 
 def run(count: int, seed: int = 0, root: Path | None = None, db: Any = None) -> Report:
+    """``count`` programs from ``seed``, batched (BATCH a SavedModel per save path)."""
     import tensorflow as tf
 
     from opregistry import check
 
     tf.get_logger().setLevel("ERROR")  # a tf.function per output: retracing is meant
     report = Report()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
+    batch = [programs.generate(n) for n in range(seed, seed + count)]
     with tempfile.TemporaryDirectory() as scratch:
         where = root or Path(scratch)
-        for n in range(seed, seed + count):
-            program = programs.generate(n)
-            report.programs += 1
-            report.constructs.update(program.constructs)
-            code = load(program, where)
-            for part, path in save_both(tf, program, code, where).items():
+        for number in range(0, count, BATCH):
+            chunk = batch[number:number + BATCH]
+            for program in chunk:
+                report.programs += 1
+                report.constructs.update(program.constructs)
+            for part, path in save_batch(tf, chunk, where, number // BATCH).items():
                 result = check(path, db=db, order=2)
-                compare(report, program, part, result,
-                        tf_verdicts(tf, path, n, program.single_precision))
+                loaded = tf.saved_model.load(str(path))
+                for program in chunk:
+                    fn = loaded.signatures[f"p{program.seed}"]
+                    compare(report, program, part, result,
+                            tf_answers(tf, fn, program.seed, program.single_precision),
+                            f"p{program.seed}")
     report.seconds = time.perf_counter() - start
+    report.cpu = cpu_seconds() - cpu
     return report
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children: the cost on one core,
+    whatever else the machine runs."""
+    return sum(r.ru_utime + r.ru_stime for r in (
+        resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def render(report: Report) -> str:
     lines = [f"{report.programs} programs, saved by tf.saved_model.save and by Keras "
-             f"model.export, in {report.seconds:.0f} s"]
+             f"model.export, in {report.seconds:.0f} s ({report.cpu:.0f} s of CPU)"]
     for part in PARTS:
         said = ", ".join(f"{v} {report.verdicts[(part, v)]}"
                          for v in ("exact", "zero", "dropped", "raises")
@@ -206,8 +319,14 @@ def render(report: Report) -> str:
         lines.append(f"  {part}: {report.pairs[part]} (output, target) pairs ({said}); "
                      f"{report.first_order_raises[part]} outputs TF cannot differentiate "
                      f"once")
-    lines.append("  constructs: " + ", ".join(f"{c} {n}" for c, n in
-                                              sorted(report.constructs.items())))
+    lines.append("  statements per construct:")
+    lines += [f"    {t.construct:30} {report.constructs[t.construct]}"
+              for t in programs.TEMPLATES]
+    lines.append(f"  pairs where TF's traced tapes are wrong (finite differences side with "
+                 f"the eager tapes): {len(report.traced_wrong)}, each named by check; "
+                 f"pairs check warns may be wrong traced: "
+                 + ", ".join(f"{p} {report.warned[p]}" for p in PARTS))
+    lines += ["    " + d for d in report.traced_wrong]
     lines.append(f"  disagreements: {len(report.disagreements)}")
     lines += ["    " + d for d in report.disagreements[:40]]
     return "\n".join(lines)

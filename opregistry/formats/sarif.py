@@ -104,6 +104,15 @@ RULES: dict[str, tuple[str, str]] = {
         "ResizeBicubicGrad, SoftsignGrad) or one that raises (PreventGradient, for "
         "CTCLoss): an outer tape differentiating that gradient raises LookupError, "
         "whatever target it is asked about."),
+    "second_order/traced_wrong": (
+        "A second-order term can be silently zero inside a tf.function",
+        "TensorFlow's CPU kernel for the op's gradient's gradient (MaxPoolGradGrad, for a "
+        "max pooling whose output has its input's size: stride 1 with SAME padding) "
+        "takes the incoming gradient's buffer for its output when nothing else holds it "
+        "and zeroes it before reading it: in a graph (a tf.function, a Keras training "
+        "step) the term through the op can be zero, with no error; eager tapes and "
+        "finite differences give the right number. Use a stride or VALID padding that "
+        "shrinks the output, or take the penalty's gradient eagerly."),
     "gradcheck/mismatch": ("TensorFlow's gradient differs from finite differences",
                            "The analytic gradient and central finite differences disagree "
                            "beyond the tolerance."),
@@ -134,6 +143,7 @@ RULE_NAMES: dict[str, str] = {
     "partial_path": "OpOfConcernOnGradientPath",
     "second_order/dropped": "SecondOrderTermDropped",
     "second_order/raises": "SecondOrderRaises",
+    "second_order/traced_wrong": "SecondOrderWrongWhenTraced",
     "xla/fails": "TrainingStepDoesNotCompileUnderXla",
     "xla/unknown": "XlaCompilationUnknown",
     "gradcheck/mismatch": "GradientMismatch",

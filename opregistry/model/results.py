@@ -65,7 +65,9 @@ class SecondOrderFinding:
     output: str
     target_kind: str
     target: str
-    verdict: str  # dropped | raises
+    # dropped | raises, or traced_wrong: right eager, but TF's kernel can make it zero
+    # inside a tf.function (the pair's verdict is the true one)
+    verdict: str
     blocking_ops: tuple[SecondOrderOp, ...]
     # the targets whose first-order gradient of the output crosses the ops: d/dw of
     # ||dy/dx||² is wrong when x is one of them

@@ -18,11 +18,26 @@ output, from the values they keep) and O's own tensors. Then:
   G's arguments changes with the target (through a nonlinear op between O and the
   output, a product's other factor, or O's own nonlinearity): TF silently adds zero
   where the true term is not (finite differences decide); a change only through a
-  shape, a piecewise-linear op (ReLU, max pooling) or a linear one makes no term;
+  shape, a piecewise-linear op (ReLU, max pooling) or a linear one makes no term.
+  Likewise where a first-order gradient keeps the value of a StopGradient that changes
+  with the target (tf.nn.moments' variance);
 * ``zero``: no op on a first-order path keeps a value that changes with the target
   (only linear and piecewise-linear ops): the second derivative is structurally zero,
   and TF's zero is right;
 * ``exact`` otherwise.
+
+One op is a stop by TensorFlow's kernel, not its registry: a max pooling whose output
+has its input's size (stride 1 with ``SAME`` padding, or a 1x1 window). Its gradient's
+gradient, MaxPoolGradGrad, takes the incoming gradient's buffer for its output when
+nothing else holds it and zeroes it before reading it (TF's CPU kernel,
+tensorflow/core/kernels/maxpooling_op.cc, ``forward_input_or_allocate_output({2}, ...)``
+then ``setZero``): inside a ``tf.function`` (a graph: the training step as TF runs it)
+the term through the pool's incoming gradient is silently zero; eager, Python holds the
+buffer and the number is right. Measured on 2.21 against float64 finite differences
+(tests/test_second_order_differential.py); whether TF's graph hands the kernel that
+buffer depends on the graph around it, so the finding is ``traced_wrong`` (the pair's
+verdict stays the true one, what eager tapes and finite differences give), its op's
+reason ``traced_kernel_defect``.
 """
 from __future__ import annotations
 
@@ -81,6 +96,8 @@ GRADIENT_KEEPS_NO_VALUES = frozenset({
     "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
 })
 _RAISING = ("missing", "raises")
+# (see the module's doc) the gradient op TF's kernel makes wrong when traced, its reason
+KERNEL_DEFECT = ("MaxPoolGradGrad", "traced_kernel_defect")
 # ops whose gradient function keeps some of their own outputs (the softmax of a
 # cross-entropy): differentiating the first gradient goes back through the op from
 # those outputs, and an input the op's gradient gives nothing from them (the labels,
@@ -136,6 +153,8 @@ class SecondOrder:
                 found = relevant_blockers(facts, blocker_facts)
                 if found:
                     self.stops[inst] = _Stop(inst, found)
+            if op == "MaxPool" and _same_size_pool(flat.nodes[inst]):
+                self.stops[inst] = _Stop(inst, (KERNEL_DEFECT,))
         self._forward: dict[tuple[int, ...], set[int]] = {}
         self._call_raising: dict[tuple[Any, ...], list[SecondOrderOp]] = {}
 
@@ -199,15 +218,28 @@ class SecondOrder:
         on_path = self.forward(tuple(s for t in targets for s in t.sources)) & reach
         # every value the first-order gradient keeps that could change with a target
         kept: list[int] = []
+        keepers: dict[int, set[int]] = {}  # kept StopGradient output -> what keeps it
         for inst in {t & INST for t in on_path}:
             for t in _outputs(flat, inst):
                 for consumer, position in self.state.consumers().get(t, ()):
                     if position >= 0 and consumer not in flat.transparent:
-                        kept += _values(flat, consumer, position, structural=False)
+                        values = _values(flat, consumer, position, structural=False)
+                        kept += values
+                        for v in values:
+                            if flat.ops[v & INST] == "StopGradient":
+                                keepers.setdefault(v, set()).add(t)
         curved = _reach_all(flat, kept)
         raising, dropping, inner_of = self._stops(targets, reach, on_path)
+        self._stopped_values(keepers, targets, dropping, inner_of)
         if call is not None and targets and flat.model.format == "savedmodel":
             raising = _unique(raising + self.call_raising(*call))
+        # TF's kernel, not its registry: the number is right eager, may be zero traced
+        traced: dict[str, list[SecondOrderOp]] = {}
+        for name in list(dropping):
+            traced[name] = [b for b in dropping[name] if b.reason == KERNEL_DEFECT[1]]
+            dropping[name] = [b for b in dropping[name] if b.reason != KERNEL_DEFECT[1]]
+            if not dropping[name]:
+                del dropping[name]
         verdicts: dict[str, str] = {}
         findings = []
         for t in targets:
@@ -217,8 +249,11 @@ class SecondOrder:
                 verdict, ops = "dropped", dropping[t.name]
             else:
                 verdicts[t.name] = "exact" if any(s in curved for s in t.sources) else "zero"
-                continue
-            verdicts[t.name] = verdict
+                verdict, ops = "traced_wrong", traced.get(t.name, [])
+                if not ops:
+                    continue
+            if verdict != "traced_wrong":
+                verdicts[t.name] = verdict
             inner = inner_of.get("*" if verdict == "raises" else t.name, set())
             findings.append(SecondOrderFinding(signature, output, t.kind, t.name, verdict,
                                                tuple(_unique(ops)), tuple(sorted(inner)),
@@ -263,6 +298,32 @@ class SecondOrder:
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
                         inner_of.setdefault(t.name, set()).update(inner)
         return raising, dropping, inner_of
+
+    def _stopped_values(self, keepers: dict[int, set[int]], targets: list[Any],
+                        dropping: dict[str, list[SecondOrderOp]],
+                        inner_of: dict[str, set[str]]) -> None:
+        """The terms lost where a first-order gradient keeps a StopGradient's value that
+        changes with a target (tf.nn.moments: its variance is
+        ``mean(squared_difference(x, stop_gradient(mean)))``, exact at first order,
+        where the mean's term is zero, but not at second): the second pass cannot go
+        back through the StopGradient, finite differences of the first gradient see
+        its value move."""
+        flat, state = self.flat, self.state
+        for value, through in sorted(keepers.items()):
+            inst = value & INST
+            source = flat.inputs[inst][0] if flat.inputs[inst] else None
+            if source is None:
+                continue
+            moving = _float_upstream(flat, [source])
+            inner = {t.name for t in targets
+                     if any(s in state.upstream(r) for r in through for s in t.sources)}
+            node = flat.nodes[inst]
+            for t in targets:
+                if inner and any(s in moving for s in t.sources):
+                    dropping.setdefault(t.name, []).append(SecondOrderOp(
+                        node.name, "StopGradient", flat.functions[inst], "no_gradient",
+                        gradient_op="StopGradient"))
+                    inner_of.setdefault(t.name, set()).update(inner)
 
     def _kept_outputs(self, targets: list[Any], reach: set[int], on_path: set[int],
                       dropping: dict[str, list[SecondOrderOp]],
@@ -322,6 +383,16 @@ class SecondOrder:
                 structural += _values(flat, consumer, position, structural=True)
                 stack.extend(outs)
         return values, structural
+
+
+def _same_size_pool(node: Any) -> bool:
+    """Whether a MaxPool's output has its input's size (MaxPoolGradGrad's output can
+    then take the incoming gradient's buffer)."""
+    strides = list(node.attr["strides"].list.i) if "strides" in node.attr else []
+    ksize = list(node.attr["ksize"].list.i) if "ksize" in node.attr else []
+    padding = node.attr["padding"].s if "padding" in node.attr else b""
+    return bool(strides) and all(s == 1 for s in strides) and (
+        padding == b"SAME" or (bool(ksize) and all(k == 1 for k in ksize)))
 
 
 def _named(flat: Flat, inst: int, stop: _Stop, raises: bool) -> list[SecondOrderOp]:

@@ -119,12 +119,15 @@ def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], ve
     made_facts = op_facts(version, made, db=db)[1] if made else {}
     result = analyse(model, facts, version, second_order=made_facts)
     back = {v: k for k, v in _output_names_of(model, subject.outputs).items()}
-    found = {(f.output, f.target): f for f in result.second_order or ()}
+    # (a pair's dropped or raises finding before its traced_wrong one)
+    found = {(f.output, f.target): f for f in sorted(
+        result.second_order or (), key=lambda f: f.verdict != "traced_wrong")}
     out = []
     for c in checks:
         f = found.get((back.get(c.output, c.output), c.target))
         if c.order == 2 and f is not None and c.verdict in PROBLEMS:
-            said = "silently dropped" if f.verdict == "dropped" else "raises"
+            said = {"dropped": "silently dropped", "traced_wrong": "wrong when traced"}.get(
+                f.verdict, "raises")
             # a dropped term is a wrong number, whatever the one-sided differences say
             verdict = "mismatch" if f.verdict == "dropped" and c.verdict == "non-smooth" \
                 else c.verdict
