@@ -30,7 +30,8 @@ from opregistry.db.vocabulary import (
 )
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
-MIN_FORMAT_VERSION = 1  # documents before the XLA (2, 4, 5) and per-output (3) fields load as they are
+# documents before the XLA (2, 4, 5) and per-output (3) fields load as they are
+MIN_FORMAT_VERSION = 1
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
 MAX_DEPTH = 40  # nesting of any value: the document's own 8 levels, 32 more free-form
 MAX_ITEMS = 1_000_000  # any list (TF has ~2,000 ops and ~10,000 Python names)
