@@ -191,6 +191,50 @@ def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_
     assert "a new verdict after the migration" in cli(*ask).stdout
 
 
+def test_xla_variants_on_postgres_as_on_sqlite_and_migration_0009_both_ways(
+        postgres_url, tf_document, tmp_path, cli):
+    """Verdicts per attribute setting (issue 37) read the same from PostgreSQL as from
+    SQLite; down to 0008 they go (the rest answers as before), up and loaded again they
+    come back."""
+    import json
+
+    import pg8000.native
+
+    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
+    host, port = host_port.split(":")
+    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
+    admin.run("DROP DATABASE IF EXISTS migration_0009")
+    admin.run("CREATE DATABASE migration_0009")
+    admin.close()
+    url = postgres_url.rsplit("/", 1)[0] + "/migration_0009"
+    changed = _with_xla(tf_document)
+    for op in changed["ops"]:
+        if op["name"] == "MatMul":
+            op["probe"]["xla"]["variants"] = [
+                {"attrs": {"transpose_a": flag}, "forward": {"status": status},
+                 "gradient": {"status": status}} for flag, status in (
+                    (False, "compiles"), (True, "fails"))]
+    document = tmp_path / "variants.json"
+    document.write_text(json.dumps(changed))
+    sqlite = tmp_path / "variants.sqlite"
+    for db in (url, str(sqlite)):
+        done = cli("db", "load", str(document), "--db", db)
+        assert done.returncode == 0, done.stderr
+    ask = ("lookup", "MatMul", "Tanh", "--format", "json", "--db")
+    on_pg = cli(*ask, url).stdout
+    assert on_pg == cli(*ask, str(sqlite)).stdout
+    (matmul,) = [r for r in json.loads(on_pg) if r["op"] == "MatMul"]
+    assert [(v["attrs"], v["forward"]) for v in matmul["xla"]["variants"]] == [
+        ({"transpose_a": False}, "compiles"), ({"transpose_a": True}, "fails")]
+    down = cli("db", "downgrade", "0008_xla_verdicts", "--db", url)
+    assert down.returncode == 0, down.stderr
+    assert json.loads(cli(*ask, url).stdout) == [
+        dict(r, xla=dict(r["xla"], variants=[])) for r in json.loads(on_pg)]
+    assert cli("db", "upgrade", "--db", url).returncode == 0
+    assert cli("db", "load", str(document), "--db", url).returncode == 0
+    assert cli(*ask, url).stdout == on_pg
+
+
 def test_write_commands_never_touch_another_applications_postgres_database(
         postgres_url, tmp_path, cli):
     """Another application's Alembic database on the server (its own revision, or one
