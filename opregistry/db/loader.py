@@ -155,7 +155,7 @@ def load(engine: Engine, document: Document) -> LoadResult:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
         device = xla_device(document)
-        if device != "CPU":
+        if device != "CPU" or (document.get("probes") or {}).get("xla_only"):
             return _load_device(conn, document, rel, device)
         return _load(conn, document, rel)
 
@@ -245,7 +245,8 @@ def _load_device(conn: Connection, document: Document, rel: Document,
                  device: str) -> LoadResult:
     """Replace ``device``'s op_xla rows of the stored release this document is a
     device harvest of: the same version (and op library), preferably the same package
-    (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``)."""
+    (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``).
+    ``probes.xla_only``: the rows of the document's ops only (the others stay)."""
     releases, xla, ro = _table(Release), _table(OpXla), _table(ReleaseOp)
     library = document.get("library") or {}
     found = conn.execute(select(releases.c.id, releases.c.package).where(
@@ -266,11 +267,23 @@ def _load_device(conn: Connection, document: Document, rel: Document,
     release_id, stored_package = (same or found)[0]
     names = set(conn.execute(select(ro.c.op_name).where(ro.c.release_id == release_id))
                 .scalars())
-    before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
-                                            xla.c.device == device)).rowcount
     variants = _table(OpXlaVariant)
-    conn.execute(delete(variants).where(variants.c.release_id == release_id,
-                                        variants.c.device == device))
+    if (document.get("probes") or {}).get("xla_only"):  # only the ops it lists
+        listed = sorted(names & {op["name"] for op in document["ops"]})
+        before = 0
+        for start in range(0, len(listed), _CHUNK):
+            chunk = listed[start:start + _CHUNK]
+            before += conn.execute(delete(xla).where(
+                xla.c.release_id == release_id, xla.c.device == device,
+                xla.c.op_name.in_(chunk))).rowcount
+            conn.execute(delete(variants).where(
+                variants.c.release_id == release_id, variants.c.device == device,
+                variants.c.op_name.in_(chunk)))
+    else:
+        before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
+                                                xla.c.device == device)).rowcount
+        conn.execute(delete(variants).where(variants.c.release_id == release_id,
+                                            variants.c.device == device))
     rows = [(release_id, op["name"], dict(verdicts, device=device))
             for op in document["ops"] if op["name"] in names
             and (verdicts := _op_xla(op)) is not None]

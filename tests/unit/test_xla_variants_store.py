@@ -127,3 +127,25 @@ def test_a_replaced_release_leaves_no_variant_verdict_behind(db):
         assert conn.execute("SELECT COUNT(*) FROM op_xla_variants").fetchone()[0] == 0
         assert conn.execute("SELECT COUNT(*) FROM xla_verdicts").fetchone()[0] == 1
     conn.close()
+
+
+def test_an_xla_only_document_replaces_the_rows_of_its_ops_only(db):
+    """data/harvest_xla_ops.py: the listed ops' XLA rows replaced, every other row kept;
+    a release the database does not hold is refused."""
+    engine = make_engine(resolve(db))
+    matmul = _op("MatMul", "registered", "differentiable", [("a", "gradient")])
+    matmul["probe"]["xla"] = {"device": "CPU", "forward": COMPILES, "gradient": COMPILES}
+    load(engine, _document("2.21.0", [_tridiagonal(dict(XLA, variants=[])), matmul]))
+    update = _document("2.21.0", [_tridiagonal()])
+    update["probes"] = {"xla": True, "xla_only": True}
+    result = load(engine, update)
+    assert (result.ops, result.replaced) == (1, True)
+    missing = _document("2.20.0", [_tridiagonal()])
+    missing["probes"] = {"xla": True, "xla_only": True}
+    with pytest.raises(DocumentError, match="which the database does not hold"):
+        load(engine, missing)
+    engine.dispose()
+    (row,) = opregistry.lookup("TridiagonalSolve", db=db).rows
+    assert row.xla is not None and len(row.xla.variants) == 2
+    (row,) = opregistry.lookup("MatMul", db=db).rows
+    assert row.xla is not None and row.xla.forward == "compiles"
