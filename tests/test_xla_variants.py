@@ -169,6 +169,17 @@ def test_resource_gather_has_a_verdict(db):
     assert (row.xla.forward, row.xla.gradient) == ("compiles", "compiles")
 
 
+@pytest.mark.skipif(not tf.__version__.startswith("2.21."), reason="the shipped 2.21 facts")
+@pytest.mark.parametrize("name", ["pivoting", "no_pivoting", "resize_align", "gather"])
+def test_the_shipped_database_agrees_with_tf(saved, name):
+    """The issue's case as a user meets it: the shipped database (2.21 re-harvested with
+    the settings) against TF compiling here."""
+    path, compiles = saved[name]
+    result = opregistry.check(str(path), release="2.21", xla=True)
+    assert {o.xla for o in result.outputs} == {"compiles" if compiles else "fails"}, [
+        (x.op, x.status, x.message) for x in result.xla or ()]
+
+
 _ORACLE_212 = r"""
 import json, sys
 import tensorflow as tf
@@ -211,3 +222,9 @@ def test_resize_align_corners_on_212(tmp_path):
     found = {(v["attrs"]["align_corners"], v["attrs"]["half_pixel_centers"]):
              v["gradient"]["status"] for v in xla["variants"]}
     assert found[(True, False)] == "compiles" and found[(False, False)] == "fails", found
+    # the shipped database says what TF 2.12 does (data/harvest_xla_ops.py)
+    (row,) = opregistry.lookup("ResizeBilinear", release="2.12").rows
+    assert row.xla is not None
+    shipped = {dict(v.attrs)["align_corners"]: v.xla.gradient for v in row.xla.variants
+               if not dict(v.attrs)["half_pixel_centers"]}
+    assert shipped == {False: "fails", True: "compiles"}
