@@ -8,6 +8,7 @@ import copy
 import json
 import sqlite3
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from documents import document as _document  # tests/unit is on sys.path
@@ -32,8 +33,9 @@ XLA = {"device": "CPU", "forward": PIVOTING, "gradient": PIVOTING, "variants": [
     {"attrs": {"partial_pivoting": False}, "forward": COMPILES,
      "gradient": dict(COMPILES, agrees=True, max_error=1e-7, tolerance=0.02)},
     {"attrs": {"partial_pivoting": True}, "forward": PIVOTING, "gradient": PIVOTING}]}
-DEFINITION = {"name": "TridiagonalSolve",
-              "attrs": [{"name": "partial_pivoting", "type": "bool", "default": {"b": True}}]}
+DEFINITION: dict[str, Any] = {"name": "TridiagonalSolve",
+                               "attrs": [{"name": "partial_pivoting", "type": "bool",
+                                          "default": {"b": True}}]}
 
 
 def _tridiagonal(xla=XLA):
