@@ -76,7 +76,7 @@ def test_postgres_gives_what_sqlite_gives(postgres_url, tf_document_path, tmp_pa
         done = cli("db", "load", str(tf_document_path), "--db", db)
         assert done.returncode == 0, done.stderr
     current = cli("db", "current", "--db", postgres_url)
-    assert current.returncode == 0 and "0008_xla_verdicts" in current.stdout + current.stderr
+    assert current.returncode == 0 and "0009_xla_variants" in current.stdout + current.stderr
     for args in READS:
         on_pg = cli(*args, "--db", postgres_url)
         on_sqlite = cli(*args, "--db", str(sqlite))
@@ -189,6 +189,50 @@ def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_
     assert vacuumed.returncode == 0 and vacuumed.stderr.endswith(": vacuumed\n"), \
         vacuumed.stderr
     assert "a new verdict after the migration" in cli(*ask).stdout
+
+
+def test_xla_variants_on_postgres_as_on_sqlite_and_migration_0009_both_ways(
+        postgres_url, tf_document, tmp_path, cli):
+    """Verdicts per attribute setting (issue 37) read the same from PostgreSQL as from
+    SQLite; down to 0008 they go (the rest answers as before), up and loaded again they
+    come back."""
+    import json
+
+    import pg8000.native
+
+    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
+    host, port = host_port.split(":")
+    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
+    admin.run("DROP DATABASE IF EXISTS migration_0009")
+    admin.run("CREATE DATABASE migration_0009")
+    admin.close()
+    url = postgres_url.rsplit("/", 1)[0] + "/migration_0009"
+    changed = _with_xla(tf_document)
+    for op in changed["ops"]:
+        if op["name"] == "MatMul":
+            op["probe"]["xla"]["variants"] = [
+                {"attrs": {"transpose_a": flag}, "forward": {"status": status},
+                 "gradient": {"status": status}} for flag, status in (
+                    (False, "compiles"), (True, "fails"))]
+    document = tmp_path / "variants.json"
+    document.write_text(json.dumps(changed))
+    sqlite = tmp_path / "variants.sqlite"
+    for db in (url, str(sqlite)):
+        done = cli("db", "load", str(document), "--db", db)
+        assert done.returncode == 0, done.stderr
+    ask = ("lookup", "MatMul", "Tanh", "--format", "json", "--db")
+    on_pg = cli(*ask, url).stdout
+    assert on_pg == cli(*ask, str(sqlite)).stdout
+    (matmul,) = [r for r in json.loads(on_pg) if r["op"] == "MatMul"]
+    assert [(v["attrs"], v["forward"]) for v in matmul["xla"]["variants"]] == [
+        ({"transpose_a": False}, "compiles"), ({"transpose_a": True}, "fails")]
+    down = cli("db", "downgrade", "0008_xla_verdicts", "--db", url)
+    assert down.returncode == 0, down.stderr
+    assert json.loads(cli(*ask, url).stdout) == [
+        dict(r, xla=dict(r["xla"], variants=[])) for r in json.loads(on_pg)]
+    assert cli("db", "upgrade", "--db", url).returncode == 0
+    assert cli("db", "load", str(document), "--db", url).returncode == 0
+    assert cli(*ask, url).stdout == on_pg
 
 
 def test_write_commands_never_touch_another_applications_postgres_database(

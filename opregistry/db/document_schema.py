@@ -30,7 +30,8 @@ from opregistry.db.vocabulary import (
 )
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION, MAX_SOURCE
 
-MIN_FORMAT_VERSION = 1  # documents before the XLA (2, 4) and per-output (3) fields load as they are
+# documents before the XLA (2, 4, 5) and per-output (3) fields load as they are
+MIN_FORMAT_VERSION = 1
 MAX_TEXT = 64 * 1024  # a summary, a reason, an error message
 MAX_DEPTH = 40  # nesting of any value: the document's own 8 levels, 32 more free-form
 MAX_ITEMS = 1_000_000  # any list (TF has ~2,000 ops and ~10,000 Python names)
@@ -128,9 +129,18 @@ _XLA_VERDICT = obj({"status": text(16, choices=XLA_STATES)}, {
     "op": text(256, nullable=True), "structure": text(64, nullable=True),
     "message": text(MAX_TEXT, nullable=True), "reason": text(MAX_TEXT, nullable=True),
     "agrees": boolean(nullable=True), "max_error": number(0), "tolerance": number(0)})
+# format 5: the op compiled again per value of the attributes its XLA kernel tests
+# (partial_pivoting, align_corners...): attribute name -> a boolean, integer or name
+_ATTRS = {"type": "object", "propertyNames": {"maxLength": 256},
+          "additionalProperties": {"type": ["boolean", "integer", "string"],
+                                   "maxLength": 256, "minimum": -2 ** 63,
+                                   "maximum": 2 ** 63 - 1}}
+XLA_VARIANT = obj({"attrs": _ATTRS, "forward": _XLA_VERDICT}, {
+    "gradient": _XLA_VERDICT, "kernels": obj({}, nullable=True)})
 XLA = obj({"forward": _XLA_VERDICT}, {
     "device": text(16, pattern=DEVICE), "api": text(64, nullable=True),
-    "gradient": _XLA_VERDICT, "seconds": number(0), "kernels": obj({}, nullable=True)})
+    "gradient": _XLA_VERDICT, "seconds": number(0), "kernels": obj({}, nullable=True),
+    "variants": array(XLA_VARIANT, max_items=256)})
 
 # an op on the gradient's own path whose gradient stops the second pass
 BLOCKER = obj({"op": text(pattern=OP_NAME), "reason": text(32)})
@@ -200,7 +210,10 @@ def document_schema() -> Schema:
                                "numeric": boolean(nullable=True),
                                "xla": boolean(nullable=True),
                                # a --device harvest: the device its XLA verdicts ran on
-                               "xla_device": text(16, pattern=DEVICE, nullable=True)},
+                               "xla_device": text(16, pattern=DEVICE, nullable=True),
+                               # the XLA verdicts of the listed ops only, for a release
+                               # the database holds (data/harvest_xla_ops.py)
+                               "xla_only": boolean(nullable=True)},
                           nullable=True),
             # a library harvest: what an op library adds to the TF release it ran with
             "library": obj({"name": text(64, pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*"),

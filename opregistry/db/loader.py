@@ -28,6 +28,7 @@ from opregistry.db.models import (
     OpDef,
     OpInput,
     OpXla,
+    OpXlaVariant,
     OrphanGradient,
     PythonName,
     Release,
@@ -116,7 +117,8 @@ def _table(model: Any) -> Table:
 
 
 def _delete_release(conn: Connection, release_id: int) -> None:
-    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput, OpXla):
+    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput, OpXla,
+                  OpXlaVariant):
         table = _table(model)
         conn.execute(delete(table).where(table.c.release_id == release_id))
     conn.execute(delete(_table(Release)).where(_table(Release).c.id == release_id))
@@ -136,7 +138,8 @@ def collect_garbage(conn: Connection) -> None:
         select(gf.c.source_id).where(gf.c.source_id.is_not(None)))))
     conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
     xv = _table(XlaVerdict)
-    conn.execute(delete(xv).where(xv.c.id.not_in(select(_table(OpXla).c.verdict_id))))
+    conn.execute(delete(xv).where(xv.c.id.not_in(select(_table(OpXla).c.verdict_id).union(
+        select(_table(OpXlaVariant).c.verdict_id)))))
 
 
 def load(engine: Engine, document: Document) -> LoadResult:
@@ -152,7 +155,7 @@ def load(engine: Engine, document: Document) -> LoadResult:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
         device = xla_device(document)
-        if device != "CPU":
+        if device != "CPU" or (document.get("probes") or {}).get("xla_only"):
             return _load_device(conn, document, rel, device)
         return _load(conn, document, rel)
 
@@ -172,11 +175,14 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
         releases.c.library == library.get("name", ""),
         releases.c.library_version == library.get("version", ""))).scalar()
     kept: list[Row] = []
+    kept_variants: list[Row] = []
     if existing is not None:
         # rows a GPU or TPU host added: that host's evidence, not this harvest's to drop
-        xla = _table(OpXla)
+        xla, variants = _table(OpXla), _table(OpXlaVariant)
         kept = [dict(row._mapping) for row in conn.execute(select(xla).where(
             xla.c.release_id == existing, xla.c.device != "CPU"))]
+        kept_variants = [dict(row._mapping) for row in conn.execute(select(variants).where(
+            variants.c.release_id == existing, variants.c.device != "CPU"))]
         _delete_release(conn, existing)
 
     release_id = _insert_release(conn, document, rel, package)
@@ -218,6 +224,9 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     names = {op["name"] for op in ops}
     _insert_chunks(conn, _table(OpXla), (dict(row, release_id=release_id) for row in kept
                                          if row["op_name"] in names))
+    _insert_chunks(conn, _table(OpXlaVariant), (dict(row, release_id=release_id)
+                                                for row in kept_variants
+                                                if row["op_name"] in names))
     _insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
         "gradient_function_id": function_id(entry["name"]),
@@ -236,7 +245,8 @@ def _load_device(conn: Connection, document: Document, rel: Document,
                  device: str) -> LoadResult:
     """Replace ``device``'s op_xla rows of the stored release this document is a
     device harvest of: the same version (and op library), preferably the same package
-    (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``)."""
+    (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``).
+    ``probes.xla_only``: the rows of the document's ops only (the others stay)."""
     releases, xla, ro = _table(Release), _table(OpXla), _table(ReleaseOp)
     library = document.get("library") or {}
     found = conn.execute(select(releases.c.id, releases.c.package).where(
@@ -257,8 +267,23 @@ def _load_device(conn: Connection, document: Document, rel: Document,
     release_id, stored_package = (same or found)[0]
     names = set(conn.execute(select(ro.c.op_name).where(ro.c.release_id == release_id))
                 .scalars())
-    before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
-                                            xla.c.device == device)).rowcount
+    variants = _table(OpXlaVariant)
+    if (document.get("probes") or {}).get("xla_only"):  # only the ops it lists
+        listed = sorted(names & {op["name"] for op in document["ops"]})
+        before = 0
+        for start in range(0, len(listed), _CHUNK):
+            chunk = listed[start:start + _CHUNK]
+            before += conn.execute(delete(xla).where(
+                xla.c.release_id == release_id, xla.c.device == device,
+                xla.c.op_name.in_(chunk))).rowcount
+            conn.execute(delete(variants).where(
+                variants.c.release_id == release_id, variants.c.device == device,
+                variants.c.op_name.in_(chunk)))
+    else:
+        before = conn.execute(delete(xla).where(xla.c.release_id == release_id,
+                                                xla.c.device == device)).rowcount
+        conn.execute(delete(variants).where(variants.c.release_id == release_id,
+                                            variants.c.device == device))
     rows = [(release_id, op["name"], dict(verdicts, device=device))
             for op in document["ops"] if op["name"] in names
             and (verdicts := _op_xla(op)) is not None]
@@ -400,16 +425,33 @@ def _xla_verdict(xla: Document) -> Row:
     return dict(row, digest=xla_verdict_digest(row))
 
 
+def xla_attrs(attrs: Row) -> str:
+    """An attribute setting as op_xla_variants.attrs stores it (JSON, sorted keys)."""
+    return json.dumps(attrs, sort_keys=True, separators=(",", ":"))
+
+
 def _insert_xla(conn: Connection, records: list[tuple[int, str, Row]]) -> None:
-    """op_xla rows of (release id, op name, ``xla`` record), each verdict stored once."""
+    """op_xla rows of (release id, op name, ``xla`` record), and op_xla_variants rows of
+    its ``variants`` (format 5), each verdict stored once."""
+    variants = [(release_id, name, xla.get("device") or "CPU", variant)
+                for release_id, name, xla in records for variant in xla.get("variants") or ()]
     rows = [_xla_verdict(xla) for _, _, xla in records]
-    ids = _insert_missing(conn, _table(XlaVerdict), {v["digest"]: v for v in rows}) \
-        if rows else {}
+    variant_rows = [_xla_verdict(variant) for *_, variant in variants]
+    ids = _insert_missing(conn, _table(XlaVerdict), {
+        v["digest"]: v for v in rows + variant_rows}) if rows else {}
     _insert_chunks(conn, _table(OpXla), ({
         "release_id": release_id, "op_name": name, "device": xla.get("device") or "CPU",
         "verdict_id": ids[verdict["digest"]],
         "gradient_error": (xla.get("gradient") or {}).get("max_error"),
     } for (release_id, name, xla), verdict in zip(records, rows)))
+    by_key: dict[tuple[int, str, str, str], Row] = {}
+    for (release_id, name, device, variant), verdict in zip(variants, variant_rows):
+        key = (release_id, name, device, xla_attrs(variant["attrs"]))
+        by_key.setdefault(key, {  # a setting named twice: the first
+            "release_id": release_id, "op_name": name, "device": device, "attrs": key[3],
+            "verdict_id": ids[verdict["digest"]],
+            "gradient_error": (variant.get("gradient") or {}).get("max_error")})
+    _insert_chunks(conn, _table(OpXlaVariant), by_key.values())
 
 
 def _numeric_error(probe: Document, position: int) -> float | None:

@@ -115,7 +115,8 @@ def current(engine: Engine) -> str | None:
 # tables every revision since 0001_initial has; and every table any revision made
 _FIRST_TABLES = frozenset({"releases", "op_defs", "release_ops", "gradient_functions",
                            "orphan_gradients", "python_names", "release_python_names"})
-_OUR_TABLES = _FIRST_TABLES | {"op_inputs", "function_sources", "op_xla", "xla_verdicts"}
+_OUR_TABLES = _FIRST_TABLES | {"op_inputs", "function_sources", "op_xla", "xla_verdicts",
+                                 "op_xla_variants"}
 
 
 def revisions() -> frozenset[str]:

@@ -228,3 +228,20 @@ class OpXla(Base):
     device: Mapped[str] = mapped_column(String(16), primary_key=True)  # CPU | GPU | TPU
     verdict_id: Mapped[int] = mapped_column(ForeignKey("xla_verdicts.id"))
     gradient_error: Mapped[float | None] = mapped_column(Float)
+
+
+class OpXlaVariant(Base):
+    """An op's XLA verdict for one setting of the attributes its XLA kernel tests
+    (revision 0009, issue 37): ``attrs`` is the setting as JSON (sorted keys,
+    ``{"partial_pivoting": false}``); ``check --xla`` takes the one matching a node's
+    attributes, and the op's ``op_xla`` verdict where none matches."""
+
+    __tablename__ = "op_xla_variants"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    op_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    device: Mapped[str] = mapped_column(String(16), primary_key=True)
+    attrs: Mapped[str] = mapped_column(String(1024), primary_key=True)  # JSON
+    verdict_id: Mapped[int] = mapped_column(ForeignKey("xla_verdicts.id"))
+    gradient_error: Mapped[float | None] = mapped_column(Float)

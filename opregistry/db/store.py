@@ -28,9 +28,10 @@ from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseErro
 
 # databases behind head that the read store still reads: 0007 only added
 # op_inputs.by_output (NULL: no per-output facts), 0008 only moved op_xla's verdicts
-# into xla_verdicts (read from the wide op_xla before it), so a database harvested
-# before them answers as it did
-READS_ALSO = ("0006_xla", "0007_input_by_output")
+# into xla_verdicts (read from the wide op_xla before it), 0009 only added
+# op_xla_variants (before it: no verdicts per attribute setting), so a database
+# harvested before them answers as it did
+READS_ALSO = ("0006_xla", "0007_input_by_output", "0008_xla_verdicts")
 
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
 # r: releases, od: op_defs, gf: gradient_functions, x: xla_verdicts of op_xla on the CPU,
@@ -132,6 +133,7 @@ class Store:
         self._releases: list[ReleaseRow] | None = None
         self._by_output = False  # whether op_inputs has by_output (revision 0007)
         self._xla_join = _XLA_JOIN  # how op_xla holds its verdicts (revision 0008)
+        self._xla_variants = True  # whether op_xla_variants exists (revision 0009)
         self._check_revision()
 
     # -- plumbing --------------------------------------------------------------------
@@ -170,7 +172,9 @@ class Store:
         # the revisions before head lack a nullable column (read as NULL) or hold the
         # XLA verdicts in op_xla itself
         self._by_output = revision != "0006_xla"
-        self._xla_join = _XLA_JOIN if revision == HEAD_REVISION else _XLA_JOIN_WIDE
+        self._xla_join = _XLA_JOIN if revision in (HEAD_REVISION, "0008_xla_verdicts") \
+            else _XLA_JOIN_WIDE
+        self._xla_variants = revision == HEAD_REVISION
         if revision not in (HEAD_REVISION, *READS_ALSO):
             raise DatabaseError(
                 f"{self.location.describe()} has schema {revision}, this opregistry reads "
@@ -290,6 +294,26 @@ class Store:
             f"ro.release_id = {xo}.release_id AND ro.op_name = {xo}.op_name "
             f"GROUP BY {xo}.release_id, {xo}.device, x.forward, x.gradient, "
             f"x.gradient_agrees, {registered}")
+
+    def xla_variants(self, release_id: int | None, ops: Collection[str] | None = None
+                     ) -> list[dict[str, Any]]:
+        """The CPU XLA verdicts per attribute setting of a release's ops (None: of every
+        release; ``ops``: only these): release_id, op, attrs (JSON) and the ``xla*``
+        columns of ``OP_COLUMNS``, ordered by op and setting; none before revision 0009."""
+        if not self._xla_variants:
+            return []
+        where, params = ["xv.device = 'CPU'"], {}
+        if release_id is not None:
+            where.append("xv.release_id = :rid")
+            params["rid"] = release_id
+        _names_in("xv.op_name", ops, where, params)
+        columns = ", ".join(f"{col} AS {name}" for name, col in OP_COLUMNS.items()
+                            if col.startswith("x."))
+        return self.rows(
+            "SELECT xv.release_id AS release_id, xv.op_name AS op, xv.attrs AS attrs, "
+            f"{columns} FROM op_xla_variants xv "
+            "JOIN xla_verdicts x ON x.id = xv.verdict_id WHERE " + " AND ".join(where) +
+            " ORDER BY xv.op_name, xv.attrs", **params)
 
     def orphan_counts(self) -> dict[int, int]:
         return {r["release_id"]: r["n"] for r in self.rows(

@@ -2,7 +2,7 @@
 and the schema revision the code expects: what the SQLAlchemy-free read path needs too."""
 
 # The Alembic revision the code expects; kept in step with migrations/versions.
-HEAD_REVISION = "0008_xla_verdicts"
+HEAD_REVISION = "0009_xla_variants"
 
 GRADIENT_STATES = ("registered", "no_gradient", "missing")
 EFFECTIVE_STATES = ("differentiable", "partial", "none", "no_gradient", "missing", "unknown")

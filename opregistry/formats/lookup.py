@@ -41,6 +41,19 @@ def xla_summary(status: str | None, blocker: str | None) -> str:
     return f"{status}: {blocker}" if status == "fails" and blocker else status
 
 
+def xla_settings(xla: query.Xla | None) -> list[str]:
+    """The XLA verdict per attribute setting (issue 37), one line each:
+    ``partial_pivoting=False: compiles, gradient compiles``."""
+    return [f"{v.setting}: {xla_summary(v.xla.forward, v.xla.forward_op)}, gradient "
+            f"{xla_summary(v.xla.gradient, v.xla.gradient_blocker)}"
+            for v in (xla.variants if xla is not None else ())]
+
+
+def xla_settings_summary(xla: query.Xla | None) -> str | None:
+    """``xla_settings`` in one cell (None without variants)."""
+    return "; ".join(xla_settings(xla)) or None
+
+
 def lookup_row(row: query.OpRelease) -> dict[str, object]:
     return {
         "op": row.op, "release": row.release_label, "package": row.package,
@@ -56,6 +69,7 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
                            row.xla.forward_op if row.xla else None),
         "xla_gradient": xla_summary(row.xla.gradient if row.xla else None,
                                     row.xla.gradient_blocker if row.xla else None),
+        "xla_settings": xla_settings_summary(row.xla),
     }
 
 
@@ -80,6 +94,8 @@ class LookupsRenderer(Renderer[Lookups]):
             "effective", "inputs", "second_order", "verified")]
         if not any(r.xla for r in rows):  # no release of these harvested with XLA
             columns = [c for c in columns if c not in ("xla", "xla_gradient")]
+        elif any(r.xla and r.xla.variants for r in rows):  # verdicts per attribute setting
+            columns.insert(columns.index("xla_gradient") + 1, "xla_settings")
         columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
         if any(r.library for r in rows):  # which TensorFlow an op library ran with
             columns.insert(columns.index("package"), "with_tf")

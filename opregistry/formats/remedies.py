@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import OutputFormat, Renderer, plural
+from opregistry.formats.lookup import xla_settings
 from opregistry.text import fenced, markdown_safe, printable
 
 if TYPE_CHECKING:
@@ -105,6 +106,9 @@ def explain_text(result: Any, markdown: bool = False) -> str:
                 span = h.first if h.first == h.last else f"{h.first} .. {h.last}"
                 state = h.gradient + (f", effective {h.effective}" if h.effective else "")
                 lines.append(f"  {span} ({plural(h.releases, 'release')}): {state}")
+        if result.xla is not None and result.xla.variants:  # issue 37: per setting
+            lines.append(f"XLA (CPU) in {result.release}, per attribute setting:")
+            lines += [f"  {entry}" for entry in xla_settings(result.xla)]
     else:
         lines.append(f"reason {result.name}")
     if result.no_remedy and not result.suggestions:

@@ -32,6 +32,7 @@ from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPIL
 from opregistry.model import xla_structures as rules
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
 from opregistry.model.results import XlaFinding
+from opregistry.registry.lookup import Xla
 
 # ops XLA takes as the frame of any compiled function, not as computations: arguments,
 # constants, variable reads, calls and control flow (their bodies are checked op by op,
@@ -214,6 +215,8 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
             continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
+        if facts is not None and xla is not None and xla.variants:  # this node's setting
+            xla = setting_verdict(xla, flat.nodes[inst].attr, facts.definition)
         if facts is None or xla is None:
             add(inst, "forward", "unknown", None, "not in the database" if facts is None
                 else NOT_COMPILED if facts.gradient != "registered" and _harvested_with_xla(
@@ -228,6 +231,30 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
                 xla.gradient_reason != NOTHING_TO_COMPILE:
             add(inst, "gradient", xla.gradient,
                 xla.gradient_blocker if xla.gradient == "fails" else None, xla.gradient_reason)
+
+
+def setting_verdict(xla: Xla, attrs: Any, definition: dict[str, Any]) -> Xla:
+    """The verdict of the variant whose setting a node has (``attrs``: its AttrValue
+    messages by name; an attribute left out, as SavedModels leave defaults out: the
+    OpDef's default), or the op's own verdict where no variant matches."""
+    defaults = {a["name"]: a.get("default") or {} for a in definition.get("attrs", ())}
+    for variant in xla.variants:
+        if all(_value(attrs, defaults, name, type(value)) == value
+               for name, value in variant.attrs):
+            return variant.xla
+    return xla
+
+
+def _value(attrs: Any, defaults: dict[str, dict[str, Any]], name: str, kind: type) -> Any:
+    """A node's value of attribute ``name`` as ``kind`` (bool, int or str); None where
+    neither the node nor the OpDef says."""
+    field = {bool: "b", int: "i", str: "s"}.get(kind)
+    if field is None:
+        return None
+    if name in attrs:
+        value = getattr(attrs[name], field)
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else kind(value)
+    return defaults.get(name, {}).get(field)
 
 
 def _harvested_with_xla(flat: Flat) -> bool:

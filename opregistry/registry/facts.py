@@ -13,7 +13,9 @@ from opregistry.registry.lookup import (
     Xla,
     blockers,
     input_gradients,
+    with_variants,
     xla_of,
+    xla_variants,
 )
 
 
@@ -59,8 +61,11 @@ def _release_facts(store: Store, rel: Any, wanted: set[str]) -> dict[str, OpFact
     if not rows:
         return {}
     inputs = input_gradients(store, rel.id, ops=wanted)
+    variants = xla_variants(store.xla_variants(rel.id, ops=wanted))
     library = rel.label if rel.library else None
     return {row["op"]: OpFacts(row["op"], row["gradient"], row["effective"],
                                tuple(inputs.get(row["op"], [])), json.loads(row["definition"]),
-                               row["verification"], library, xla_of(row), row["second_order"],
+                               row["verification"], library, with_variants(
+                                   xla_of(row), variants.get((rel.id, row["op"]), ())),
+                               row["second_order"],
                                blockers(row["second_order_blockers"])) for row in rows}

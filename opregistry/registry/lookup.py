@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Iterator, Sequence, Union
 
 from opregistry.db.location import DbLike
 from opregistry.db.records import Row
@@ -66,10 +66,34 @@ class Blocker:
     reason: str  # missing | no_gradient | none | raises | not_in_registry
 
 
+AttrValue = Union[bool, int, str]  # an attribute's value in a setting
+
+
+@dataclass(frozen=True)
+class XlaVariant:
+    """An op's XLA verdict for one setting of the attributes its XLA kernel tests
+    (``partial_pivoting``, ``align_corners``...), harvested by compiling the op so set."""
+
+    attrs: tuple[tuple[str, AttrValue], ...]  # (name, value), by name
+    xla: Xla
+
+    @property
+    def setting(self) -> str:
+        """``align_corners=True, half_pixel_centers=False``."""
+        return ", ".join(f"{k}={v}" for k, v in self.attrs)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self.xla)
+        del data["variants"]
+        return {"attrs": dict(self.attrs), **data}
+
+
 @dataclass(frozen=True)
 class Xla:
     """Whether the op (forward) and its gradient compile with XLA on the CPU, with the
-    first op XLA refused (or the structure, e.g. a TensorList of unknown size) and why."""
+    first op XLA refused (or the structure, e.g. a TensorList of unknown size) and why.
+    ``variants``: the verdicts per setting of the attributes the op's XLA kernel tests
+    (the op's own verdict is its default setting's, as the harvest built it)."""
 
     forward: str  # compiles | fails | unknown
     gradient: str
@@ -80,6 +104,7 @@ class Xla:
     gradient_reason: str | None = None
     gradient_agrees: bool | None = None  # XLA's gradient values equal TF's (where both run)
     kernels: str | None = None  # JSON: op type -> device types with a kernel (evidence)
+    variants: tuple[XlaVariant, ...] = ()
 
     @property
     def gradient_blocker(self) -> str | None:
@@ -123,6 +148,8 @@ class OpRelease:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.xla is not None:  # each setting's attributes by name
+            data["xla"]["variants"] = [v.to_dict() for v in self.xla.variants]
         if self.function is not None and self.library is None:
             from opregistry.registry.sources import source_url
 
@@ -270,8 +297,10 @@ def iter_release_versions(db: DbLike = None) -> Iterator[str]:
 
 
 def op_release(row: Row, via: str | None = None,
-               inputs: Sequence[InputGradient] = ()) -> OpRelease:
-    """An OpRelease from a row of ``Store.op_rows`` (read by name)."""
+               inputs: Sequence[InputGradient] = (),
+               variants: tuple[XlaVariant, ...] = ()) -> OpRelease:
+    """An OpRelease from a row of ``Store.op_rows`` (read by name), with the op's XLA
+    ``variants`` (``xla_variants``)."""
     function = (GradientFunctionInfo(row["module"], row["qualname"], row["source_file"],
                                      row["line"], row["source_hash"])
                 if row["gradient"] == "registered" else None)
@@ -289,7 +318,24 @@ def op_release(row: Row, via: str | None = None,
                      second_order=row["second_order"],
                      second_order_blockers=blockers(row["second_order_blockers"]),
                      verification=verification, library=row["library"] or None,
-                     library_version=row["library_version"] or None, xla=xla_of(row))
+                     library_version=row["library_version"] or None,
+                     xla=with_variants(xla_of(row), variants))
+
+
+def xla_variants(rows: Sequence[Row]) -> dict[tuple[int, str], tuple[XlaVariant, ...]]:
+    """(release id, op) -> its XLA variants, from ``Store.xla_variants`` rows."""
+    out: dict[tuple[int, str], list[XlaVariant]] = {}
+    for row in rows:
+        xla = xla_of(row)
+        if xla is not None:
+            attrs = tuple(sorted(json.loads(row["attrs"]).items()))
+            out.setdefault((row["release_id"], row["op"]), []).append(XlaVariant(attrs, xla))
+    return {key: tuple(found) for key, found in out.items()}
+
+
+def with_variants(xla: Xla | None, variants: tuple[XlaVariant, ...]) -> Xla | None:
+    """``xla`` with its variants (none: as it is; no verdict: None)."""
+    return replace(xla, variants=variants) if xla is not None and variants else xla
 
 
 def xla_of(row: Row) -> Xla | None:
@@ -366,6 +412,8 @@ def lookup_many(names: Sequence[str], release: str | None = None, *,
         for row in store.op_rows(ops=ops) if ops else ():
             if row["op"] in ops and (wanted is None or row["release_id"] in wanted):
                 by_op.setdefault(row["op"], []).append(row)
+        variants = xla_variants([row for row in store.xla_variants(None, ops=ops)
+                                 if row["op"] in by_op]) if by_op else {}
         inputs: dict[tuple[int, str], list[InputGradient]] = {}
         for row in store.inputs(None, ops=ops) if by_op else ():
             if row["op_name"] in by_op:
@@ -382,7 +430,8 @@ def lookup_many(names: Sequence[str], release: str | None = None, *,
                 continue
             matched_by, pairs = found
             rows = [op_release(row, via=name if method else None,
-                               inputs=inputs.get((row["release_id"], op), []))
+                               inputs=inputs.get((row["release_id"], op), []),
+                               variants=variants.get((row["release_id"], op), ()))
                     for op, method in pairs for row in by_op.get(op, [])]
             if wanted is not None and not rows:
                 where = f"release {release}" if release else f"op library {library}"

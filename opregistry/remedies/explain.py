@@ -2,12 +2,15 @@
 in every release, from the database."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
 from opregistry.remedies import Suggestion, advise, catalogue, snippet_for
 from opregistry.shown import Shown
+
+if TYPE_CHECKING:
+    from opregistry.registry.lookup import Xla
 
 # the reason a blocking op has, from its effective status (else its registry status)
 REASON_OF_STATUS = {"none": "none", "no_gradient": "no_gradient", "missing": "missing",
@@ -40,6 +43,8 @@ class Explanation(Shown):
     suggestions: tuple[Suggestion, ...]
     no_remedy: str | None  # why there is nothing to rewrite, for such an op
     history: tuple[HistorySpan, ...] = ()
+    # the op's XLA verdict (CPU) in that release, with its verdicts per attribute setting
+    xla: Xla | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "kind": self.kind, "name": self.name,
@@ -47,7 +52,10 @@ class Explanation(Shown):
                 "effective": self.effective, "reason": self.reason,
                 "remedies": [s.to_dict() for s in self.suggestions],
                 "no_remedy": self.no_remedy,
-                "history": [vars(h) for h in self.history]}
+                "history": [vars(h) for h in self.history],
+                "xla": None if self.xla is None else {
+                    **{k: v for k, v in asdict(self.xla).items() if k != "variants"},
+                    "variants": [v.to_dict() for v in self.xla.variants]}}
 
 
 def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Explanation:
@@ -87,7 +95,7 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
                             for r in cat.for_op(op))
     where = (fact.library or version) if fact else None  # an op library's release by name
     return Explanation(name, "op", op, where, gradient, effective, reason,
-                       suggestions, no_remedy, _spans(rows))
+                       suggestions, no_remedy, _spans(rows), fact.xla if fact else None)
 
 
 def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:

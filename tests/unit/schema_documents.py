@@ -80,6 +80,9 @@ def _typed(kind: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def _object(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    if "properties" not in schema:  # a map: any names, values of one schema (xla attrs)
+        return st.dictionaries(_TEXT.filter(lambda k: len(k) <= 256),
+                               strategy(schema["additionalProperties"]), max_size=3)
     properties, required = schema["properties"], set(schema["required"])
 
     @st.composite

@@ -34,10 +34,10 @@ def test_deep_json_and_bad_utf8_are_one_error(tmp_path):
         read_document(bad)
 
 
-@pytest.mark.parametrize("version", [0, 5, "1", True, None])
+@pytest.mark.parametrize("version", [0, 6, "1", True, None])
 def test_the_format_version_message_says_what_was_found(version):
     with pytest.raises(DocumentError, match=r"format_version .* is not supported \(this "
-                                            r"opregistry reads format_version 1 to 4\)"):
+                                            r"opregistry reads format_version 1 to 5\)"):
         validate({"format": FORMAT, "format_version": version})
 
 

@@ -10,7 +10,7 @@ from __future__ import print_function
 import random
 
 from . import probe_args as args
-from . import xla
+from . import xla, xla_variants
 from .probe_api import FLOAT_TYPES, TRAINABLE, ProbeFailure
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported
 
@@ -26,9 +26,21 @@ def xla_check(api, op_def, record, device="CPU"):
     ``device`` (the CPU, or a GPU in a ``--device GPU`` harvest). ``record`` None: an op
     without a registered gradient, compiled forward only and never run without XLA
     (queue, map and barrier ops block, some kernels crash on generated inputs; XLA
-    refuses an op it has no kernel for before running anything)."""
-    return xla.probe_xla(api.tf, api.np, lambda: _xla_subject(api, op_def, record),
-                         _XLA_TOLERANCE, device)
+    refuses an op it has no kernel for before running anything). An op whose XLA kernel
+    depends on attribute values (``xla_variants``) gets ``variants``: each combination
+    compiled."""
+    def build():
+        return _xla_subject(api, op_def, record)
+
+    def compiled(build):
+        return xla.probe_xla(api.tf, api.np, build, _XLA_TOLERANCE, device)
+
+    found = compiled(build)
+    # an op whose XLA kernel takes some attribute values and not others: each compiled
+    variants = xla_variants.variants(compiled, build, op_def)
+    if variants:
+        found["variants"] = variants
+    return found
 
 
 def _xla_subject(api, op_def, record):
@@ -60,13 +72,15 @@ def _xla_subject(api, op_def, record):
                     outputs = list(op.outputs)       # outputs (Shape, Equal, AsString)
                 point = RandomPoint(random.Random(1234), 0.3, 0.9)
                 sources, feeds = feeds_for(api, op_def, op, builder, shape, point)
-                if any(s.setup is not None for s in sources) or \
+                # resource variables assigned from a feed (ResourceGather's) are made
+                # outside the compiled function, as a training step's are; others not
+                if (any(s.setup is not None for s in sources) and
+                        xla.variable_setups(graph, feeds) is None) or \
                         api.v1.global_variables():
                     raise ProbeFailure("build", "needs variables or set-up ops")
             ys = None
             if record is not None:  # it runs without XLA (the upstream gradient's shapes)
-                with api.v1.Session(graph=graph) as session:
-                    ys = session.run(outputs, feed_dict=feeds)
+                ys = xla.run_set_up(api.tf, graph, outputs, feeds)
         except Exception as exc:  # noqa: BLE001 - builders and shape functions raise anything
             first = first or exc
             continue

@@ -204,6 +204,61 @@ def device_missing(tf, device):
             "its drivers and a TensorFlow built for it)" % (device, device))
 
 
+def variable_setups(graph, feeds):
+    """{VarHandleOp name: the fed placeholder assigned to it} of ``graph``: the resource
+    variables a builder set up (``probe_args.variable_handle``), None if another set-up
+    (a TF1 reference variable, an assignment from a computed value) is there."""
+    found = {}
+    for node in graph.get_operations():
+        if node.type == "AssignVariableOp":
+            handle, value = node.inputs[0].op, node.inputs[1]
+            if handle.type != "VarHandleOp" or value not in feeds:
+                return None
+            found[handle.name] = value
+        elif node.type in ("VariableV2", "Variable", "Assign"):
+            return None
+    return found
+
+
+def _variables(tf, graph, gd, feeds):
+    """({handle tensor name: the same variable's handle outside the compiled function},
+    [its assignments from the fed values]) for the VarHandleOps of ``gd`` whose value a
+    builder assigns from a feed; the handles are removed from ``gd``."""
+    setups = variable_setups(graph, feeds) or {}
+    inside = [n for n in gd.node if n.op == "VarHandleOp" and n.name in setups]
+    if not inside:
+        return {}, []
+    from tensorflow.python.ops import gen_resource_variable_ops as gen_rv
+    handles, assigns = {}, []
+    for node in inside:
+        source = graph.get_operation_by_name(node.name)
+        handle = gen_rv.var_handle_op(
+            dtype=source.get_attr("dtype"), shape=source.get_attr("shape"),
+            shared_name=source.get_attr("shared_name"), name="outer_" + node.name)
+        value = setups[node.name]
+        assigns.append(gen_rv.assign_variable_op(
+            handle, tf.constant(feeds[value], dtype=value.dtype.base_dtype)))
+        handles[node.name + ":0"] = handle
+    keep = [n for n in gd.node if n.name not in handles_of(inside)]
+    del gd.node[:]
+    gd.node.extend(keep)
+    return handles, assigns
+
+
+def handles_of(nodes):
+    return set(n.name for n in nodes)
+
+
+def run_set_up(tf, graph, fetches, feeds):
+    """``fetches`` run without XLA, the builder's variables assigned first."""
+    v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
+    setups = [o for o in graph.get_operations() if o.type == "AssignVariableOp"]
+    with v1.Session(graph=graph) as session:
+        if setups:
+            session.run(setups, feed_dict=feeds)
+        return session.run(fetches, feed_dict=feeds)
+
+
 def _placement(tf, device):
     """The device scope compiled functions are placed in (the CPU: TF's default)."""
     if device == "CPU":
@@ -234,6 +289,8 @@ def run_compiled(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
 
     def body(*values):
         mapping = dict((t.name, v) for t, v in zip(args, values) if t.name in used)
+        # captured by the compiled function (an input_map tensor from outside is not)
+        mapping.update((name, tf.identity(h)) for name, h in handles.items())
         for t in consts:
             if t.name in used:
                 mapping[t.name] = tf.constant(feeds[t], dtype=t.dtype.base_dtype)
@@ -246,6 +303,9 @@ def run_compiled(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
     run_graph = tf.Graph()
     with run_graph.as_default(), _placement(tf, device):
         inputs = [v1.placeholder(t.dtype.base_dtype, shape=feeds[t].shape) for t in args]
+        # resource variables as a training step has them: made and assigned outside the
+        # compiled function, which captures their handles
+        handles, assigns = _variables(tf, graph, gd, feeds)
         if mode in ("jit_compile", "experimental_compile"):
             outputs = tf.function(body, **{mode: True})(*inputs)
         else:
@@ -257,6 +317,8 @@ def run_compiled(tf, mode, graph, fetches, feeds, device="CPU", constants=True):
             outputs = compile_fn(body, inputs=inputs)
         session = v1.Session(graph=run_graph)
         try:
+            if assigns:
+                session.run(assigns)
             return session.run(list(outputs), feed_dict=dict(
                 (p, feeds[t]) for p, t in zip(inputs, args)))
         finally:
@@ -442,10 +504,8 @@ def probe_xla(tf, np, build, tolerance, device="CPU"):
         all_feeds.update(extra)
         verdict, values = check(tf, mode, graph, grads, all_feeds, device)
         if values is not None:
-            v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
             try:
-                with v1.Session(graph=graph) as session:
-                    reference = session.run(grads, feed_dict=all_feeds)
+                reference = run_set_up(tf, graph, grads, all_feeds)
             except Exception as exc:  # noqa: BLE001 - an op with kernels for XLA only
                 verdict.update({"agrees": None, "reason": "the gradient does not run without "
                                 "XLA: %s" % _one_line(exc)})
