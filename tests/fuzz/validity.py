@@ -151,8 +151,112 @@ def _name_of_another_scope(message: Any, nodes: Any, rng: random.Random
     return "a name another scope uses", False
 
 
-REFUSED = (_duplicate, _missing, _count, _control_order, _cycle)
-ACCEPTED = (_shuffled, _legal_control)
+_OUTPUTS: dict[str, Any] = {}  # op -> its OpDef's outputs and attrs (None: not known)
+
+
+def _outputs(node: Any) -> list[tuple[str, int, bool]] | None:
+    """(output arg, how many values, whether they share one type) of ``node`` by the
+    database's OpDef for 2.21 (None: not known), counted here apart from
+    opregistry's own count (TF's import checks both)."""
+    if node.op not in _OUTPUTS:
+        from opregistry.registry.facts import op_facts
+
+        facts = op_facts("2.21", [node.op])[1].get(node.op)
+        _OUTPUTS[node.op] = None if facts is None else (
+            facts.definition.get("outputs", []),
+            {a["name"]: a.get("default") for a in facts.definition.get("attrs", [])})
+    known = _OUTPUTS[node.op]
+    if known is None:
+        return None
+    args, defaults = known
+    out = []
+    for arg in args:
+        attr = arg.get("number_attr") or arg.get("type_list_attr")
+        value = node.attr[attr] if attr and attr in node.attr else None
+        default = defaults.get(attr) or {}
+        if not attr:
+            count = 1
+        elif arg.get("number_attr"):
+            count = value.i if value is not None else default.get("i")
+        else:
+            count = len(value.list.type) if value is not None else \
+                len(default.get("list", {}).get("type", [])) if default else None
+        if count is None:
+            return None
+        out.append((arg["name"], count, not arg.get("type_list_attr")))
+    return out
+
+
+def _sourced(nodes: Any) -> list[tuple[Any, int, Any, list[tuple[str, int, bool]]]]:
+    """(node, input position, its source node, the source's outputs) of every data
+    input naming a node of ``nodes`` whose outputs are known."""
+    by_name = {n.name: n for n in nodes}
+    out = []
+    for node in nodes:
+        for i in _data(node):
+            source = by_name.get(node.input[i].split(":", 1)[0])
+            outputs = _outputs(source) if source is not None else None
+            if outputs is not None:
+                out.append((node, i, source, outputs))
+    return out
+
+
+def _output_index(nodes: Any, args: frozenset[str], rng: random.Random
+                  ) -> tuple[str, bool]:
+    """An input naming an output its node does not have: one past the last (in a
+    graph ``x:N``; in a function body ``t:arg:N`` past the arg's values), an output arg
+    the op lacks, a graph's name in a function body or a function body's in a graph."""
+    found = _sourced(nodes)
+    if not found:
+        return _missing(nodes, args, rng)
+    node, i, source, outputs = rng.choice(found)
+    if node.input[i].count(":") == 2:  # a function body's node:output_arg:index
+        arg, count, _ = rng.choice(outputs)
+        choice = rng.randrange(4)
+        node.input[i] = (f"{source.name}:{arg}:{count}", f"{source.name}:no_such_output:0",
+                         f"{source.name}:0", source.name)[choice]
+        return ("output index past an output arg", "output arg the op lacks",
+                "graph's output name in a function", "node name as an input in a function"
+                )[choice] + f" ({source.op})", True
+    if rng.random() < 0.8 or not outputs:
+        node.input[i] = f"{source.name}:{sum(n for _, n, _ in outputs)}"
+        return f"output index past the last ({source.op})", True
+    node.input[i] = f"{source.name}:{outputs[0][0]}:0"
+    return "function body's output name", True
+
+
+def _other_value(nodes: Any, args: frozenset[str], rng: random.Random
+                 ) -> tuple[str, bool]:
+    """Legal twin of the above: another value of the same output arg (one type), or
+    ``x`` spelt ``x:0`` and back."""
+    found = _sourced(nodes)
+    if not found:
+        return _shuffled(nodes, args, rng)
+    node, i, source, outputs = rng.choice(found)
+    parts = node.input[i].split(":")
+    if len(parts) == 3:
+        arg = next(a for a in outputs if a[0] == parts[1]) if any(
+            a[0] == parts[1] for a in outputs) else None
+        if arg is None or arg[1] < 2 or not arg[2]:
+            return _shuffled(nodes, args, rng)
+        node.input[i] = f"{source.name}:{arg[0]}:{rng.randrange(arg[1])}"
+        return f"another value of an output arg ({source.op})", False
+    index = int(parts[1]) if len(parts) == 2 else 0
+    start = 0
+    for _, count, uniform in outputs:  # the values of the arg holding ``index``
+        if start <= index < start + count:
+            if uniform and count > 1:
+                node.input[i] = f"{source.name}:{start + rng.randrange(count)}"
+                return f"another value of an output arg ({source.op})", False
+            break
+        start += count
+    node.input[i] = f"{source.name}:0" if len(parts) == 1 else source.name \
+        if index == 0 else node.input[i]
+    return "output 0 spelt otherwise", False
+
+
+REFUSED = (_duplicate, _missing, _count, _control_order, _cycle, _output_index)
+ACCEPTED = (_shuffled, _legal_control, _other_value)
 
 
 def mutate(message: Any, rng: random.Random) -> tuple[str, bool]:
