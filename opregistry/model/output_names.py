@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from opregistry.model.graph import Function, Model, shown
@@ -79,81 +80,94 @@ class OutputCounts:
 
 def check_output_names(model: Model, facts: Mapping[str, OpFacts]) -> None:
     """Every data input of the graph, and every data input and return value of every
-    function body (called or not), names an output its node has."""
+    function body (called or not), names an output its node has. Each distinct tensor
+    string is judged once, and in the graph only those with an index or naming a node
+    whose outputs may be none (a million-node graph: C-level set operations); the
+    first node at fault in node order is named."""
     counts = OutputCounts(model, facts)
-    _check_graph(model, counts)
+    nodes = model.nodes
+    defs = nodes.values()
+    ops = list(map(_OP, defs))
+    maybe_none = {op for op in set(ops) if not counts.fixed(op)}  # none, variadic, unknown
+    inputs = set(chain.from_iterable(map(_INPUT, defs)))
+    texts = [text for text in inputs if ":" in text and text[:1] != "^"]
+    if maybe_none:
+        texts.extend(inputs.intersection(
+            name for name, op in zip(nodes, ops) if op in maybe_none))
+    faults = {text: why for text in texts
+              if (why := _graph_fault(text, nodes, counts)) is not None}
+    if faults:
+        node, text = next((node, text) for node in defs for text in node.input
+                          if text in faults)
+        raise InvalidGraph(f"{model.source}: node {shown(node.name)} has the input "
+                           f"{shown(text)}, {faults[text]} (TensorFlow refuses it)")
     for function in model.functions.values():
         _check_function(model, function, counts)
 
 
-def _check_graph(model: Model, counts: OutputCounts) -> None:
-    nodes = model.nodes
-    # the common graph costs a few C-level set operations: only inputs with an index,
-    # and plain ones naming a node whose outputs may be none, are looked at
-    maybe_none = {name for name, node in nodes.items()
-                  if not counts.fixed(node.op)}  # (variadic, none, or unknown)
-    inputs = set(chain.from_iterable(node.input for node in nodes.values()))
-    if maybe_none.isdisjoint(inputs) and not any(":" in text for text in inputs):
-        return
-    for node in nodes.values():
-        for text in node.input:
-            if text[:1] == "^":
-                continue
-            name, _, rest = text.partition(":")
-            source = nodes.get(name)
-            if source is None:  # (the reader refused names of no node)
-                continue
-            if ":" in rest:
-                raise InvalidGraph(f"{model.source}: node {shown(node.name)} has the input "
-                                   f"{shown(text)}, a function body's name for an output "
-                                   f"(TensorFlow refuses it in a graph)")
-            if rest and not _is_index(rest):
-                continue  # not a tensor name: the flattening says so
-            index = _index(rest) if rest else 0
-            outputs = counts.of(source)
-            if outputs is None:
-                continue
-            total = sum(n for _, n in outputs)
-            if index >= total:
-                raise InvalidGraph(
-                    f"{model.source}: node {shown(node.name)} has the input {shown(text)}, "
-                    f"but {shown(name)} ({shown(source.op)}) has {_outputs(total)} "
-                    f"(TensorFlow refuses it)")
+_OP, _INPUT = attrgetter("op"), attrgetter("input")
+
+
+def _graph_fault(text: str, nodes: Mapping[str, Any], counts: OutputCounts) -> str | None:
+    """Why the graph's data input ``text`` names no output (None: it names one, or
+    what it names is judged elsewhere)."""
+    name, _, rest = text.partition(":")
+    source = nodes.get(name)
+    if source is None:  # (the reader refused names of no node)
+        return None
+    if ":" in rest:  # (more colons than that: not a tensor name, as flattening says)
+        return "a function body's name for an output" if rest.count(":") == 1 else None
+    if rest and not _is_index(rest):
+        return None  # not a tensor name: the flattening says so
+    outputs = counts.of(source)
+    total = sum(n for _, n in outputs) if outputs is not None else None
+    if total is None or (_index(rest) if rest else 0) < total:
+        return None
+    return f"but {shown(name)} ({shown(source.op)}) has {_plural(total, 'output')}"
 
 
 def _check_function(model: Model, function: Function, counts: OutputCounts) -> None:
     nodes = function.nodes
     args = {name for name, _ in function.input_args}
+    texts = set(chain.from_iterable(map(_INPUT, nodes.values())))
+    texts.update(function.ret.values())
+    faults = {text: why for text in texts if text[:1] != "^" and
+              (why := _body_fault(text, nodes, args, counts)) is not None}
+    if not faults:
+        return
     where = f"function {shown(function.name)}"
     # (what names the tensor, the tensor string): data inputs, then return values
     named: Iterable[tuple[str, str]] = chain(
         ((f"node {shown(node.name)} of {where} has the input", text)
-         for node in nodes.values() for text in node.input if text[:1] != "^"),
+         for node in nodes.values() for text in node.input),
         ((f"{where} returns", text) for text in function.ret.values()))
-    for who, text in named:
-        parts = text.split(":")
-        if parts[0] in args and len(parts) == 1 or parts[0] not in nodes:
-            continue  # an argument, or what the reader refuses as naming no node
-        source = nodes[parts[0]]
-        if len(parts) < 3:
-            raise InvalidGraph(f"{model.source}: {who} {shown(text)}, but a function "
-                               f"body names outputs node:output_arg:index (TensorFlow "
-                               f"refuses it)")
-        if len(parts) > 3 or not _is_index(parts[2]):
-            continue  # not a tensor name: the flattening says so
-        outputs = counts.of(source)
-        if outputs is None:
-            continue
-        found = dict(outputs)
-        if parts[1] not in found:
-            raise InvalidGraph(f"{model.source}: {who} {shown(text)}, but "
-                               f"{shown(source.op)} has no output {shown(parts[1])} "
-                               f"(TensorFlow refuses it)")
-        if _index(parts[2]) >= found[parts[1]]:
-            raise InvalidGraph(f"{model.source}: {who} {shown(text)}, but output "
-                               f"{shown(parts[1])} of {shown(parts[0])} "
-                               f"({shown(source.op)}) has {_values(found[parts[1]])} "
-                               f"(TensorFlow refuses it)")
+    who, text = next((who, text) for who, text in named if text in faults)
+    raise InvalidGraph(f"{model.source}: {who} {shown(text)}, {faults[text]} "
+                       f"(TensorFlow refuses it)")
+
+
+def _body_fault(text: str, nodes: Mapping[str, Any], args: set[str],
+                counts: OutputCounts) -> str | None:
+    """Why ``text`` in a function body names no output (None: it does, or it names
+    an argument, or what it names is judged elsewhere)."""
+    parts = text.split(":")
+    if parts[0] in args and len(parts) == 1 or parts[0] not in nodes:
+        return None  # an argument, or what the reader refuses as naming no node
+    source = nodes[parts[0]]
+    if len(parts) < 3:
+        return "but a function body names outputs node:output_arg:index"
+    if len(parts) > 3 or not _is_index(parts[2]):
+        return None  # not a tensor name: the flattening says so
+    outputs = counts.of(source)
+    if outputs is None:
+        return None
+    found = dict(outputs)
+    if parts[1] not in found:
+        return f"but {shown(source.op)} has no output {shown(parts[1])}"
+    if _index(parts[2]) < found[parts[1]]:
+        return None
+    return (f"but output {shown(parts[1])} of {shown(parts[0])} ({shown(source.op)}) "
+            f"has {_plural(found[parts[1]], 'value')}")
 
 
 def _is_index(text: str) -> bool:
@@ -166,9 +180,5 @@ def _index(text: str) -> int:
     return int(text) if len(text) <= 18 else 1 << 62
 
 
-def _outputs(count: int) -> str:
-    return f"{count} output{'' if count == 1 else 's'}"
-
-
-def _values(count: int) -> str:
-    return f"{count} value{'' if count == 1 else 's'}"
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
