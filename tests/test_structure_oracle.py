@@ -1,7 +1,7 @@
 """TensorFlow's own import decides which structurally mutated models are valid
 (tests/fuzz/validity.py: names not unique, inputs naming no node, input counts the
 OpDef does not take, a data input after a control input, cycles outside a while loop,
-and their legal twins): every mutation TF refuses, ``check`` refuses in one
+inputs naming an output their node does not have, and their legal twins): every mutation TF refuses, ``check`` refuses in one
 ModelError, and every one TF accepts, ``check`` analyses. GraphDefs (.pb, .pbtxt) are
 judged by ``tf.graph_util.import_graph_def``, a SavedModel by importing each MetaGraph's
 graph (as TF Serving and the TF1 loader do) and, for mutations of a function body, by

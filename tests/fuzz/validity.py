@@ -1,9 +1,10 @@
 """Structural mutations whose validity TensorFlow's own import decides: node names made
 not unique, inputs naming no node, data inputs added or dropped (the OpDef's count),
-a data input after a control input, cycles outside a while loop's back edge; and their
+a data input after a control input, cycles outside a while loop's back edge, an input
+naming an output its node does not have (counted from the database's OpDefs); and their
 legal twins (nodes in another order, a control edge that closes no cycle, a name that
-another scope uses, a while loop's NextIteration back edge kept), which must be
-analysed, not refused.
+another scope uses, a while loop's NextIteration back edge kept, another value of one
+output arg), which must be analysed, not refused.
 
 ``mutate(message, rng)`` changes one node list of a parsed GraphDef or SavedModel (its
 graph, or a function body) and returns (label, whether TF refuses it). The claim is
@@ -174,6 +175,7 @@ def _outputs(node: Any) -> list[tuple[str, int, bool]] | None:
         attr = arg.get("number_attr") or arg.get("type_list_attr")
         value = node.attr[attr] if attr and attr in node.attr else None
         default = defaults.get(attr) or {}
+        count: int | None
         if not attr:
             count = 1
         elif arg.get("number_attr"):
@@ -234,6 +236,8 @@ def _other_value(nodes: Any, args: frozenset[str], rng: random.Random
         return _shuffled(nodes, args, rng)
     node, i, source, outputs = rng.choice(found)
     parts = node.input[i].split(":")
+    if len(parts) > 3 or len(parts) == 2 and not parts[1].isdecimal():
+        return _shuffled(nodes, args, rng)  # (an earlier mutation's name: no tensor's)
     if len(parts) == 3:
         arg = next(a for a in outputs if a[0] == parts[1]) if any(
             a[0] == parts[1] for a in outputs) else None
