@@ -205,6 +205,19 @@ def test_saved_models_tf_loads_are_analysed_and_those_it_refuses_refused(tmp_pat
     assert outcomes[True] and outcomes[False], outcomes
 
 
+
+def test_tf_refuses_the_hand_written_output_names_the_unit_tier_checks():
+    """The claims of tests/fuzz/validity.py's GRAPH_NAMES and BODY_NAMES (the unit tier
+    checks opregistry's refusal of each, by its message) are TF's import's."""
+    wrong = []
+    for text, refused in validity.GRAPH_NAMES.items():
+        if (_tf_imports("pb", validity.output_sources(text)) is not None) != refused:
+            wrong.append(text[:40])
+    for (text, ret), refused in validity.BODY_NAMES.items():
+        if (_tf_imports("pb", validity.body_names(text, ret)) is not None) != refused:
+            wrong.append((text, ret))
+    assert not wrong, wrong
+
 def test_an_output_count_a_saved_model_stripped_is_counted_by_its_default(tmp_path):
     """``tf.saved_model.save`` strips attrs left at their default: NIntsOutDefault's N
     (3 outputs by default) is not in the file, so the count comes from the OpDef. A body

@@ -346,3 +346,53 @@ def hand_built() -> dict[str, Any]:
     add(nodes, "next", "NextIteration", ["step"], T=f)
     add(nodes, "out", "Relu", ["exit"], T=f)
     return {"calls": calls, "loop": loop}
+
+
+# an input of Relu 'y' in ``output_sources`` -> whether TF's import refuses it
+GRAPH_NAMES = {"x:0": False, "u:1": False, "n:2": False, "x:1": True, "none": True,
+               "u:2": True, "n:3": True, "x:" + "9" * 5000: True, "x:output:0": True}
+# (Mul 'u''s first input, the return value) in ``body_names`` -> whether TF refuses it
+BODY_NAMES = {("t:y:0", "u:z:0"): False, ("t:y:1", "u:z:0"): True,
+              ("t:no_such:0", "u:z:0"): True, ("t:0", "u:z:0"): True,
+              ("t", "u:z:0"): True, ("t:y:0", "u:z:1"): True}
+
+
+def _node(nodes: Any, name: str, op: str, inputs: Any = (), **attrs: Any) -> Any:
+    node = nodes.add(name=name, op=op, input=list(inputs))
+    for key, value in attrs.items():
+        if key in ("num", "N", "axis"):
+            node.attr[key].i = value
+        else:
+            node.attr[key].type = value
+    return node
+
+
+def output_sources(text: str, custom: bool = False) -> Any:
+    """A GraphDef whose Relu 'y' reads ``text``: Placeholder 'x' (one output), NoOp
+    'none' (none), Unpack 'u' of num=2, NIntsOutDefault 'n' with N left out (3 by its
+    OpDef's default, as a SavedModel strips it); ``custom``: and 'custom', of an op no
+    one knows (which TF refuses whatever its outputs)."""
+    from opregistry.model.readers import schema
+
+    f = schema.DT_FLOAT
+    graph = schema.message_classes()["GraphDef"]()
+    _node(graph.node, "x", "Placeholder", dtype=f)
+    _node(graph.node, "none", "NoOp")
+    _node(graph.node, "u", "Unpack", ["x"], T=f, num=2, axis=0)
+    _node(graph.node, "n", "NIntsOutDefault")
+    if custom:
+        _node(graph.node, "custom", "NoSuchCustomOpAnywhere", ["x"], T=f)
+    # (Relu of NIntsOutDefault's int32, else TF refuses the type before the name)
+    _node(graph.node, "y", "Relu", [text],
+          T=schema.DT_INT32 if text.split(":")[0] == "n" else f)
+    return graph
+
+
+def body_names(text: str, ret: str) -> Any:
+    """``hand_built()["calls"]`` with its function's Mul reading ``text`` first and
+    returning ``ret``."""
+    graph = hand_built()["calls"]
+    function = graph.library.function[0]
+    function.node_def[1].input[0] = text  # u = Mul(t:y:0, a)
+    function.ret["out"] = ret
+    return graph
