@@ -209,7 +209,7 @@ def test_saved_models_tf_loads_are_analysed_and_those_it_refuses_refused(tmp_pat
 def test_tf_refuses_the_hand_written_output_names_the_unit_tier_checks():
     """The claims of tests/fuzz/validity.py's GRAPH_NAMES and BODY_NAMES (the unit tier
     checks opregistry's refusal of each, by its message) are TF's import's."""
-    wrong = []
+    wrong: list[Any] = []
     for text, refused in validity.GRAPH_NAMES.items():
         if (_tf_imports("pb", validity.output_sources(text)) is not None) != refused:
             wrong.append(text[:40])
