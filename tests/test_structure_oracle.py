@@ -1,7 +1,7 @@
 """TensorFlow's own import decides which structurally mutated models are valid
 (tests/fuzz/validity.py: names not unique, inputs naming no node, input counts the
 OpDef does not take, a data input after a control input, cycles outside a while loop,
-and their legal twins): every mutation TF refuses, ``check`` refuses in one
+inputs naming an output their node does not have, and their legal twins): every mutation TF refuses, ``check`` refuses in one
 ModelError, and every one TF accepts, ``check`` analyses. GraphDefs (.pb, .pbtxt) are
 judged by ``tf.graph_util.import_graph_def``, a SavedModel by importing each MetaGraph's
 graph (as TF Serving and the TF1 loader do) and, for mutations of a function body, by
@@ -160,7 +160,8 @@ def test_tf_and_check_agree_on_every_structural_mutation(seeds, tmp_path):
     assert 0.3 * INPUTS < refused < 0.7 * INPUTS, counts
     for family in ("duplicate", "missing input", "missing control input", "extra input",
                    "dropped input", "after a control input", "self loop", "cycle in",
-                   "shuffled", "closing no cycle", "another scope uses"):
+                   "shuffled", "closing no cycle", "another scope uses",
+                   "output index past", "output arg the op lacks", "output 0 spelt"):
         assert any(family in label for label, _ in counts), family
 
 
@@ -202,3 +203,69 @@ def test_saved_models_tf_loads_are_analysed_and_those_it_refuses_refused(tmp_pat
           f"{outcomes[False]} refused by TF and by check, {outcomes[True]} loaded and analysed")
     assert not disagree, disagree
     assert outcomes[True] and outcomes[False], outcomes
+
+
+
+def test_tf_refuses_the_hand_written_output_names_the_unit_tier_checks():
+    """The claims of tests/fuzz/validity.py's GRAPH_NAMES and BODY_NAMES (the unit tier
+    checks opregistry's refusal of each, by its message) are TF's import's."""
+    wrong: list[Any] = []
+    for text, refused in validity.GRAPH_NAMES.items():
+        if (_tf_imports("pb", validity.output_sources(text)) is not None) != refused:
+            wrong.append(text[:40])
+    for (text, ret), refused in validity.BODY_NAMES.items():
+        if (_tf_imports("pb", validity.body_names(text, ret)) is not None) != refused:
+            wrong.append((text, ret))
+    assert not wrong, wrong
+
+def test_an_output_count_a_saved_model_stripped_is_counted_by_its_default(tmp_path):
+    """``tf.saved_model.save`` strips attrs left at their default: NIntsOutDefault's N
+    (3 outputs by default) is not in the file, so the count comes from the OpDef. A body
+    naming ``n:a:3`` is refused by both of TF's loaders and by check. ``n:a:2`` (what TF
+    saved) the TF1 loader, as TF Serving, loads (C++ fills the default) and check
+    analyses; ``tf.saved_model.load`` refuses it (its Python ``function_def_to_graph``
+    counts a missing N as 0): a model one TF loader serves is not refused."""
+    import tensorflow as tf
+
+    from opregistry.model.readers import schema
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def serve(self, x):
+            graph = tf.compat.v1.get_default_graph()
+            n = graph.create_op("NIntsOutDefault", [], [tf.int32] * 3, name="n")
+            return x + tf.cast(n.outputs[2], tf.float32)
+
+    def first_line(load: Any) -> str | None:
+        try:
+            load()
+        except Exception as exc:  # noqa: BLE001
+            return str(exc).splitlines()[0] or type(exc).__name__
+        return None
+
+    def v1_load(folder: Path) -> None:
+        with tf.compat.v1.Session(graph=tf.Graph()) as session:
+            tf.compat.v1.saved_model.load(session, ["serve"], str(folder))
+
+    seed = tmp_path / "seed"
+    tf.saved_model.save(Module(), str(seed))
+    data = (seed / "saved_model.pb").read_bytes()
+    outcomes = {}
+    for index in (2, 3):
+        message = schema.parse("SavedModel", data)
+        functions = message.meta_graphs[0].graph_def.library.function
+        (node,) = [n for f in functions for n in f.node_def if n.op == "NIntsOutDefault"]
+        assert "N" not in node.attr  # stripped by its default
+        (consumer,) = [n for f in functions for n in f.node_def if "n:a:2" in n.input]
+        consumer.input[list(consumer.input).index("n:a:2")] = f"n:a:{index}"
+        folder = tmp_path / str(index)
+        shutil.copytree(seed, folder)
+        (folder / "saved_model.pb").write_bytes(message.SerializeToString())
+        outcomes[index] = (first_line(lambda: v1_load(folder)),  # noqa: B023
+                           first_line(lambda: tf.saved_model.load(str(folder))),  # noqa: B023
+                           _ours(folder / "saved_model.pb"))
+    v1, v2, ours = outcomes[2]
+    assert v1 is None and v2 == "'n:a:2'" and ours is None, outcomes
+    v1, v2, ours = outcomes[3]
+    assert v1 is not None and v2 is not None and ours is not None, outcomes
+    assert "output 'a' of 'n' ('NIntsOutDefault') has 3 values" in ours, ours

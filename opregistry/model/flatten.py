@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from opregistry.model import library
 from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, Node, shown
+from opregistry.model.output_names import check_output_names
 from opregistry.model.readers import schema
 from opregistry.model.readers.structure import InvalidGraph
 
@@ -32,6 +33,7 @@ def flatten(model: Model, facts: dict[str, Any]) -> Flat:
     flat = Flat(model, facts)
     if model.format in STATIC_FORMATS:  # a file; a graph TF built here is TF's own
         flat.check_input_counts()
+        check_output_names(model, facts)
     flat.add_graph(model.nodes, TOP, None, {})
     return flat
 

@@ -1,9 +1,10 @@
 """Structural mutations whose validity TensorFlow's own import decides: node names made
 not unique, inputs naming no node, data inputs added or dropped (the OpDef's count),
-a data input after a control input, cycles outside a while loop's back edge; and their
+a data input after a control input, cycles outside a while loop's back edge, an input
+naming an output its node does not have (counted from the database's OpDefs); and their
 legal twins (nodes in another order, a control edge that closes no cycle, a name that
-another scope uses, a while loop's NextIteration back edge kept), which must be
-analysed, not refused.
+another scope uses, a while loop's NextIteration back edge kept, another value of one
+output arg), which must be analysed, not refused.
 
 ``mutate(message, rng)`` changes one node list of a parsed GraphDef or SavedModel (its
 graph, or a function body) and returns (label, whether TF refuses it). The claim is
@@ -151,8 +152,115 @@ def _name_of_another_scope(message: Any, nodes: Any, rng: random.Random
     return "a name another scope uses", False
 
 
-REFUSED = (_duplicate, _missing, _count, _control_order, _cycle)
-ACCEPTED = (_shuffled, _legal_control)
+_OUTPUTS: dict[str, Any] = {}  # op -> its OpDef's outputs and attrs (None: not known)
+
+
+def _outputs(node: Any) -> list[tuple[str, int, bool]] | None:
+    """(output arg, how many values, whether they share one type) of ``node`` by the
+    database's OpDef for 2.21 (None: not known), counted here apart from
+    opregistry's own count (TF's import checks both)."""
+    if node.op not in _OUTPUTS:
+        from opregistry.registry.facts import op_facts
+
+        facts = op_facts("2.21", [node.op])[1].get(node.op)
+        _OUTPUTS[node.op] = None if facts is None else (
+            facts.definition.get("outputs", []),
+            {a["name"]: a.get("default") for a in facts.definition.get("attrs", [])})
+    known = _OUTPUTS[node.op]
+    if known is None:
+        return None
+    args, defaults = known
+    out = []
+    for arg in args:
+        attr = arg.get("number_attr") or arg.get("type_list_attr")
+        value = node.attr[attr] if attr and attr in node.attr else None
+        default = defaults.get(attr) or {}
+        count: int | None
+        if not attr:
+            count = 1
+        elif arg.get("number_attr"):
+            count = value.i if value is not None else default.get("i")
+        else:
+            count = len(value.list.type) if value is not None else \
+                len(default.get("list", {}).get("type", [])) if default else None
+        if count is None:
+            return None
+        out.append((arg["name"], count, not arg.get("type_list_attr")))
+    return out
+
+
+def _sourced(nodes: Any) -> list[tuple[Any, int, Any, list[tuple[str, int, bool]]]]:
+    """(node, input position, its source node, the source's outputs) of every data
+    input naming a node of ``nodes`` whose outputs are known."""
+    by_name = {n.name: n for n in nodes}
+    out = []
+    for node in nodes:
+        for i in _data(node):
+            source = by_name.get(node.input[i].split(":", 1)[0])
+            outputs = _outputs(source) if source is not None else None
+            if outputs is not None:
+                out.append((node, i, source, outputs))
+    return out
+
+
+def _output_index(nodes: Any, args: frozenset[str], rng: random.Random
+                  ) -> tuple[str, bool]:
+    """An input naming an output its node does not have: one past the last (in a
+    graph ``x:N``; in a function body ``t:arg:N`` past the arg's values), an output arg
+    the op lacks, a graph's name in a function body or a function body's in a graph."""
+    found = _sourced(nodes)
+    if not found:
+        return _missing(nodes, args, rng)
+    node, i, source, outputs = rng.choice(found)
+    if node.input[i].count(":") == 2:  # a function body's node:output_arg:index
+        arg, count, _ = rng.choice(outputs)
+        choice = rng.randrange(4)
+        node.input[i] = (f"{source.name}:{arg}:{count}", f"{source.name}:no_such_output:0",
+                         f"{source.name}:0", source.name)[choice]
+        return ("output index past an output arg", "output arg the op lacks",
+                "graph's output name in a function", "node name as an input in a function"
+                )[choice] + f" ({source.op})", True
+    if rng.random() < 0.8 or not outputs:
+        node.input[i] = f"{source.name}:{sum(n for _, n, _ in outputs)}"
+        return f"output index past the last ({source.op})", True
+    node.input[i] = f"{source.name}:{outputs[0][0]}:0"
+    return "function body's output name", True
+
+
+def _other_value(nodes: Any, args: frozenset[str], rng: random.Random
+                 ) -> tuple[str, bool]:
+    """Legal twin of the above: another value of the same output arg (one type), or
+    ``x`` spelt ``x:0`` and back."""
+    found = _sourced(nodes)
+    if not found:
+        return _shuffled(nodes, args, rng)
+    node, i, source, outputs = rng.choice(found)
+    parts = node.input[i].split(":")
+    if len(parts) > 3 or len(parts) == 2 and not parts[1].isdecimal():
+        return _shuffled(nodes, args, rng)  # (an earlier mutation's name: no tensor's)
+    if len(parts) == 3:
+        arg = next(a for a in outputs if a[0] == parts[1]) if any(
+            a[0] == parts[1] for a in outputs) else None
+        if arg is None or arg[1] < 2 or not arg[2]:
+            return _shuffled(nodes, args, rng)
+        node.input[i] = f"{source.name}:{arg[0]}:{rng.randrange(arg[1])}"
+        return f"another value of an output arg ({source.op})", False
+    index = int(parts[1]) if len(parts) == 2 else 0
+    start = 0
+    for _, count, uniform in outputs:  # the values of the arg holding ``index``
+        if start <= index < start + count:
+            if uniform and count > 1:
+                node.input[i] = f"{source.name}:{start + rng.randrange(count)}"
+                return f"another value of an output arg ({source.op})", False
+            break
+        start += count
+    node.input[i] = f"{source.name}:0" if len(parts) == 1 else source.name \
+        if index == 0 else node.input[i]
+    return "output 0 spelt otherwise", False
+
+
+REFUSED = (_duplicate, _missing, _count, _control_order, _cycle, _output_index)
+ACCEPTED = (_shuffled, _legal_control, _other_value)
 
 
 def mutate(message: Any, rng: random.Random) -> tuple[str, bool]:
@@ -238,3 +346,53 @@ def hand_built() -> dict[str, Any]:
     add(nodes, "next", "NextIteration", ["step"], T=f)
     add(nodes, "out", "Relu", ["exit"], T=f)
     return {"calls": calls, "loop": loop}
+
+
+# an input of Relu 'y' in ``output_sources`` -> whether TF's import refuses it
+GRAPH_NAMES = {"x:0": False, "u:1": False, "n:2": False, "x:1": True, "none": True,
+               "u:2": True, "n:3": True, "x:" + "9" * 5000: True, "x:output:0": True}
+# (Mul 'u''s first input, the return value) in ``body_names`` -> whether TF refuses it
+BODY_NAMES = {("t:y:0", "u:z:0"): False, ("t:y:1", "u:z:0"): True,
+              ("t:no_such:0", "u:z:0"): True, ("t:0", "u:z:0"): True,
+              ("t", "u:z:0"): True, ("t:y:0", "u:z:1"): True}
+
+
+def _node(nodes: Any, name: str, op: str, inputs: Any = (), **attrs: Any) -> Any:
+    node = nodes.add(name=name, op=op, input=list(inputs))
+    for key, value in attrs.items():
+        if key in ("num", "N", "axis"):
+            node.attr[key].i = value
+        else:
+            node.attr[key].type = value
+    return node
+
+
+def output_sources(text: str, custom: bool = False) -> Any:
+    """A GraphDef whose Relu 'y' reads ``text``: Placeholder 'x' (one output), NoOp
+    'none' (none), Unpack 'u' of num=2, NIntsOutDefault 'n' with N left out (3 by its
+    OpDef's default, as a SavedModel strips it); ``custom``: and 'custom', of an op no
+    one knows (which TF refuses whatever its outputs)."""
+    from opregistry.model.readers import schema
+
+    f = schema.DT_FLOAT
+    graph = schema.message_classes()["GraphDef"]()
+    _node(graph.node, "x", "Placeholder", dtype=f)
+    _node(graph.node, "none", "NoOp")
+    _node(graph.node, "u", "Unpack", ["x"], T=f, num=2, axis=0)
+    _node(graph.node, "n", "NIntsOutDefault")
+    if custom:
+        _node(graph.node, "custom", "NoSuchCustomOpAnywhere", ["x"], T=f)
+    # (Relu of NIntsOutDefault's int32, else TF refuses the type before the name)
+    _node(graph.node, "y", "Relu", [text],
+          T=schema.DT_INT32 if text.split(":")[0] == "n" else f)
+    return graph
+
+
+def body_names(text: str, ret: str) -> Any:
+    """``hand_built()["calls"]`` with its function's Mul reading ``text`` first and
+    returning ``ret``."""
+    graph = hand_built()["calls"]
+    function = graph.library.function[0]
+    function.node_def[1].input[0] = text  # u = Mul(t:y:0, a)
+    function.ret["out"] = ret
+    return graph

@@ -137,3 +137,78 @@ def test_structural_mutations_quick_slice(tmp_path):
 @pytest.mark.fuzz
 def test_structural_mutations_ci_run(tmp_path):
     _mutations(QUICK, CI, tmp_path)
+
+
+# the refusal's text for each input of tests/fuzz/validity.py's GRAPH_NAMES, BODY_NAMES
+# (whose claims TF's import checks in tests/test_structure_oracle.py)
+GRAPH_MESSAGES = {
+    "x:1": "node 'y' has the input 'x:1', but 'x' ('Placeholder') has 1 output ",
+    "none": "the input 'none', but 'none' ('NoOp') has 0 outputs",
+    "u:2": "the input 'u:2', but 'u' ('Unpack') has 2 outputs",
+    "n:3": "the input 'n:3', but 'n' ('NIntsOutDefault') has 3 outputs",
+    "x:" + "9" * 5000: "but 'x' ('Placeholder') has 1 output",
+    "x:output:0": "the input 'x:output:0', a function body's name for an output",
+}
+BODY_MESSAGES = {
+    ("t:y:1", "u:z:0"): "node 'u' of function 'fn' has the input 't:y:1', but output 'y' "
+                        "of 't' ('Tanh') has 1 value ",
+    ("t:no_such:0", "u:z:0"): "'t:no_such:0', but 'Tanh' has no output 'no_such'",
+    ("t:0", "u:z:0"): "'t:0', but a function body names outputs node:output_arg:index",
+    ("t", "u:z:0"): "the input 't', but a function body names outputs",
+    ("t:y:0", "u:z:1"): "function 'fn' returns 'u:z:1', but output 'z' of 'u' ('Mul') has 1",
+}
+
+
+def _pattern(message):
+    return message.replace("(", r"\(").replace(")", r"\)")
+
+
+def test_every_output_name_tf_refuses_has_its_message():
+    assert set(GRAPH_MESSAGES) == {k for k, refused in validity.GRAPH_NAMES.items() if refused}
+    assert set(BODY_MESSAGES) == {k for k, refused in validity.BODY_NAMES.items() if refused}
+
+
+@pytest.mark.parametrize("source", [*validity.GRAPH_NAMES, "custom:7"],
+                         ids=lambda text: text if len(text) < 20 else text[:8] + "...")
+def test_an_input_naming_an_output_its_node_lacks_is_refused(tmp_path, source):
+    """As ``import_graph_def`` decides; an op the database does not know (``custom``)
+    is not judged. A GraphDef, and a SavedModel's graph."""
+    for path in _files(validity.output_sources(source, custom=True), tmp_path):
+        if source not in GRAPH_MESSAGES:
+            assert check(path, release="2.21").outputs
+            continue
+        with pytest.raises(ModelError, match=_pattern(GRAPH_MESSAGES[source])):
+            check(path, release="2.21")
+
+
+def _files(graph, folder):
+    """``graph`` as a GraphDef file and as a SavedModel's MetaGraph."""
+    (folder / "g.pb").write_bytes(graph.SerializeToString())
+    saved = schema.message_classes()["SavedModel"]()
+    meta = saved.meta_graphs.add()
+    meta.meta_info_def.tags.append("serve")
+    meta.graph_def.CopyFrom(graph)
+    (folder / "m").mkdir()
+    (folder / "m" / "saved_model.pb").write_bytes(saved.SerializeToString())
+    return folder / "g.pb", folder / "m"
+
+
+@pytest.mark.parametrize(("text", "ret"), list(validity.BODY_NAMES))
+def test_a_function_body_names_outputs_by_output_arg_and_index(tmp_path, text, ret):
+    """Inside a FunctionDef a node's output is ``node:output_arg:index``, and TF's
+    loaders refuse any other name, or an index past the arg's values; in a GraphDef's
+    library and a SavedModel's alike, exit 2 and one ``Error:`` line."""
+    paths = _files(validity.body_names(text, ret), tmp_path)
+    message = BODY_MESSAGES.get((text, ret))
+    if message is None:  # TF's own form
+        for path in paths:
+            assert check(path, release="2.21").outputs
+        return
+    pattern = _pattern(message)
+    env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+    for path in paths:
+        with pytest.raises(ModelError, match=pattern):
+            check(path, release="2.21")
+        done = forked.run(["check", str(path), "--tf", "2.21"], env=env, timeout=120)
+        assert done.returncode == 2 and done.stdout == "", done
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error:"), done.stderr

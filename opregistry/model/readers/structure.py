@@ -3,8 +3,9 @@ that are not unique, inputs naming no node, a data input after a control input, 
 cycles outside a while loop's back edge. Checked on the top-level graph and on every
 function body, so a model TF cannot load is one error naming the node, never half
 analysed (a second node of one name would otherwise replace the first, and the findings
-behind it vanish). No OpDefs are needed here; input counts, which need them, are
-checked where the database's facts are known (``flatten``)."""
+behind it vanish). No OpDefs are needed here; input counts and output names, which
+need them, are checked where the database's facts are known (``flatten``,
+``output_names``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
