@@ -95,11 +95,15 @@ def step_findings(flat: Flat, state: Any, signature: str, call: int,
     for _output, tensor in outputs:
         reach |= state.reach(tensor)
     backward = [j for j in below if rules.reached(flat, j, reach)]
-    # (a call's or loop's outputs stand for its bodies' ops, which are in ``backward``
-    # themselves where they need to be: only the instance, not what its outputs reach)
+    # the forward values the backward function reads: the operands and outputs of the
+    # ops whose gradient uses them (an Add's gradient reads neither: an operand only
+    # another output's Add needs is not computed for this step). A call's or loop's
+    # outputs stand for its bodies' ops, which are in ``backward`` themselves where they
+    # need to be: only the instance, not what its outputs reach
+    reads = [j for j in backward if flat.ops[j] not in rules.CAPTURES_NOTHING]
     needed = {t & INST for t in _depends_on_all(flat, [
-        *(t for j in backward for t in flat.inputs[j] if t is not None),
-        *(tensor_id(j, i) for j in backward if j not in flat.transparent
+        *(t for j in reads for t in flat.inputs[j] if t is not None),
+        *(tensor_id(j, i) for j in reads if j not in flat.transparent
           for i in range(len(flat.out_types[j])))])} | set(backward)
     function = _called(flat, call)
     found: dict[str, list[XlaFinding]] = {}
@@ -212,6 +216,12 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
             # (the harvest cannot build one alone: its size is an argument)
             rules.list_structure(flat, inst, add)
             continue
+        if op in rules.LIST_READS:
+            # an element past the size XLA gives a TensorArray: the list decides
+            message = rules.past_list_size(flat, inst)
+            if message is not None:
+                add(inst, "structure", "fails", rules.TENSOR_ARRAY_PAST_SIZE, message)
+                continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
         if facts is None or xla is None:
