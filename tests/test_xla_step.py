@@ -4,7 +4,8 @@ deciding (tests/xla_oracle.py: a jit step over the loaded signature, fed upstrea
 
 - two outputs, only o1 through an op XLA has no kernel for
   (``SparseTensorDenseMatMul``'s gradient, ``MaxPoolWithArgmax``): the call's whole
-  backward function holds o1's path, so o0's step fails too;
+  backward function holds o1's path, so o0's step fails too, unless TF folds o1's
+  gradient there to a constant (the upstream zeros, the sparse operand constant);
 - ``tf.map_fn`` / ``tf.scan`` / ``tf.foldl`` on a gradient path of the variables (the
   loaded loop's gradient sizes a TensorList by a loop argument), not over an input only;
 - ``tf.cond`` / ``tf.switch_case`` whose gradient needs a value computed in a branch
@@ -34,15 +35,22 @@ import opregistry  # noqa: E402
 _PRED = "tf.reduce_sum(x0) > 0.0"
 _ARRAY = ("tf.TensorArray(tf.float32, size={}, dynamic_size=True).write(0, x0 * x0)"
           ".write(1, x0)")
+_SPARSE = ("tf.sparse.sparse_dense_matmul(tf.SparseTensor([[0, 0], [1, 1]], [1.0, 1.0], "
+           "[2, 2]), {})")
 _CASE = (f"tf.switch_case(tf.cast({_PRED}, tf.int32), [lambda: tf.tanh(x0) * x0, "
          "lambda: x0 - 1.0])")
 # name -> (statements, outputs): v0 a variable, x0 an input
 CASES = {
     # (the sparse operand's values computed: with constant ones, TF folds o1's gradient
-    # for o0's step away, zeros times constants, and o0 compiles: not judged yet)
+    # for o0's step away, zeros times constants, and o0 compiles: the next two cases)
     "other_output_sparse": (["tf.tanh(v0 * x0)", "tf.sparse.sparse_dense_matmul(tf.SparseTensor("
                              "[[0, 0], [1, 1]], x0[0, :2], [2, 2]), v0 * x0)"],
                             {"o0": "t0", "o1": "t1"}),
+    "other_output_sparse_constant": (["tf.tanh(v0 * x0)", _SPARSE.format("v0 * x0") + " + 1.0"],
+                                     {"o0": "t0", "o1": "t1"}),
+    # a Tanh after it reads its value: o1's upstream at the sparse op is not folded
+    "other_output_sparse_constant_tanh": (["tf.tanh(v0 * x0)", "tf.tanh(" + _SPARSE.format(
+        "v0 * x0") + ")"], {"o0": "t0", "o1": "t1"}),
     "other_output_argmax_pool": (["tf.tanh(v0 * x0)", "tf.reshape(tf.nn.max_pool_with_argmax("
                                   "tf.reshape(v0 * x0, [1, 2, 3, 1]), [1, 2, 1, 1], "
                                   "[1, 2, 1, 1], 'VALID')[0], [1, 3])"],
@@ -81,6 +89,8 @@ CASES = {
 EXPECTED = {
     "other_output_sparse": {"o0": False, "o1": False},
     "other_output_argmax_pool": {"o0": False, "o1": False},
+    "other_output_sparse_constant": {"o0": True, "o1": False},
+    "other_output_sparse_constant_tanh": {"o0": False, "o1": False},
     "map_fn": {"o0": False}, "scan": {"o0": False}, "foldl": {"o0": False},
     "map_fn_of_input": {"o0": True},
     "cond_intermediate": {"o0": False}, "cond_arguments": {"o0": True},

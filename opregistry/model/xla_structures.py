@@ -69,6 +69,77 @@ _USES_OUTPUT = frozenset({
     "MatrixDeterminant", "Qr", "SelfAdjointEigV2", "Svd", "TopKV2"})
 
 
+# ops whose gradient for one operand reads only the others (and the upstream): with
+# those constant and the upstream zeros, the gradient is a constant (math_grad.py,
+# sparse_grad.py)
+_LINEAR = frozenset({"SparseTensorDenseMatMul", "MatMul", "BatchMatMulV2", "Mul"})
+# ops that grappler folds when every input is a constant
+_CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+_FOLDS = frozenset({"Const", "Identity", "Cast", "Reshape", "Pack", "Fill", "ExpandDims"})
+
+
+def folded(flat: Flat, consumers: dict[int, list[tuple[int, int]]], backward: list[int],
+           reach: set[int], carries: Callable[[int], bool], call: int) -> set[int]:
+    """The ops of a loaded call's ``backward`` whose gradient TF folds to a constant in
+    the step of an output whose gradient reaches ``reach``: TF feeds zeros for the
+    gradients of the call's other outputs, and grappler folds a gradient whose upstream
+    is those zeros (through ops whose gradient is folded too) and whose other operands
+    are constants (``tf.sparse.sparse_dense_matmul`` of a constant SparseTensor: its
+    gradient, which XLA has no kernel for, never reaches XLA). ``carries``: whether a
+    tensor carries the step's gradient; ``call``: the signature's call, whose outputs'
+    upstream is zeros for every other output."""
+    out = {j for j in backward if j not in flat.transparent and not reached(flat, j, reach)
+           and _reads_constants(flat, j, carries)}
+    flowing = set(backward)  # the ops whose gradient flows back into their operands
+
+    def zeros(tensor: int, depth: int = 0) -> bool:
+        """Whether the upstream gradient of ``tensor`` is zeros (folded) in the step."""
+        for k, position in consumers.get(tensor, ()):
+            if position >= 0:
+                if k in flowing and k not in out:
+                    return False
+            elif k != call and (flat.ops[k] not in _CALLS or depth > 16 or not zeros(
+                    tensor_id(k, -1 - position), depth + 1)):
+                return False  # (a nested call passes its output's gradient through)
+        return True
+
+    changed = bool(out)
+    while changed:  # an op whose upstream is not all zeros is not folded
+        changed = False
+        for j in list(out):
+            if not all(zeros(tensor_id(j, i)) for i in range(len(flat.out_types[j]))):
+                out.discard(j)
+                changed = True
+    return out
+
+
+def _reads_constants(flat: Flat, inst: int, carries: Callable[[int], bool]) -> bool:
+    """Whether the forward values ``inst``'s gradient reads are all constants."""
+    op = flat.ops[inst]
+    if op in CAPTURES_NOTHING:
+        return True
+    if op not in _LINEAR:
+        return False
+    operands = [t for t in flat.inputs[inst] if t is not None]
+    carrying = [t for t in operands if carries(t)]
+    if len(carrying) != 1:
+        return False
+    for t in operands:
+        if t in carrying:
+            continue
+        stack, seen = [t & INST], set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if flat.ops[j] not in _FOLDS or j in flat.transparent or (
+                    flat.ops[j] != "Const" and not flat.inputs[j]):
+                return False
+            stack.extend(x & INST for x in flat.inputs[j] if x is not None)
+    return True
+
+
 def reached(flat: Flat, inst: int, reach: set[int]) -> bool:
     return any(tensor_id(inst, i) in reach for i in range(max(1, len(flat.out_types[inst]))))
 
