@@ -7,9 +7,9 @@ of the grammar present.
 The facts: this TensorFlow's registry (the session's harvest) with the XLA probes of the
 op types the saved programs use, as the harvest makes them.
 
-Cost: 64 programs measured 79 s of CPU (this process and the oracle's children) on the
-shared 2-core machine; COUNT = 300 is then ~6 min of one core, a worker of its own under
-xdist (tests/conftest.py hands it out first). Marked ``fuzz``: CI runs it, the developer
+Cost: 300 programs measured 399 s of CPU (this process with the session's harvest and
+the oracle's children, ``/usr/bin/time``), a worker of its own under xdist
+(tests/conftest.py hands it out first). Marked ``fuzz``: CI runs it, the developer
 tier leaves it to tests/test_xla_step.py and tests/test_check_xla.py.
 """
 from __future__ import annotations
