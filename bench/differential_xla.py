@@ -3,6 +3,7 @@ seed: outputs compared per save path, TF's answers, programs per construct of th
 grammar, the disagreements with their seeds, and the time taken (CPU included).
 
 Run:  python bench/differential_xla.py [--count 300] [--seed 0] [--db DB]
+      python bench/differential_xla.py --seeds 88,127  # these programs only
       python bench/differential_xla.py --show SEED     # a program's source
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", help="database (default: the shipped one)")
+    parser.add_argument("--seeds", help="comma-separated seeds (instead of --count/--seed)")
     parser.add_argument("--show", type=int, help="print the program of this seed and stop")
     args = parser.parse_args()
     import xla_programs
@@ -30,7 +32,9 @@ def main() -> int:
     import xla_differential
 
     with tempfile.TemporaryDirectory(prefix="opregistry-xla-programs-") as root:
-        report = xla_differential.run(args.count, args.seed, Path(root), args.db)
+        report = xla_differential.run(
+            args.count, args.seed, Path(root), args.db,
+            seeds=[int(s) for s in args.seeds.split(",")] if args.seeds else None)
     print(xla_differential.render(report))
     return 1 if report.disagreements else 0
 

@@ -77,14 +77,19 @@ def save_batch(tf: Any, keras: Any, batch: list[Program], root: Path, number: in
     return paths
 
 
-def run(count: int, seed: int, root: Path, db: Any = None) -> Report:
-    """``db``: a database, or a function of the saved paths that makes one."""
+def run(count: int, seed: int, root: Path, db: Any = None,
+        seeds: list[int] | None = None) -> Report:
+    """The programs of seeds ``seed`` to ``seed + count - 1`` (or of ``seeds``, to run
+    again the ones a run disagreed on); ``db``: a database, or a function of the saved
+    paths that makes one."""
     import keras
     import tensorflow as tf
 
     import opregistry
 
-    report = Report(programs=[xla_programs.generate(seed + i) for i in range(count)])
+    chosen = seeds if seeds is not None else [seed + i for i in range(count)]
+    report = Report(programs=[xla_programs.generate(s) for s in chosen])
+    count = len(chosen)
     for program in report.programs:
         report.constructs.update(xla_programs.constructs(program))
     start = time.perf_counter()

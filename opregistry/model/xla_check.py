@@ -96,16 +96,20 @@ def step_findings(flat: Flat, state: Any, signature: str, call: int,
     for _output, tensor in outputs:
         reach |= state.reach(tensor)
     backward = [j for j in below if rules.reached(flat, j, reach)]
-    # (a call's or loop's outputs stand for its bodies' ops, which are in ``backward``
-    # themselves where they need to be: only the instance, not what its outputs reach)
-    needed = {t & INST for t in _depends_on_all(flat, [
-        *(t for j in backward for t in flat.inputs[j] if t is not None),
-        *(tensor_id(j, i) for j in backward if j not in flat.transparent
-          for i in range(len(flat.out_types[j])))])} | set(backward)
+    needed = _needed(flat, backward)
     function = _called(flat, call)
     found: dict[str, list[XlaFinding]] = {}
+    sources = set(sources)
     for output, tensor in outputs:
         mine = found[output] = []
+        # the gradients TF folds to constants in this output's step (zeros upstream,
+        # constant operands): neither they nor the forward ops they stand on are in it
+        folded = rules.folded(flat, state.consumers(), backward, state.reach(tensor),
+                              lambda t: t in sources or (
+                                  t & INST in below and flat.carries_gradient(t)), call)
+        mine_below = below - folded if folded else below
+        mine_needed = _needed(flat, [j for j in backward if j not in folded]) \
+            if folded else needed
 
         def add(inst: int, part: str, status: str, cause: str | None, message: str | None,
                 mine: list[XlaFinding] = mine, output: str = output) -> None:
@@ -116,8 +120,23 @@ def step_findings(flat: Flat, state: Any, signature: str, call: int,
                                    f"{message} ({where})" if message else where,
                                    meta_graph=meta_graph))
 
-        _collect(flat, state.dep_insts(tensor) | needed, below, below_all, reach, add, state)
+        _collect(flat, state.dep_insts(tensor) | mine_needed, mine_below, below_all, reach,
+                 add, state)
     return found
+
+
+def _needed(flat: Flat, backward: list[int]) -> set[int]:
+    """The forward ops a backward function of the ops ``backward`` stands on: those ops,
+    and what the values their gradients read depend on (the operands and outputs of
+    the ops whose gradient uses them: an Add's gradient reads neither, so an operand
+    only another output's Add needs is not computed for the step). A call's or loop's
+    outputs stand for its bodies' ops, which are in ``backward`` themselves where they
+    need to be: only the instance, not what its outputs reach."""
+    reads = [j for j in backward if flat.ops[j] not in rules.CAPTURES_NOTHING]
+    return {t & INST for t in _depends_on_all(flat, [
+        *(t for j in reads for t in flat.inputs[j] if t is not None),
+        *(tensor_id(j, i) for j in reads if j not in flat.transparent
+          for i in range(len(flat.out_types[j])))])} | set(backward)
 
 
 def _depends_on_all(flat: Flat, seeds: list[int]) -> set[int]:
@@ -213,6 +232,12 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
             # (the harvest cannot build one alone: its size is an argument)
             rules.list_structure(flat, inst, add)
             continue
+        if op in rules.LIST_READS:
+            # an element past the size XLA gives a TensorArray: the list decides
+            message = rules.past_list_size(flat, inst)
+            if message is not None:
+                add(inst, "structure", "fails", rules.TENSOR_ARRAY_PAST_SIZE, message)
+                continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
         if facts is not None and xla is not None and xla.variants:  # this node's setting

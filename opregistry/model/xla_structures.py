@@ -45,14 +45,20 @@ TENSOR_ARRAY_UNKNOWN_SIZE = "tensor_array_unknown_size"
 LOOP_SHAPE_NOT_CONSTANT = "loop_shape_not_constant"
 # a loaded cond's gradient: its branches return intermediates as Optionals
 OPTIONAL_INTERMEDIATES = "optional_intermediates"
+# an element read past the size XLA gives a TensorList: the size it was reserved with
+TENSOR_ARRAY_PAST_SIZE = "tensor_array_past_size"
+# ops that read one element of a TensorList (TensorArray.read) or of its stack
+LIST_READS = ("TensorListGetItem", "StridedSlice")
 # TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
 # then calls TensorListResize (tensorflow/python/ops/list_ops.py)
 _RESIZE = "resize_if_index_out_of_bounds"
+_DT_INT64 = 9  # types.proto
 
 # ops whose gradient function uses none of their inputs' or outputs' values (only
 # static shapes, constants or the upstream gradient): in a branch, nothing of theirs
-# is captured (tensorflow/python/ops/math_grad.py, array_grad.py)
-_CAPTURES_NOTHING = frozenset({
+# is captured, and a loaded call's backward function takes none of their operands from
+# the forward pass (tensorflow/python/ops/math_grad.py, array_grad.py)
+CAPTURES_NOTHING = frozenset({
     "Add", "AddV2", "Sub", "Neg", "AddN", "Identity", "IdentityN", "Snapshot", "Cast",
     "Reshape", "ExpandDims", "Squeeze", "Sum", "Transpose", "ZerosLike", "OnesLike",
     "StopGradient", "PreventGradient"})
@@ -61,6 +67,77 @@ _USES_OUTPUT = frozenset({
     "Tanh", "Sigmoid", "Exp", "Expm1", "Sqrt", "Rsqrt", "Reciprocal", "Inv", "Relu",
     "Relu6", "Elu", "Selu", "Softmax", "LogSoftmax", "Cholesky", "MatrixInverse",
     "MatrixDeterminant", "Qr", "SelfAdjointEigV2", "Svd", "TopKV2"})
+
+
+# ops whose gradient for one operand reads only the others (and the upstream): with
+# those constant and the upstream zeros, the gradient is a constant (math_grad.py,
+# sparse_grad.py)
+_LINEAR = frozenset({"SparseTensorDenseMatMul", "MatMul", "BatchMatMulV2", "Mul"})
+# ops that grappler folds when every input is a constant
+_CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+_FOLDS = frozenset({"Const", "Identity", "Cast", "Reshape", "Pack", "Fill", "ExpandDims"})
+
+
+def folded(flat: Flat, consumers: dict[int, list[tuple[int, int]]], backward: list[int],
+           reach: set[int], carries: Callable[[int], bool], call: int) -> set[int]:
+    """The ops of a loaded call's ``backward`` whose gradient TF folds to a constant in
+    the step of an output whose gradient reaches ``reach``: TF feeds zeros for the
+    gradients of the call's other outputs, and grappler folds a gradient whose upstream
+    is those zeros (through ops whose gradient is folded too) and whose other operands
+    are constants (``tf.sparse.sparse_dense_matmul`` of a constant SparseTensor: its
+    gradient, which XLA has no kernel for, never reaches XLA). ``carries``: whether a
+    tensor carries the step's gradient; ``call``: the signature's call, whose outputs'
+    upstream is zeros for every other output."""
+    out = {j for j in backward if j not in flat.transparent and not reached(flat, j, reach)
+           and _reads_constants(flat, j, carries)}
+    flowing = set(backward)  # the ops whose gradient flows back into their operands
+
+    def zeros(tensor: int, depth: int = 0) -> bool:
+        """Whether the upstream gradient of ``tensor`` is zeros (folded) in the step."""
+        for k, position in consumers.get(tensor, ()):
+            if position >= 0:
+                if k in flowing and k not in out:
+                    return False
+            elif k != call and (flat.ops[k] not in _CALLS or depth > 16 or not zeros(
+                    tensor_id(k, -1 - position), depth + 1)):
+                return False  # (a nested call passes its output's gradient through)
+        return True
+
+    changed = bool(out)
+    while changed:  # an op whose upstream is not all zeros is not folded
+        changed = False
+        for j in list(out):
+            if not all(zeros(tensor_id(j, i)) for i in range(len(flat.out_types[j]))):
+                out.discard(j)
+                changed = True
+    return out
+
+
+def _reads_constants(flat: Flat, inst: int, carries: Callable[[int], bool]) -> bool:
+    """Whether the forward values ``inst``'s gradient reads are all constants."""
+    op = flat.ops[inst]
+    if op in CAPTURES_NOTHING:
+        return True
+    if op not in _LINEAR:
+        return False
+    operands = [t for t in flat.inputs[inst] if t is not None]
+    carrying = [t for t in operands if carries(t)]
+    if len(carrying) != 1:
+        return False
+    for t in operands:
+        if t in carrying:
+            continue
+        stack, seen = [t & INST], set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if flat.ops[j] not in _FOLDS or j in flat.transparent or (
+                    flat.ops[j] != "Const" and not flat.inputs[j]):
+                return False
+            stack.extend(x & INST for x in flat.inputs[j] if x is not None)
+    return True
 
 
 def reached(flat: Flat, inst: int, reach: set[int]) -> bool:
@@ -119,7 +196,7 @@ def loaded_branches(flat: Flat, inst: int, body: list[int], below_all: set[int],
             continue
         op = flat.ops[j]
         facts = flat.facts.get(op)
-        if facts is None or facts.gradient != "registered" or op in _CAPTURES_NOTHING:
+        if facts is None or facts.gradient != "registered" or op in CAPTURES_NOTHING:
             continue
         if op in _USES_OUTPUT or any(
                 t is not None and flat.keys.caller(t & INST) == inst
@@ -162,6 +239,77 @@ def list_structure(flat: Flat, inst: int, add: Add) -> None:
             "tensor list size")
 
 
+def list_size(flat: Flat, ref: int | None) -> int | None:
+    """How many elements XLA gives the TensorList at ``ref``: the constant its
+    TensorListReserve was made with, through its writes. tf2xla's TensorListReserve
+    makes a buffer of that many elements and its TensorListSetItem ignores
+    ``resize_if_index_out_of_bounds`` (a write past the end is clamped into it), so a
+    ``tf.TensorArray(size=0, dynamic_size=True)`` stays empty under XLA. None where the
+    list comes from anything else (a loop, a call, TensorListFromTensor)."""
+    for _ in range(64):
+        if ref is None:
+            return None
+        inst = ref & INST
+        op = flat.ops[inst]
+        if op in ("Identity", "TensorListSetItem") and flat.inputs[inst]:
+            ref = flat.inputs[inst][0]
+            continue
+        if op == "TensorListReserve" and len(flat.inputs[inst]) > 1:
+            return int_constant(flat, flat.inputs[inst][1])
+        return None
+    return None
+
+
+def past_list_size(flat: Flat, inst: int) -> str | None:
+    """Why a read of one element of a TensorList (``TensorArray.read``) or of its stack
+    (``ta.stack()[i]``: a StridedSlice taking index ``i`` of dimension 0) fails to
+    compile, where the element is past the size XLA gives the list (``list_size``): the
+    stack has that many rows under XLA, so a constant index past them is refused
+    ("slice index i of dimension 0 out of bounds", TF's strided-slice validation), and
+    a read of an empty list is a dynamic slice larger than its operand. None if it
+    compiles or cannot be told."""
+    inputs = flat.inputs[inst]
+    if not inputs or inputs[0] is None:
+        return None
+    if flat.ops[inst] == "TensorListGetItem":
+        size = list_size(flat, inputs[0])
+        return None if size != 0 else (
+            "TensorArray.read of a list XLA sizes at 0 elements (a TensorArray made with "
+            "size=0, dynamic_size=True: XLA keeps the size a TensorArray is made with "
+            "and drops its writes past it): \"Slice dim size 1 greater than dynamic "
+            "slice dimension: 0\"; give the TensorArray its size")
+    stack = inputs[0] & INST
+    while flat.ops[stack] == "Identity" and flat.inputs[stack] and \
+            flat.inputs[stack][0] is not None:
+        stack = flat.inputs[stack][0] & INST  # type: ignore[operator]
+    if flat.ops[stack] != "TensorListStack" or len(inputs) < 2:
+        return None
+    size = list_size(flat, flat.inputs[stack][0] if flat.inputs[stack] else None)
+    index = _first_index(flat, inst)
+    if size is None or index is None or -size <= index < size:
+        return None
+    return (f"element {index} of a TensorArray's stack, which XLA sizes at {size} "
+            "elements (XLA keeps the size a TensorArray is made with, and a "
+            "dynamic_size=True TensorArray's writes past it are dropped): \"slice index "
+            f"{index + size if index < 0 else index} of dimension 0 out of bounds\"; give "
+            "the TensorArray its size")
+
+
+def _first_index(flat: Flat, inst: int) -> int | None:
+    """The constant index a StridedSlice takes of dimension 0 (a shrink-axis slice
+    spec first, no ellipsis, new axis or begin mask there), or None. TF validates it
+    against the dimension (tensorflow/core/util/strided_slice_op.cc)."""
+    attr = flat.nodes[inst].attr
+
+    def mask(name: str) -> int:
+        return int(attr[name].i) if name in attr else 0
+
+    if mask("ellipsis_mask") & 1 or mask("new_axis_mask") & 1 or \
+            mask("begin_mask") & 1 or not mask("shrink_axis_mask") & 1:
+        return None
+    return int_constant(flat, flat.inputs[inst][1], first=True)
+
+
 def resizes(flat: Flat, inst: int) -> bool:
     node = flat.nodes[inst]
     return node.op == "TensorListSetItem" and _RESIZE in node.attr and bool(
@@ -182,9 +330,10 @@ def resized_before(flat: Flat, inst: int) -> bool:
     return False
 
 
-def int_constant(flat: Flat, ref: int | None) -> int | None:
-    """The value of a scalar integer Const at ``ref`` (through Identity); None for
-    anything else."""
+def int_constant(flat: Flat, ref: int | None, first: bool = False) -> int | None:
+    """The value of a scalar integer Const at ``ref`` (through Identity), or with
+    ``first`` the first element of an integer vector; None for anything else (a
+    static reader leaves a vector's ``tensor_content`` unparsed)."""
     for _ in range(8):
         if ref is None:
             return None
@@ -202,8 +351,9 @@ def int_constant(flat: Flat, ref: int | None) -> int | None:
             if proto.int64_val:
                 return int(proto.int64_val[0])
             content = getattr(proto, "tensor_content", b"")  # TF's own NodeDef (traced)
-            if len(content) == 4:
-                return int(struct.unpack("<i", content)[0])
+            width, code = (8, "<q") if proto.dtype == _DT_INT64 else (4, "<i")
+            if len(content) == width or (first and len(content) >= width):
+                return int(struct.unpack(code, content[:width])[0])
         except (AttributeError, TypeError, ValueError, struct.error):
             return None
         return None
