@@ -13,16 +13,21 @@ import atexit
 import os
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opregistry.db.location import DbLike
 from opregistry.guard.actions import (
     ACTIONS,
     GuardPolicy,
+    IgnoreRules,
     Lost,
     NonDifferentiableError,
     NonDifferentiableWarning,
 )
+from opregistry.tf_types import Passed
+
+if TYPE_CHECKING:
+    from opregistry.guard.session import Session
 
 __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
            "GuardPolicy", "SecondOrderWarning", "XlaCompileWarning", "current", "guard",
@@ -30,7 +35,7 @@ __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentia
 
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[Warning]:
     if name == "XlaCompileWarning":  # without importing the analysis with the guard
         from opregistry.guard.xla import XlaCompileWarning
 
@@ -46,7 +51,7 @@ class Guard:
     """An installed guard: ``with`` it, or ``start()`` / ``stop()``; ``lost`` holds
     what it found, ``summary()`` says it all."""
 
-    def __init__(self, action: str = "warn", ignore: Any = None, *,
+    def __init__(self, action: str = "warn", ignore: IgnoreRules = None, *,
                  release: str | None = None, db: DbLike = None, summary: bool = True,
                  program_wide: bool = False, xla: bool = False):
         from opregistry.guard.session import Session
@@ -56,7 +61,7 @@ class Guard:
         # False: the gradient calls of the thread that starts it; True: those of every
         # thread that has no guard of its own (install(), opregistry run)
         self.program_wide = program_wide
-        self._owner: list[Any] | None = None
+        self._owner: list[Session] | None = None
         self.running = False
         self._pid = os.getpid()  # the process that started it
 
@@ -103,7 +108,7 @@ class Guard:
 _program: list[Guard] = []  # the guard of install(), if any
 
 
-def guard(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+def guard(action: str = "warn", ignore: IgnoreRules = None, *, release: str | None = None,
           db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """A guard to use as a context manager: ``with opregistry.guard(action="raise"):``.
 
@@ -122,7 +127,7 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
     return Guard(action, ignore, release=release, db=db, summary=summary, xla=xla)
 
 
-def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+def install(action: str = "warn", ignore: IgnoreRules = None, *, release: str | None = None,
             db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """Guard the whole program, every thread without a guard of its own, until
     ``uninstall()`` (the summary is printed at exit)."""
@@ -148,7 +153,7 @@ atexit.register(uninstall)
 class CallableModule(types.ModuleType):
     """``opregistry.guard(...)`` is the context manager; the module keeps its names."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Guard:
+    def __call__(self, *args: Passed, **kwargs: Passed) -> Guard:
         return guard(*args, **kwargs)
 
 

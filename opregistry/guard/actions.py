@@ -8,7 +8,7 @@ import logging
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from opregistry.errors import OpregistryError
 from opregistry.model.results import BlockingOp
@@ -17,6 +17,11 @@ from opregistry.sites import Site, shown
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")
 UNKNOWN_LINE = shown(None)  # "an unknown line"
+
+if TYPE_CHECKING:
+    from opregistry.policy import Policy, Rule
+# what ``ignore=`` takes (``ignore_rules``)
+IgnoreRules: TypeAlias = "Policy | Mapping[str, str] | Iterable[tuple[str, str] | Rule] | None"
 
 
 class NonDifferentiableWarning(UserWarning):
@@ -125,7 +130,7 @@ class Lost:
         return head
 
 
-def ignore_rules(ignore: Any) -> Any:
+def ignore_rules(ignore: IgnoreRules) -> Policy:
     """An ``opregistry.policy.Policy`` from ``ignore=``: a Policy itself (say, from
     ``load_policy()`` and the project's policy file), ``{pattern: reason}``, or
     ``(pattern, reason)`` pairs and ``Rule`` objects. Every rule says why."""
@@ -156,14 +161,13 @@ class Entry:
 
     lost: Lost
     count: int = 0
-    ignored: Any = None  # the opregistry.policy.Rule that ignored it
+    ignored: Rule | None = None  # the rule that ignored it
 
 
 class GuardPolicy:
     """Reports every Lost once per (target, op site); counts everything it sees."""
 
-    def __init__(self, action: str = "warn", ignore: Mapping[str, str] |
-                 Iterable[tuple[str, str]] | Any = None):
+    def __init__(self, action: str = "warn", ignore: IgnoreRules = None):
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         self.action = action
@@ -234,6 +238,7 @@ def summary_text(items: list[tuple[tuple[str, str, str | None], Entry]]) -> str:
                      f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")
         lines.append(f"    {_stop_text(key, entry)}")
     for key, entry in sorted(ignored, key=lambda i: (i[0][0], i[0][2] or UNKNOWN_LINE)):
+        assert entry.ignored is not None  # what ``ignored`` holds
         lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, by "
                      f"{entry.ignored.describe()}")
         lines.append(f"    {_stop_text(key, entry)}")
