@@ -12,7 +12,16 @@ from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
 from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, SiteOf, shown
-from opregistry.tf_types import Graph, Nest, Operation, Proto, Tensor, TFCallable, TFModule, Variable
+from opregistry.tf_types import (
+    Graph,
+    Nest,
+    Operation,
+    Proto,
+    Tensor,
+    TFCallable,
+    TFModule,
+    Variable,
+)
 
 # a tape's stretches of recording in a graph: [graph, ops before, ops at the end or None]
 Spans = list[list[Graph]]

@@ -9,8 +9,8 @@ outer targets whose derivative really loses a term (not a structurally zero one)
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from opregistry.model.results import SecondOrderOp

@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from dataclasses import replace
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
@@ -14,8 +14,8 @@ from opregistry.guard import eager, graphs
 from opregistry.guard.actions import GuardPolicy, IgnoreRules, Lost
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.live_facts import Facts, why
-from opregistry.model.results import BlockingOp
 from opregistry.model.graph import Model
+from opregistry.model.results import BlockingOp
 from opregistry.sites import Site, SiteOf, traceback_site
 from opregistry.tf_types import Graph, Nest, Tensor, TFModule, Variable
 
@@ -60,7 +60,8 @@ class Session:
         self._facts: Facts | None = None
         self.cache = GraphCache()
         self.calls = 0  # gradient calls seen
-        self.on_raise: Callable[[], None] | None = None  # called before NonDifferentiableError leaves a hook
+        # called before NonDifferentiableError leaves a hook
+        self.on_raise: Callable[[], None] | None = None
         # a program-wide guard hears every thread: one call analysed at a time
         self._lock = threading.RLock()
         # gradients taken while an outer tape recorded, with what stops their second
