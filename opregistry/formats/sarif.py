@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from opregistry.remedies import OpRemedies
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes
+from opregistry.model.kinds import model_file
 from opregistry.model.results import REASONS, shown_remedies
 from opregistry.text import printable
 
@@ -165,9 +166,7 @@ def _artifact_path(source: str) -> Path:
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             path = Path(file)
-    if path.is_dir() and (path / "saved_model.pb").exists():
-        path = path / "saved_model.pb"
-    return path
+    return Path(model_file(path))
 
 
 def artifact_uri(source: str) -> str:
