@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
+from opregistry.creation_sites import Site, shown
 from opregistry.errors import OpregistryError
 from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, shown
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")

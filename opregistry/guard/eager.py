@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from opregistry.creation_sites import Site, user_frame_site
 from opregistry.model.graph import Model
-from opregistry.sites import Site, user_frame_site
 from opregistry.tf_types import DType, Nest, Passed, Proto, Tensor, TFCallable, TFModule, Variable
 
 Ref = tuple[int, int]  # (op number in the record, output index); op -1 - k: placeholder k

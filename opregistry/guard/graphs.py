@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
 from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, SiteOf, shown
 from opregistry.tf_types import (
     Graph,
     Nest,
@@ -346,7 +346,7 @@ def graph_site_of(graph: Graph) -> SiteOf:
     """node name (and the function it was inlined from, if any) -> the line that
     created it: the op's own traceback, in the function's graph where TF keeps it,
     else the line of the call into the function."""
-    from opregistry.sites import traceback_site
+    from opregistry.creation_sites import traceback_site
 
     def site_of(node: str, function: str | None) -> Site | None:
         owner = _function_graph(graph, function) if function else graph

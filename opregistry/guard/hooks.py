@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import call_site, user_frame_site
 from opregistry.guard.eager import EagerLog
-from opregistry.sites import call_site, user_frame_site
 from opregistry.tf_types import GradientTape, Graph, Nest, Passed, TFCallable
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.model.results import SecondOrderOp
-from opregistry.sites import Site, SiteOf, shown
 from opregistry.tf_types import Nest, Tensor
 
 if TYPE_CHECKING:

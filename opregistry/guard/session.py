@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from opregistry.creation_sites import Site, SiteOf, traceback_site
 from opregistry.db.location import DbLike
 from opregistry.errors import first_line
 from opregistry.guard import eager, graphs
@@ -16,7 +17,6 @@ from opregistry.guard.graphs import Verdict
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model
 from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, SiteOf, traceback_site
 from opregistry.tf_types import Graph, Nest, Tensor, TFModule, Variable
 
 if TYPE_CHECKING:

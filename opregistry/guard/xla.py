@@ -6,9 +6,9 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import SiteOf, shown
 from opregistry.model.graph import Model
 from opregistry.model.results import XlaFinding
-from opregistry.sites import SiteOf, shown
 from opregistry.tf_types import Graph
 
 if TYPE_CHECKING:

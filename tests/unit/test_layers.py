@@ -15,7 +15,7 @@ PACKAGE = Path(opregistry.__file__).parent
 # ``formats`` sits above ``numerical`` because it renders gradcheck results (the issue's
 # sketch had them the other way round).
 LAYERS: list[set[str]] = [
-    {"errors", "text", "files", "glob", "sites", "settings", "shown", "tf_types",
+    {"errors", "text", "files", "glob", "creation_sites", "settings", "shown", "tf_types",
      "vocabulary"},
     {"db"},
     {"registry", "harvest"},
