@@ -25,9 +25,9 @@ from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
+from opregistry.model.function_library import VALUE_FREE_OPS
 from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, shown
 from opregistry.model.idioms import STOPS, neutral_stop
-from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.readers import schema
 from opregistry.model.results import (
     FATAL_REASONS,
