@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
 __version__ = "0.4.0"
 
 __all__ = [
-    "Blocker", "BlockingOp", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
+    "Blocker", "GradientStop", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
     "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "Policy", "PolicyError", "ProbeReport",
@@ -73,7 +73,8 @@ _LAZY = {
     "check": "model.check", "upgrade_check": "model.check", "load_model": "model.check",
     "check_files": "model.check_files",
     "CheckResult": "model.results", "Finding": "model.results",
-    "BlockingOp": "model.results", "OutputReport": "model.results",
+    "GradientStop": "model.results", "OutputReport": "model.results",
+    "BlockingOp": "model.results",  # GradientStop's name before 0.5, not in __all__
     "PartialPath": "model.results", "Target": "model.results",
     "SecondOrderFinding": "model.results", "SecondOrderOp": "model.results",
     "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from opregistry import BlockingOp, GradcheckError, assert_differentiable, gradcheck
+from opregistry import GradcheckError, GradientStop, assert_differentiable, gradcheck
 from opregistry.formats.gradcheck import message
 
 tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
@@ -120,7 +120,7 @@ def test_wrong_custom_gradient_is_a_mismatch_naming_the_custom_gradient(harveste
         assert checks[target].max_rel_error == pytest.approx(1.0, rel=1e-4)  # 2x: +100%
         assert _ops(checks[target]) == {"IdentityN"}
         assert {b.reason for b in checks[target].blocking_ops} == {"custom_gradient"}
-        assert {type(b) for b in checks[target].blocking_ops} == {BlockingOp}  # as check's
+        assert {type(b) for b in checks[target].blocking_ops} == {GradientStop}  # as check's
 
 
 def test_round_is_reported_honestly(harvested_db):

@@ -11,7 +11,7 @@ from opregistry.text import printable
 
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
-    from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.model.results import CheckResult, Finding, GradientStop, PartialPath
     from opregistry.remedies import OpRemedies
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
@@ -21,7 +21,7 @@ COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op
 def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per (finding or partial path, op): blocked pairs first, each pair's ops
     in order; a blocked pair with no op to name gets one row saying so."""
-    pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
+    pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
         *(("blocked", f, f.blocking_ops) for f in result.findings),
         *(("partial_path", p, p.ops) for p in result.partial_paths)]
     rows = []
@@ -198,7 +198,7 @@ class CheckRenderer(Renderer["CheckResult"]):
         return check_sarif(result)
 
 
-def _ops(result: CheckResult) -> list[BlockingOp]:
+def _ops(result: CheckResult) -> list[GradientStop]:
     return result.stopping_ops
 
 

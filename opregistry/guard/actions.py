@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from opregistry.creation_sites import Site, shown
 from opregistry.errors import OpregistryError
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import GradientStop
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")
@@ -54,7 +54,7 @@ class NonDifferentiableError(OpregistryError):
         return caught.lost if isinstance(caught, NonDifferentiableError) else ()
 
 
-def describe(stop: BlockingOp, why: str) -> str:
+def describe(stop: GradientStop, why: str) -> str:
     """One stop in a warning: the op, where it was created, and ``why`` (the reason in
     a sentence, from the release's facts)."""
     inside = f" in function {stop.function}" if stop.function else ""
@@ -77,12 +77,12 @@ class Lost:
     loss: str  # the op that computed the differentiated tensor
     loss_site: Site | None
     # the ops where its gradient paths stop, as check names them (site: "file:line")
-    stops: tuple[BlockingOp, ...]
+    stops: tuple[GradientStop, ...]
     facts: str  # which release's facts were used, in words
     loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
     hint: str = ""  # what the guard cannot tell, said (an eager tape's unseen past)
     # each stop's reason in a sentence, from the release's facts (what only the guard says)
-    why: Mapping[BlockingOp, str] = field(default_factory=dict, hash=False)
+    why: Mapping[GradientStop, str] = field(default_factory=dict, hash=False)
 
     def keys(self) -> list[tuple[str, str, str | None]]:
         """(target, op, "file:line") for once-per-site reporting (the call's line where
@@ -92,7 +92,7 @@ class Lost:
                      else None)]
         return [(self.target, s.op, s.site) for s in self.stops]
 
-    def describe(self, stop: BlockingOp) -> str:
+    def describe(self, stop: GradientStop) -> str:
         return describe(stop, self.why.get(stop, stop.reason))
 
     def message(self) -> str:

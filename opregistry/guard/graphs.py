@@ -11,7 +11,7 @@ from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import GradientStop
 from opregistry.tf_types import (
     Graph,
     Nest,
@@ -32,8 +32,8 @@ class Verdict:
     """What the analysis says about one source of a gradient call."""
 
     status: str  # gradient | blocked | unrelated
-    stops: tuple[BlockingOp, ...] = ()  # with the line that created each ("file:line")
-    why: dict[BlockingOp, str] = field(default_factory=dict, hash=False)  # each stop, said
+    stops: tuple[GradientStop, ...] = ()  # with the line that created each ("file:line")
+    why: dict[GradientStop, str] = field(default_factory=dict, hash=False)  # each stop, said
 
 
 def variable_of(source: Nest) -> Variable | None:
@@ -98,7 +98,7 @@ def judge(model: Model, facts: Facts, site_of: SiteOf
     # TF walked this call and did not raise: its own walk, not a whole call's
     result = analyse(model, known, facts.release or "installed", whole_call=False)
     verdicts: dict[str, Verdict] = {}
-    stops: dict[str, dict[tuple[str, str | None], BlockingOp]] = {}
+    stops: dict[str, dict[tuple[str, str | None], GradientStop]] = {}
     for report in result.outputs:
         for name in report.with_gradient:
             verdicts[name] = Verdict("gradient")
@@ -118,7 +118,7 @@ def judge(model: Model, facts: Facts, site_of: SiteOf
 
 
 def raising(model: Model, facts: Facts, site_of: SiteOf,
-            message: str) -> tuple[BlockingOp, ...]:
+            message: str) -> tuple[GradientStop, ...]:
     """The ops of a gradient call that TF failed with ``message`` whose gradient raises
     and that its gradient reaches (``check``'s rule: ``analysis.raising_ops``), those
     of the op type TF names first, with the lines that created them; reason

@@ -16,7 +16,7 @@ from opregistry.guard.actions import GuardPolicy, IgnoreRules, Lost
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import GradientStop
 from opregistry.tf_types import Graph, Nest, Tensor, TFModule, Variable
 
 if TYPE_CHECKING:
@@ -275,7 +275,7 @@ class Session:
         why = ("outside_tape: computed while the tape was not recording (before it was "
                "entered, or under stop_recording), so the tape has no record of it and "
                "no gradient flows back through it: compute it inside the tape")
-        stops = tuple(BlockingOp(op.name, op.type, None, "outside_tape",
+        stops = tuple(GradientStop(op.name, op.type, None, "outside_tape",
                                  graphs.shown_site(traceback_site(op))) for op in found)
         return Verdict("blocked", stops, dict.fromkeys(stops, why))
 

@@ -31,9 +31,9 @@ from opregistry.model.idioms import STOPS, neutral_stop
 from opregistry.model.readers import schema
 from opregistry.model.results import (
     FATAL_REASONS,
-    BlockingOp,
     CheckResult,
     Finding,
+    GradientStop,
     OutputReport,
     PartialPath,
     SecondOrderFinding,
@@ -214,12 +214,12 @@ class _State:
 
 
 def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str]],
-                 sources: tuple[int, ...], concern: bool = False) -> list[BlockingOp]:
+                 sources: tuple[int, ...], concern: bool = False) -> list[GradientStop]:
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops
     that only read a shape, not the fatal ones reported for the whole signature, not
     a StopGradient that is an idiom: ``idioms``)."""
-    out: dict[int, BlockingOp] = {}
+    out: dict[int, GradientStop] = {}
     for inst, _position, ref, reason in stops:
         op = flat.ops[inst]
         if concern and (op in VALUE_FREE_OPS or reason in FATAL_REASONS or (
@@ -230,19 +230,19 @@ def _ops_reached(flat: Flat, state: _State, stops: list[tuple[int, int, int, str
         upstream = state.upstream(ref)  # what a gradient arriving at ``ref`` reaches
         if any(s in upstream for s in sources):
             node = flat.nodes[inst]
-            out[inst] = BlockingOp(node.name, node.op, flat.functions[inst], reason)
+            out[inst] = GradientStop(node.name, node.op, flat.functions[inst], reason)
     return sorted(out.values(), key=lambda b: (b.function or "", b.node))
 
 
 def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
-               ) -> tuple[BlockingOp, ...]:
+               ) -> tuple[GradientStop, ...]:
     """Ops that make a model fail to differentiate every output of a signature: a
     custom gradient whose function was not saved (TF looks it up by its op type and
     raises, for the whole function call), an op of the call whose gradient raises
     (missing, or raising for every input: ``in_whole_call``), and, in a file, a
     py_function whose Python callback is not there (the signature cannot even run)."""
-    found: dict[int, BlockingOp] = {}
+    found: dict[int, GradientStop] = {}
     for output_stops in stops.values():
         for inst, _position, _ref, reason in output_stops:
             # TF builds one backward function for the whole call: an op on a gradient
@@ -253,7 +253,7 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
                     and reason in ("missing", "none")
                     and _raises_in_call(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          reason if reason == "custom_gradient_not_saved"
                                          else "gradient_raises")
     if flat.model.format in STATIC_FORMATS and PYTHON_OPS & flat.model.op_types:
@@ -266,7 +266,7 @@ def _fatal_ops(flat: Flat, state: _State, outputs: list[tuple[str, int]],
         for inst, op in enumerate(flat.ops):
             if op in PYTHON_OPS and (inst in used or flat.functions[inst] in running):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          "python_function_not_saved")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
@@ -288,7 +288,7 @@ def in_whole_call(flat: Flat, inst: int) -> bool:
 
 
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
-                ) -> tuple[BlockingOp, ...]:
+                ) -> tuple[GradientStop, ...]:
     """The ops a gradient of some output reaches whose gradient raises (``missing``, or
     raising for every input), reason ``gradient_raises``: what makes TensorFlow raise
     differentiating a function call (it builds one backward function for all outputs),
@@ -296,13 +296,13 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     flat = flat if flat is not None else flatten(model, facts)
     state = _State(flat)
     outputs = [(output, tensor) for _sig, output, tensor in model_outputs(model, flat, None)]
-    found: dict[int, BlockingOp] = {}
+    found: dict[int, GradientStop] = {}
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
             if reason in ("missing", "none") and inst not in found \
                     and _raises_in_call(flat, state, inst, outputs):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 

@@ -13,7 +13,7 @@ from opregistry.numerical.results import PROBLEMS, GradcheckResult
 from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
-    from opregistry.model.results import BlockingOp, CheckResult
+    from opregistry.model.results import CheckResult, GradientStop
     from opregistry.numerical.results import TargetCheck
     from opregistry.numerical.second_order import FirstGradient
     from opregistry.numerical.subject import Subject
@@ -183,7 +183,7 @@ def _names(subject: Subject, owner: Subject) -> dict[int, str]:
     return names
 
 
-def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[BlockingOp, ...]]:
+def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[GradientStop, ...]]:
     """(output, target) -> blocking ops, for every pair the analysis finds blocked."""
     return {(f.output, f.target): f.blocking_ops for f in result.findings}
 
@@ -197,7 +197,7 @@ def _output_names_of(model: Traceable, outputs: list[str]) -> dict[str, str]:
     return dict(zip(names, outputs))
 
 
-def _relevant(verdict: str, ops: list[tuple[str, BlockingOp]]) -> list[BlockingOp]:
+def _relevant(verdict: str, ops: list[tuple[str, GradientStop]]) -> list[GradientStop]:
     """The ops behind a verdict: where gradients stop (none, zero), plus custom
     gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
     (non-smooth)."""
@@ -207,7 +207,7 @@ def _relevant(verdict: str, ops: list[tuple[str, BlockingOp]]) -> list[BlockingO
     # one entry per node, by the kind that explains the verdict best: a custom gradient
     # is also where its forward computation's gradient "stops" (it replaces it)
     rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
-    best: dict[str, tuple[int, BlockingOp]] = {}
+    best: dict[str, tuple[int, GradientStop]] = {}
     for kind, op in ops:
         if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
             best[op.node] = (rank[kind], op)

@@ -29,9 +29,9 @@ def _check_results(tmp: Path) -> list[Any]:
 
     from opregistry import check
     from opregistry.model.results import (
-        BlockingOp,
         CheckResult,
         Finding,
+        GradientStop,
         OutputReport,
         PartialPath,
         Target,
@@ -45,8 +45,8 @@ def _check_results(tmp: Path) -> list[Any]:
     # what a static read of a pbtxt cannot give: two MetaGraphs, an op library's op,
     # a partial path, a site, a finding with no op to name, a name with a control
     # character and a quote
-    op = BlockingOp("am\x1b", "ArgMax", None, "none", site=f"{tmp / 'model.py'}:3")
-    library = BlockingOp("cf", "CaseFoldUTF8", "f", "missing", library="tensorflow-text 2.21.1")
+    op = GradientStop("am\x1b", "ArgMax", None, "none", site=f"{tmp / 'model.py'}:3")
+    library = GradientStop("cf", "CaseFoldUTF8", "f", "missing", library="tensorflow-text 2.21.1")
     rich = CheckResult(
         release="2.21.0", source=str(tmp), unknown_ops=["Mystery\x07Op"],
         findings=[Finding("serving_default", 'y"', "variable", "w", (op, library), "serve"),
@@ -79,13 +79,13 @@ def _check_results(tmp: Path) -> list[Any]:
 def _gradcheck_results() -> list[Any]:
     from dataclasses import replace
 
-    from opregistry.model.results import BlockingOp
+    from opregistry.model.results import GradientStop
     from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
 
     ok = TargetCheck(1, "y", "input", "x", "ok", "jacobian", 1e-9, 1e-8, 1e-6, 2.0, 2.0)
     none = TargetCheck(1, "z", "variable", "w\x1b", "none", "directional", None, None, 1e-6,
                        None, 0.5, gradient="none", note="no gradient path",
-                       blocking_ops=(BlockingOp("am", "ArgMax", "f", "none",
+                       blocking_ops=(GradientStop("am", "ArgMax", "f", "none",
                                                 site="model.py:7"),))
     mismatch = TargetCheck(2, "y", "input", "x", "mismatch", "jacobian", 0.5, 0.25, 1e-6,
                            1.0, 1.5)
