@@ -80,7 +80,7 @@ _LAZY = {
     "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
     "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
     "GradcheckError": "numerical.results", "ModelError": "model.graph",
-    "load_policy": "policy", "Policy": "policy", "Rule": "policy",
+    "load_policy": "ignore_rules", "Policy": "ignore_rules", "Rule": "ignore_rules",
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",
     "Remedy": "remedies", "remedies_for": "remedies",

@@ -221,7 +221,7 @@ def test_ignore_with_reasons_is_in_the_summary():
     # that matched nothing (reported)
     import datetime
 
-    from opregistry.policy import Policy, Rule
+    from opregistry.ignore_rules import Policy, Rule
 
     rules = Policy([Rule("target:not_*", "kept out"), Rule("op:Round", "old",
                                                           datetime.date(2020, 1, 1)),

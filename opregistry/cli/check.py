@@ -82,8 +82,8 @@ def upgrade_check_command(
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
     from opregistry.formats.diff import upgrade_rows, upgrade_summary
+    from opregistry.ignore_rules import apply_to_changes
     from opregistry.model.check import upgrade_check
-    from opregistry.policy import apply_to_changes
 
     guard_output(output_file, db=db, paths=[model], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)

@@ -19,7 +19,7 @@ logger = logging.getLogger("opregistry.guard")
 UNKNOWN_LINE = shown(None)  # "an unknown line"
 
 if TYPE_CHECKING:
-    from opregistry.policy import Policy, Rule
+    from opregistry.ignore_rules import Policy, Rule
 # what ``ignore=`` takes (``ignore_rules``)
 IgnoreRules: TypeAlias = "Policy | Mapping[str, str] | Iterable[tuple[str, str] | Rule] | None"
 
@@ -134,8 +134,8 @@ def ignore_rules(ignore: IgnoreRules) -> Policy:
     """An ``opregistry.policy.Policy`` from ``ignore=``: a Policy itself (say, from
     ``load_policy()`` and the project's policy file), ``{pattern: reason}``, or
     ``(pattern, reason)`` pairs and ``Rule`` objects. Every rule says why."""
-    from opregistry.policy import Policy as Rules
-    from opregistry.policy import Rule
+    from opregistry.ignore_rules import Policy as Rules
+    from opregistry.ignore_rules import Rule
 
     if ignore is None:
         return Rules([])

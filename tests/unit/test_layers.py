@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"model"},
     {"numerical"},
     {"formats", "site"},
-    {"policy_file", "policy"},
+    {"policy_file", "ignore_rules"},
     {"guard"},
     {"keras", "testing", "__init__"},
     {"cli", "__main__"},

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
+from opregistry.ignore_rules import Policy, Rule, apply_to_check
 from opregistry.model.results import CheckResult, Finding, GradientStop, OutputReport, XlaFinding
-from opregistry.policy import Policy, Rule, apply_to_check
 
 FORWARD = XlaFinding("serving_default", "y", "model/pool/MaxPoolWithArgmax",
                      "MaxPoolWithArgmax", None, "forward", "fails", "MaxPoolWithArgmax")

@@ -61,8 +61,8 @@ def _check_results(tmp: Path) -> list[Any]:
                    ([], [])],
         library_ops={"CaseFoldUTF8": "tensorflow-text 2.21.1"})
     # check --xla: a finding kept, one a policy accepts (rendered with its rule)
+    from opregistry.ignore_rules import Ignored, Rule
     from opregistry.model.results import XlaFinding
-    from opregistry.policy import Ignored, Rule
 
     fails = XlaFinding("serving_default", 'y"', "k/expm\x1b/while", "StatelessWhile", None,
                        "structure", "fails", "tensor_list_unknown_size", "no\nsize",
