@@ -115,9 +115,9 @@ def guard(action: str = "warn", ignore: IgnoreRules = None, *, release: str | No
     ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
     ``raise`` (NonDifferentiableError from the gradient call, before any optimizer
     step) or ``log`` (the ``opregistry.guard`` logger). ``ignore``: the project's ignore
-    rules (``opregistry.policy``), as ``{pattern: reason}`` (``op:ArgMax``,
+    rules (``opregistry.ignore_rules``), as ``{pattern: reason}`` (``op:ArgMax``,
     ``node:*/argmax``, ``target:frozen/*``, ``output:...`` or a bare glob for any) or a
-    Policy (``opregistry.policy.load_policy()`` reads the project's policy file).
+    Policy (``opregistry.load_policy()`` reads the project's policy file).
     ``release``: whose facts (default: the installed TensorFlow's, else the nearest in
     the database). The summary goes to stderr at the end when anything was seen.
     ``xla``: also, while a ``jit_compile`` function (Keras ``jit_compile=True``) traces

@@ -1,5 +1,5 @@
 """What the guard does with what it finds: warn, raise or log, once per (target, op
-site); what the project's ignore rules (``opregistry.policy``: ``op:ArgMax``,
+site); what the project's ignore rules (``opregistry.ignore_rules``: ``op:ArgMax``,
 ``target:head/*``, each with its reason and optional expiry) leave out; the summary of
 everything seen."""
 from __future__ import annotations
@@ -131,7 +131,7 @@ class Lost:
 
 
 def ignore_rules(ignore: IgnoreRules) -> Policy:
-    """An ``opregistry.policy.Policy`` from ``ignore=``: a Policy itself (say, from
+    """An ``opregistry.Policy`` from ``ignore=``: a Policy itself (say, from
     ``load_policy()`` and the project's policy file), ``{pattern: reason}``, or
     ``(pattern, reason)`` pairs and ``Rule`` objects. Every rule says why."""
     from opregistry.ignore_rules import Policy as Rules
@@ -150,7 +150,7 @@ def ignore_rules(ignore: IgnoreRules) -> Policy:
         if not (isinstance(pair, tuple) and len(pair) == 2 and
                 all(isinstance(p, str) and p.strip() for p in pair)):
             raise TypeError("ignore= takes {pattern: reason}, (pattern, reason) pairs or "
-                            f"an opregistry.policy.Policy; every rule says why: {pair!r}")
+                            f"an opregistry.Policy; every rule says why: {pair!r}")
         rules.append(Rule(pair[0].strip(), pair[1].strip(), origin="ignore="))
     return Rules(rules)
 

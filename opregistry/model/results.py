@@ -178,7 +178,7 @@ class CheckResult(Shown):
     # (finding index) -> (node keys, edges) of the subgraph between target and output
     subgraphs: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(
         default_factory=list, repr=False)
-    # findings and partial paths a policy ignores (``opregistry.policy.Ignored``)
+    # findings and partial paths a policy ignores (``opregistry.ignore_rules.Ignored``)
     ignored: list[Any] = field(default_factory=list)
     # op type -> the op library whose release gave its facts ("tensorflow-text 2.21.1")
     library_ops: dict[str, str] = field(default_factory=dict)
