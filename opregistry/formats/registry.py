@@ -16,10 +16,10 @@ RENDERERS: dict[str, str] = {
     "opregistry.registry.diff.DiffResult": "opregistry.formats.diff:DiffRenderer",
     "opregistry.registry.probe_report.ProbeReport":
         "opregistry.formats.probe_report:ProbeReportRenderer",
-    "opregistry.formats.lookup.Lookups": "opregistry.formats.lookup:LookupsRenderer",
+    "opregistry.registry.listings.Lookups": "opregistry.formats.lookup:LookupsRenderer",
     "opregistry.registry.lookup.LookupResult": "opregistry.formats.lookup:LookupResultRenderer",
-    "opregistry.formats.lookup.OpList": "opregistry.formats.lookup:OpListRenderer",
-    "opregistry.formats.lookup.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
+    "opregistry.registry.listings.OpList": "opregistry.formats.lookup:OpListRenderer",
+    "opregistry.registry.listings.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
     "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",
     "opregistry.formats.db.Harvested": "opregistry.formats.db:HarvestedRenderer",
     "opregistry.formats.db.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",

@@ -101,9 +101,9 @@ def _gradcheck_results() -> list[Any]:
 def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     """Result type -> (result, renderer options) samples, keyed as RENDERERS is."""
     from opregistry.formats.check import CheckedModels
-    from opregistry.formats.lookup import Lookups, OpList, ReleaseList
     from opregistry.registry import lookup as query
     from opregistry.registry.diff import diff
+    from opregistry.registry.listings import Lookups, OpList, ReleaseList
     from opregistry.registry.probe_report import probe_report
 
     checks = _check_results(tmp)
@@ -128,12 +128,12 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
         "opregistry.registry.probe_report.ProbeReport": [
             (report, {}), (report, {"details": True}),
             (probe_report(library="tensorflow-text"), {})],
-        "opregistry.formats.lookup.Lookups": [(Lookups(tuple(found)), {}),
+        "opregistry.registry.listings.Lookups": [(Lookups(tuple(found)), {}),
                                               (Lookups(tuple(found[2:])), {})],
         "opregistry.registry.lookup.LookupResult": [(one, {}) for one in found],
-        "opregistry.formats.lookup.OpList": [
+        "opregistry.registry.listings.OpList": [
             (OpList(query.ops("2.21", status="no_gradient")), {}), (OpList(()), {})],
-        "opregistry.formats.lookup.ReleaseList": [
+        "opregistry.registry.listings.ReleaseList": [
             (ReleaseList(query.releases()), {}),
             (ReleaseList(query.releases(library="tensorflow-text")), {}),
             (ReleaseList(query.releases(), xla=True), {})],
