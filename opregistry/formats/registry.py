@@ -21,9 +21,9 @@ RENDERERS: dict[str, str] = {
     "opregistry.registry.listings.OpList": "opregistry.formats.lookup:OpListRenderer",
     "opregistry.registry.listings.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
     "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",
-    "opregistry.formats.db.Harvested": "opregistry.formats.db:HarvestedRenderer",
-    "opregistry.formats.db.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",
-    "opregistry.formats.db.SchemaRevision": "opregistry.formats.db:SchemaRevisionRenderer",
+    "opregistry.harvest.runner.Harvested": "opregistry.formats.db:HarvestedRenderer",
+    "opregistry.db.loader.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",
+    "opregistry.db.migrate.SchemaRevision": "opregistry.formats.db:SchemaRevisionRenderer",
 }
 
 

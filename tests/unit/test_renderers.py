@@ -146,9 +146,9 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
 
 def _database_samples() -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     """What harvest, db load and db current show (hand-built: a harvest needs TF)."""
-    from opregistry.db.loader import LoadResult
-    from opregistry.formats.db import Harvested, LoadedDocuments, SchemaRevision
-    from opregistry.harvest.runner import HarvestOutcome
+    from opregistry.db.loader import LoadedDocuments, LoadResult
+    from opregistry.db.migrate import SchemaRevision
+    from opregistry.harvest.runner import Harvested, HarvestOutcome
 
     ok = HarvestOutcome("tensorflow 2.21.0", True, "2.21.0", "tensorflow-cpu", 1500,
                         seconds=12.345, document_path="h/2.21.0.json")
@@ -157,11 +157,11 @@ def _database_samples() -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     failed = HarvestOutcome("tensorflow 1.2.0", False, error="no wheel for Python 3.12")
     loaded = LoadResult("2.21.0", "tensorflow-cpu", 1500, False, 1500, 700)
     return {
-        "opregistry.formats.db.Harvested": [
+        "opregistry.harvest.runner.Harvested": [
             (Harvested((ok, text, failed), "x.db"), {}), (Harvested((ok,), "x.db"), {})],
-        "opregistry.formats.db.LoadedDocuments": [
+        "opregistry.db.loader.LoadedDocuments": [
             (LoadedDocuments((("a.json", loaded), ("b\x07.json", loaded))), {})],
-        "opregistry.formats.db.SchemaRevision": [
+        "opregistry.db.migrate.SchemaRevision": [
             (SchemaRevision("0006_xla", ("0006_xla",)), {}),
             (SchemaRevision(None, ("0006_xla",)), {})],
     }
