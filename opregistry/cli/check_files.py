@@ -27,7 +27,8 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
-from opregistry.formats.check import CheckedModels, summary_line
+from opregistry.formats.check import summary_line
+from opregistry.model.check_files import CheckedModels
 
 
 def check_files_command(

@@ -2,14 +2,13 @@
 and several models' results (``check-files``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
-from opregistry.shown import Shown
 from opregistry.text import printable
 
 if TYPE_CHECKING:
+    from opregistry.model.check_files import CheckedModels
     from opregistry.model.readers.versions import ServingVersion
     from opregistry.model.results import CheckResult, Finding, GradientStop, PartialPath
     from opregistry.remedies import OpRemedies
@@ -202,14 +201,7 @@ def _ops(result: CheckResult) -> list[GradientStop]:
     return result.stopping_ops
 
 
-@dataclass(frozen=True, repr=False)
-class CheckedModels(Shown):
-    """What ``check-files`` shows: each model (by path) with its check result."""
-
-    results: tuple[tuple[str, CheckResult], ...]
-
-
-class CheckedModelsRenderer(Renderer[CheckedModels]):
+class CheckedModelsRenderer(Renderer["CheckedModels"]):
     def data(self, result: CheckedModels) -> Any:
         # each model as check's JSON shows it (its remedies too), with its path
         return [{"model": model, **CheckRenderer().data(checked)}

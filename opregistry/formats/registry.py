@@ -10,7 +10,7 @@ from opregistry.formats import Renderer
 # result type (module.QualName) -> its renderer (module:Class)
 RENDERERS: dict[str, str] = {
     "opregistry.model.results.CheckResult": "opregistry.formats.check:CheckRenderer",
-    "opregistry.formats.check.CheckedModels": "opregistry.formats.check:CheckedModelsRenderer",
+    "opregistry.model.check_files.CheckedModels": "opregistry.formats.check:CheckedModelsRenderer",
     "opregistry.numerical.results.GradcheckResult":
         "opregistry.formats.gradcheck:GradcheckRenderer",
     "opregistry.registry.diff.DiffResult": "opregistry.formats.diff:DiffRenderer",

@@ -100,7 +100,7 @@ def _gradcheck_results() -> list[Any]:
 
 def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     """Result type -> (result, renderer options) samples, keyed as RENDERERS is."""
-    from opregistry.formats.check import CheckedModels
+    from opregistry.model.check_files import CheckedModels
     from opregistry.registry import lookup as query
     from opregistry.registry.diff import diff
     from opregistry.registry.listings import Lookups, OpList, ReleaseList
@@ -114,7 +114,7 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     found = [query.lookup(name) for name in ("ArgMax", "tf.math.floor", "CaseFoldUTF8")]
     return {
         "opregistry.model.results.CheckResult": [(c, {}) for c in checks],
-        "opregistry.formats.check.CheckedModels": [
+        "opregistry.model.check_files.CheckedModels": [
             (CheckedModels((("a.pbtxt", checks[0]), ("b", checks[2]))), {}),
             (CheckedModels((("a.pbtxt", checks[0]), ("x", checks[4]))), {}),
             (CheckedModels(()), {})],
@@ -328,7 +328,7 @@ def test_a_name_with_a_pipe_or_backslash_stays_one_markdown_cell():
 def test_check_files_json_shows_each_model_as_check_json_does(samples):
     """check-files' JSON is check's JSON per model (remedies included), with the path."""
     from opregistry.formats import OutputFormat, render
-    from opregistry.formats.check import CheckedModels
+    from opregistry.model.check_files import CheckedModels
 
     checks = [c for c, _ in samples["opregistry.model.results.CheckResult"]]
     blocked = next(c for c in checks if c.findings)
