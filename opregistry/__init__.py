@@ -77,9 +77,9 @@ _LAZY = {
     "BlockingOp": "model.results",  # GradientStop's name before 0.5, not in __all__
     "PartialPath": "model.results", "Target": "model.results",
     "SecondOrderFinding": "model.results", "SecondOrderOp": "model.results",
-    "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
-    "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
-    "GradcheckError": "numerical.results", "ModelError": "model.graph",
+    "gradcheck": "gradcheck.api", "assert_differentiable": "gradcheck.api",
+    "GradcheckResult": "gradcheck.results", "TargetCheck": "gradcheck.results",
+    "GradcheckError": "gradcheck.results", "ModelError": "model.graph",
     "load_policy": "ignore_rules", "Policy": "ignore_rules", "Rule": "ignore_rules",
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",

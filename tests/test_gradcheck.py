@@ -184,10 +184,10 @@ def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
     """As torch's gradgradcheck: the function is wrapped (q = <d s / d x, v>, s the
     projected output) and checked by the first-order checker, which continues the first
     checker's random stream; q is TF's own nested-tape value."""
-    from opregistry.numerical.checker import Checker
-    from opregistry.numerical.differences import tolerance
-    from opregistry.numerical.second_order import second_order_checker
-    from opregistry.numerical.subject import Subject
+    from opregistry.gradcheck.checker import Checker
+    from opregistry.gradcheck.differences import tolerance
+    from opregistry.gradcheck.second_order import second_order_checker
+    from opregistry.gradcheck.subject import Subject
 
     def f(t):
         return tf.reduce_sum(t ** 3)
@@ -398,7 +398,7 @@ def test_an_int_cast_is_not_ok_in_the_float64_clone(tmp_path, harvested_db, cli)
 def test_the_float64_clone_keeps_integer_casts_and_is_vetted(harvested_db):
     """The clone casts to int32 where the model does; a clone that does not (the old
     clone set every dtype to float64) is refused by the structure check."""
-    from opregistry.numerical import subject as numerical
+    from opregistry.gradcheck import subject as numerical
 
     keras = tf.keras
     model = _int_cast_model()

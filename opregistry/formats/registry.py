@@ -11,7 +11,7 @@ from opregistry.formats import Renderer
 RENDERERS: dict[str, str] = {
     "opregistry.model.results.CheckResult": "opregistry.formats.check:CheckRenderer",
     "opregistry.model.check_files.CheckedModels": "opregistry.formats.check:CheckedModelsRenderer",
-    "opregistry.numerical.results.GradcheckResult":
+    "opregistry.gradcheck.results.GradcheckResult":
         "opregistry.formats.gradcheck:GradcheckRenderer",
     "opregistry.registry.diff.DiffResult": "opregistry.formats.diff:DiffRenderer",
     "opregistry.registry.probe_report.ProbeReport":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from opregistry.gradcheck.results import GradcheckResult
     from opregistry.model.results import (
         CheckResult,
         Finding,
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
         SecondOrderFinding,
         XlaFinding,
     )
-    from opregistry.numerical.results import GradcheckResult
     from opregistry.remedies import OpRemedies
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes

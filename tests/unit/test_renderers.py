@@ -79,8 +79,8 @@ def _check_results(tmp: Path) -> list[Any]:
 def _gradcheck_results() -> list[Any]:
     from dataclasses import replace
 
+    from opregistry.gradcheck.results import GradcheckResult, TargetCheck, Tolerance
     from opregistry.model.results import GradientStop
-    from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
 
     ok = TargetCheck(1, "y", "input", "x", "ok", "jacobian", 1e-9, 1e-8, 1e-6, 2.0, 2.0)
     none = TargetCheck(1, "z", "variable", "w\x1b", "none", "directional", None, None, 1e-6,
@@ -118,7 +118,7 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
             (CheckedModels((("a.pbtxt", checks[0]), ("b", checks[2]))), {}),
             (CheckedModels((("a.pbtxt", checks[0]), ("x", checks[4]))), {}),
             (CheckedModels(()), {})],
-        "opregistry.numerical.results.GradcheckResult": [
+        "opregistry.gradcheck.results.GradcheckResult": [
             (g, options) for g in _gradcheck_results()
             for options in ({}, {"target": str(HERE / "test_renderers.py")})],
         "opregistry.registry.diff.DiffResult": [

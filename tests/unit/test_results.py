@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from opregistry.gradcheck.results import GradcheckResult, TargetCheck, Tolerance
 from opregistry.model.results import CheckResult, Finding, GradientStop, OutputReport
-from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
 
 
 def _check() -> CheckResult:

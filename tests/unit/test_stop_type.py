@@ -9,10 +9,10 @@ import warnings
 from pathlib import Path
 
 import opregistry
+from opregistry.gradcheck.results import GradcheckResult, TargetCheck
 from opregistry.guard.actions import GuardPolicy, Lost, NonDifferentiableWarning
 from opregistry.guard.graphs import Verdict
 from opregistry.model.results import CheckResult, Finding, GradientStop, PartialPath
-from opregistry.numerical.results import GradcheckResult, TargetCheck
 
 PACKAGE = Path(opregistry.__file__).parent
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
-from opregistry.numerical.results import PROBLEMS, GradcheckResult
+from opregistry.gradcheck.results import PROBLEMS, GradcheckResult
 from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
+    from opregistry.gradcheck.results import TargetCheck
+    from opregistry.gradcheck.second_order import FirstGradient
+    from opregistry.gradcheck.subject import Subject
     from opregistry.model.results import CheckResult, GradientStop
-    from opregistry.numerical.results import TargetCheck
-    from opregistry.numerical.second_order import FirstGradient
-    from opregistry.numerical.subject import Subject
 
 
 # long: one pass over the checks of both orders, each rule a few lines
