@@ -18,6 +18,7 @@ from opregistry.errors import (
 )
 
 if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ below
+    from opregistry.gradcheck import CallableModule as GradcheckModule
     from opregistry.guard import CallableModule
     from opregistry.model.check_files import check_files
     from opregistry.registry.lookup import (
@@ -40,11 +41,13 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
 
     # the module is callable (the context manager): its class says so to type checkers
     guard: CallableModule
+    # the package is callable (the check): its class says so to type checkers
+    gradcheck: GradcheckModule
 
 __version__ = "0.4.0"
 
 __all__ = [
-    "Blocker", "BlockingOp", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
+    "Blocker", "GradientStop", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
     "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "Policy", "PolicyError", "ProbeReport",
@@ -73,13 +76,14 @@ _LAZY = {
     "check": "model.check", "upgrade_check": "model.check", "load_model": "model.check",
     "check_files": "model.check_files",
     "CheckResult": "model.results", "Finding": "model.results",
-    "BlockingOp": "model.results", "OutputReport": "model.results",
+    "GradientStop": "model.results", "OutputReport": "model.results",
+    "BlockingOp": "model.results",  # GradientStop's name before 0.5, not in __all__
     "PartialPath": "model.results", "Target": "model.results",
     "SecondOrderFinding": "model.results", "SecondOrderOp": "model.results",
-    "gradcheck": "numerical.api", "assert_differentiable": "numerical.api",
-    "GradcheckResult": "numerical.results", "TargetCheck": "numerical.results",
-    "GradcheckError": "numerical.results", "ModelError": "model.graph",
-    "load_policy": "policy", "Policy": "policy", "Rule": "policy",
+    "assert_differentiable": "gradcheck.api",
+    "GradcheckResult": "gradcheck.results", "TargetCheck": "gradcheck.results",
+    "GradcheckError": "gradcheck.results", "ModelError": "model.graph",
+    "load_policy": "ignore_rules", "Policy": "ignore_rules", "Rule": "ignore_rules",
     "build_site": "site.build",
     "explain": "remedies.explain", "Explanation": "remedies.explain",
     "Remedy": "remedies", "remedies_for": "remedies",
@@ -88,8 +92,9 @@ _LAZY = {
     "NonDifferentiableWarning": "guard.actions", "NonDifferentiableError": "guard.actions",
 }
 # modules that are attributes: opregistry.guard (itself callable: the context manager),
+# opregistry.gradcheck (itself callable: the check, gradcheck/__init__.py),
 # opregistry.keras (the GradientGuard callback) and opregistry.testing (pytest helpers)
-_MODULES = ("harvest", "guard", "keras", "testing")
+_MODULES = ("harvest", "guard", "gradcheck", "keras", "testing")
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,7 @@ their names say what a parameter holds, where a bare ``Any`` said nothing
 (``.ci/count_any.py`` counts those)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 TFModule = Any  # the ``tensorflow`` module itself, imported on demand
@@ -21,3 +22,7 @@ KerasModel = Any  # a Keras (3 or tf-keras 2) model or layer
 TensorShape = Any  # a tf.TensorShape (or a list of dimensions, None where unknown)
 Array = Any  # a numpy array (float64 in the finite-difference math)
 Proto = Any  # a protobuf message (opregistry's own schema or TF's)
+Nest = Any  # a tensor, variable or None, or a nested structure of them (tf.nest's)
+GradientTape = Any  # a tf.GradientTape
+TFCallable = Callable[..., Any]  # a TF function or method the guard wraps, as TF has it
+Passed = Any  # what a wrapper passes through to TF's function unchanged (args, results)

@@ -1,5 +1,5 @@
 """The vocabulary of ARCHITECTURE.md as types: every word a result field may hold, in
-one module, so the type checker reads them (``BlockingOp.reason: Reason``) and the run
+one module, so the type checker reads them (``GradientStop.reason: Reason``) and the run
 time lists come from the same words (``REASONS = get_args(StopReason)``)."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ def line_of(fn, marker: str) -> str:
 
 
 def site(stop) -> str:
-    """``file:line`` of a stop (a BlockingOp: its site is shown relative to the working
+    """``file:line`` of a stop (a GradientStop: its site is shown relative to the working
     directory, as check shows it), the file absolute as ``line_of`` gives it."""
     filename, line = stop.site.rsplit(":", 1)
     return f"{os.path.abspath(filename)}:{line}"

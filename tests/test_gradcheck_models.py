@@ -12,7 +12,7 @@ import pytest
 
 from opregistry import GradcheckError, check, gradcheck
 from opregistry.formats.gradcheck import message
-from opregistry.numerical.targets import REFERENCE_VARIABLE, load_target, parse_shapes
+from opregistry.gradcheck.targets import REFERENCE_VARIABLE, load_target, parse_shapes
 
 tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from opregistry import check, gradcheck
-from opregistry.numerical.targets import load_target
+from opregistry.gradcheck.targets import load_target
 
 tf = pytest.importorskip("tensorflow")
 

@@ -89,7 +89,7 @@ def test_tf_function_train_step_is_analysed_once_per_trace():
     (lost,) = guard.lost
     assert lost.target == "variable 'fn_blocked'" and lost.kind == "none"
     (stop,) = lost.stops
-    assert type(stop) is opregistry.BlockingOp  # check's and gradcheck's type
+    assert type(stop) is opregistry.GradientStop  # check's and gradcheck's type
     assert (stop.op, stop.node, stop.reason) == ("Round", "Round", "none")
     assert site(stop) == line_of(step.python_function, "fn round")
     assert f"{lost.call_site[0]}:{lost.call_site[1]}" == line_of(step.python_function,
@@ -221,7 +221,7 @@ def test_ignore_with_reasons_is_in_the_summary():
     # that matched nothing (reported)
     import datetime
 
-    from opregistry.policy import Policy, Rule
+    from opregistry.ignore_rules import Policy, Rule
 
     rules = Policy([Rule("target:not_*", "kept out"), Rule("op:Round", "old",
                                                           datetime.date(2020, 1, 1)),

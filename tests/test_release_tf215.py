@@ -1,6 +1,7 @@
 """The default-release rule under a TensorFlow the database does not hold: with TF
 2.15.0 installed and no ``--tf``, check, gradcheck and the API use 2.15.1's facts and
-say so on stderr (the guard: tests/test_guard_tf215.py, in the same venv). The model
+say so on stderr, as upgrade-check's default ``--from`` does (the guard:
+tests/test_guard_tf215.py, in the same venv). The model
 is a gradient penalty through a bilinear resize, for which TF 2.15.0 itself raises
 ``LookupError`` (ResizeBilinearGrad has no gradient until 2.18): blocked, exit 1 (the
 newest release's facts, where its gradient is registered as None, said "0 blocked").
@@ -111,3 +112,10 @@ def test_check_and_gradcheck_commands_use_2_15_1_and_say_so(penalty):
     assert done.returncode == 1, done.stderr
     assert NOTE in done.stderr.splitlines(), done.stderr
     assert json.loads(done.stdout)["release"] == HELD
+    # upgrade-check without --from: from the same release, read statically (no TF)
+    done = subprocess.run([str(python), "-m", "opregistry", "upgrade-check", str(saved),
+                           "--to", "2.21"], capture_output=True, text=True, env=env(),
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"--from: {NOTE}" in done.stderr.splitlines(), done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"{HELD} -> 2.21.0: "), done.stderr

@@ -231,7 +231,7 @@ def test_register_gradient_template(tmp_path: Path) -> None:
 def test_stop_gradient_policy_rule(tmp_path: Path) -> None:
     """The policy snippet, written to a policy file, makes check ignore the stop."""
     import opregistry
-    from opregistry.policy import apply_to_check, load_policy
+    from opregistry.ignore_rules import apply_to_check, load_policy
 
     remedy = catalogue().remedy("stop-gradient-ignore")
     policy_path = tmp_path / ".opregistry.toml"

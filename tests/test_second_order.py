@@ -268,6 +268,7 @@ def test_gradcheck_order_2_agrees_with_check():
         c = second[target]
         assert c.verdict in ("mismatch", "none"), c
         [b] = c.blocking_ops
+        assert isinstance(b, opregistry.SecondOrderOp), b
         assert (b.op, b.gradient_op, b.reason) == ("ResizeBilinear", "ResizeBilinearGrad",
                                                    "no_gradient")
     assert second["w"].verdict == "mismatch"  # TF's number, silently wrong

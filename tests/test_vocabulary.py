@@ -20,7 +20,7 @@ import pytest
 
 import opregistry
 from opregistry import check, gradcheck
-from opregistry.numerical.targets import load_target
+from opregistry.gradcheck.targets import load_target
 
 tf: Any = pytest.importorskip("tensorflow")  # a module: its classes are bases below
 

@@ -18,8 +18,8 @@ GROUPS = [("Functions", "function", "autofunction"), ("Results", "class", "autoc
 
 
 def kind_of(obj: object) -> str:
-    if inspect.ismodule(obj):
-        return "module"
+    if inspect.ismodule(obj):  # a package that is a function (opregistry.gradcheck) is one
+        return "function" if getattr(obj, "__wrapped__", None) is not None else "module"
     if inspect.isclass(obj):
         return "exception" if issubclass(obj, BaseException) else "class"
     return "function"
@@ -69,8 +69,20 @@ def _no_dataclass_signature(app: Sphinx, what: str, name: str, obj: object,
         lines.clear()
 
 
+def _callable_package_doc(app: Sphinx, what: str, name: str, obj: object,
+                          options: Any, lines: list[str]) -> None:
+    """A callable package (``opregistry.gradcheck``) is documented as the function it
+    runs: that function's docstring, not the package's."""
+    wrapped = getattr(obj, "__wrapped__", None) if inspect.ismodule(obj) else None
+    if wrapped is not None:
+        from sphinx.util.docstrings import prepare_docstring
+
+        lines[:] = prepare_docstring(inspect.getdoc(wrapped) or "")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autodoc")
     app.add_directive("opregistry-reference", Reference)
     app.connect("autodoc-process-docstring", _no_dataclass_signature)
+    app.connect("autodoc-process-docstring", _callable_package_doc)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

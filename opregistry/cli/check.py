@@ -19,6 +19,7 @@ from opregistry.cli.options import (
     ReleaseOption,
     SourceOption,
     TableFormat,
+    chosen_release,
     load_cli_policy,
     report_policy,
 )
@@ -66,7 +67,9 @@ def check_command(
 
 def upgrade_check_command(
     model: str = typer.Argument(..., help="SavedModel directory, or GraphDef .pb / .pbtxt."),
-    before: str = typer.Option(..., "--from", help="Release the model runs on now."),
+    before: OptionalStr = typer.Option(
+        None, "--from", help="Release the model runs on now (default: the release "
+        "nearest to the installed TensorFlow, else the newest)."),
     after: str = typer.Option(..., "--to", help="Release to move to."),
     tags: OptionalStr = TagsOption,
     source: bool = SourceOption,
@@ -79,17 +82,20 @@ def upgrade_check_command(
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
     from opregistry.formats.diff import upgrade_rows, upgrade_summary
+    from opregistry.ignore_rules import apply_to_changes
     from opregistry.model.check import upgrade_check
-    from opregistry.policy import apply_to_changes
 
     guard_output(output_file, db=db, paths=[model], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
+    chosen = chosen_release(before, db)  # the default-release rule, as check's
     path = say_serving_version(model)
     try:
-        result = upgrade_check(path, before, after, db=db, tags=tags, sources=source)
+        result = upgrade_check(path, chosen.version, after, db=db, tags=tags,
+                               sources=source)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows, ignored = apply_to_changes(upgrade_rows(result), policy)
     emit(output_file, render(result, fmt, source=source, rows=rows))
+    note(f"--from: {chosen.note}")
     note(upgrade_summary(result, rows))
     report_policy(policy, len(ignored), "change")

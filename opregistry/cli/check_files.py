@@ -27,7 +27,8 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render
-from opregistry.formats.check import CheckedModels, summary_line
+from opregistry.formats.check import summary_line
+from opregistry.model.check_files import CheckedModels
 
 
 def check_files_command(
@@ -51,8 +52,8 @@ def check_files_command(
     """Check several models (for pre-commit): findings per model, exit 1 if any; with
     --xla, also what will not compile under XLA, as check --xla; with --order 2, each
     pair's second order, as check --order 2."""
+    from opregistry.ignore_rules import apply_to_check
     from opregistry.model.check_files import check_files, fails
-    from opregistry.policy import apply_to_check
 
     guard_output(output_file, db=db, policy=(policy_file,), paths=[
         *files, *(str(Path(f).parent) for f in files if Path(f).name == "saved_model.pb")])

@@ -25,8 +25,8 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
     """The whole ``check`` command: report on stdout (or ``-o``), notes on stderr; the
     exit code."""
     from opregistry.formats.check import summary_line
+    from opregistry.ignore_rules import apply_to_check, load_policy, summary
     from opregistry.model.check import check
-    from opregistry.policy import apply_to_check, load_policy, summary
     from opregistry.registry.release_choice import choose_release
 
     fmt = CheckFormat(fmt)

@@ -87,7 +87,7 @@ def current(fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFi
         revision = migrate.current(engine)
     except OpregistryError as exc:
         raise fail(exc) from None
-    from opregistry.formats.db import SchemaRevision
+    from opregistry.db.migrate import SchemaRevision
 
     result = SchemaRevision(revision, tuple(migrate.heads()))
     emit(output_file, render(result, fmt))
@@ -114,10 +114,10 @@ def load(files: List[Path] = typer.Argument(..., help="Harvest documents (JSON).
          fmt: TableFormat = FormatOption, output_file: OptionalStr = OutputFileOption,
          db: OptionalStr = DbOption) -> None:
     """Load harvest documents saved with `harvest --save-json`."""
-    from opregistry.db.loader import LoadResult
+    from opregistry.db.loader import LoadedDocuments, LoadResult
     from opregistry.db.loader import load as load_document
     from opregistry.db.validate import read_document
-    from opregistry.formats.db import LoadedDocuments, loaded_line
+    from opregistry.formats.db import loaded_line
 
     guard_output(output_file, db=db, paths=files)
     loaded: list[tuple[str, LoadResult]] = []

@@ -20,7 +20,7 @@ from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, OpregistryError
 from opregistry.formats import OutputFormat, format_choice, summary
 from opregistry.formats.gradcheck import GradcheckRenderer
-from opregistry.numerical.results import GradcheckError
+from opregistry.gradcheck.results import GradcheckError
 
 
 class Mode(str, Enum):
@@ -88,9 +88,9 @@ def gradcheck_command(
 ) -> None:
     """Compare TensorFlow's gradients with finite differences, per input and variable:
     ok, mismatch, none, zero or non-smooth, and the ops responsible."""
-    from opregistry.numerical.api import gradcheck
-    from opregistry.numerical.targets import load_target, parse_shapes
-    from opregistry.policy import apply_to_gradcheck
+    from opregistry.gradcheck.api import gradcheck
+    from opregistry.gradcheck.targets import load_target, parse_shapes
+    from opregistry.ignore_rules import apply_to_gradcheck
     from opregistry.registry.release_choice import choose_release
 
     guard_output(output_file, db=db, paths=[target_path(target)], policy=(policy_file,))

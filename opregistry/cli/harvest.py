@@ -16,8 +16,7 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import EXIT_FINDINGS, EXIT_USAGE, OpregistryError
 from opregistry.formats import render, summary
-from opregistry.formats.db import Harvested
-from opregistry.harvest.runner import HarvestOutcome, HarvestTarget
+from opregistry.harvest.runner import Harvested, HarvestOutcome, HarvestTarget
 from opregistry.text import printable
 
 

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from opregistry.cli.output import check_output, note, write_output
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, render
-from opregistry.formats.lookup import Lookups, lookup_summary
+from opregistry.formats.lookup import lookup_summary
 from opregistry.registry import lookup as query
+from opregistry.registry.listings import Lookups
 from opregistry.registry.resolve import not_found
 
 

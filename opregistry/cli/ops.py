@@ -15,8 +15,8 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import plural, render
-from opregistry.formats.lookup import OpList
 from opregistry.registry import lookup as query
+from opregistry.registry.listings import OpList
 
 
 def list_ops(

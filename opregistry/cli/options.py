@@ -78,7 +78,7 @@ def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
     """The policy of ``--ignore`` and ``--policy`` (or the file found), or one error line."""
     from opregistry.cli.output import fail
     from opregistry.errors import OpregistryError
-    from opregistry.policy import load_policy
+    from opregistry.ignore_rules import load_policy
 
     try:  # (a working directory that is gone is load_policy's one line too)
         return load_policy(ignore or (), path=policy_file)
@@ -89,7 +89,7 @@ def load_cli_policy(ignore: list[str] | None, policy_file: str | None) -> Any:
 def report_policy(policy: Any, ignored: int, what: str = "finding") -> None:
     """The policy's lines on stderr: what it ignored, rules expired or unused."""
     from opregistry.cli.output import note
-    from opregistry.policy import summary
+    from opregistry.ignore_rules import summary
 
     for line in summary(ignored, policy, what):
         note(line)

@@ -13,8 +13,8 @@ from opregistry.cli.options import (
 from opregistry.cli.output import emit, fail, guard_output, note
 from opregistry.errors import OpregistryError
 from opregistry.formats import render, summary
-from opregistry.formats.lookup import ReleaseList
 from opregistry.registry import lookup as query
+from opregistry.registry.listings import ReleaseList
 
 
 def releases(library: OptionalStr = LibraryOption, fmt: TableFormat = FormatOption,

@@ -39,6 +39,7 @@ from opregistry.db.models import (
 from opregistry.db.records import Document, Row
 from opregistry.db.validate import validate
 from opregistry.errors import DocumentError
+from opregistry.shown import Shown
 
 _CHUNK = 400  # stay under SQLite's bound-parameter limit
 _LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
@@ -493,3 +494,10 @@ def _load_python_names(conn: Connection, names: Table, links: Table, release_id:
             known.update({(n, o, m): i for n, o, m, i in rows})
     _insert_chunks(conn, links, ({"release_id": release_id, "python_name_id": known[key]}
                                  for key in sorted(wanted)))
+
+
+@dataclass(frozen=True, repr=False)
+class LoadedDocuments(Shown):
+    """What ``db load`` shows: each harvest document (by path) with what loading it did."""
+
+    loaded: tuple[tuple[str, LoadResult], ...]

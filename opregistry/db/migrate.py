@@ -5,6 +5,7 @@ The scripts live in ``migrations/`` in the repository and ship as
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -18,6 +19,7 @@ from opregistry.db.engine import database_name, translated
 from opregistry.db.location import DatabaseLocation
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError
+from opregistry.shown import Shown
 
 # the PostgreSQL advisory lock under which migrations run (migrations/env.py takes it)
 MIGRATION_LOCK = 7306071887
@@ -217,3 +219,15 @@ def downgrade_losses(engine: Engine, revision: str) -> list[tuple[int, str]]:
                 if n:
                     lost.append((n, what))
     return lost
+
+
+@dataclass(frozen=True, repr=False)
+class SchemaRevision(Shown):
+    """What ``db current`` shows: the database's schema revision and the head(s)."""
+
+    revision: str | None  # None: no schema yet (base)
+    heads: tuple[str, ...]
+
+    @property
+    def at_head(self) -> bool:
+        return self.revision in self.heads

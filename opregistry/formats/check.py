@@ -2,16 +2,15 @@
 and several models' results (``check-files``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
-from opregistry.shown import Shown
 from opregistry.text import printable
 
 if TYPE_CHECKING:
+    from opregistry.model.check_files import CheckedModels
     from opregistry.model.readers.versions import ServingVersion
-    from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
+    from opregistry.model.results import CheckResult, Finding, GradientStop, PartialPath
     from opregistry.remedies import OpRemedies
 
 COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op", "function",
@@ -21,7 +20,7 @@ COLUMNS = ["signature", "output", "target_kind", "target", "status", "node", "op
 def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per (finding or partial path, op): blocked pairs first, each pair's ops
     in order; a blocked pair with no op to name gets one row saying so."""
-    pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
+    pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
         *(("blocked", f, f.blocking_ops) for f in result.findings),
         *(("partial_path", p, p.ops) for p in result.partial_paths)]
     rows = []
@@ -198,18 +197,11 @@ class CheckRenderer(Renderer["CheckResult"]):
         return check_sarif(result)
 
 
-def _ops(result: CheckResult) -> list[BlockingOp]:
+def _ops(result: CheckResult) -> list[GradientStop]:
     return result.stopping_ops
 
 
-@dataclass(frozen=True, repr=False)
-class CheckedModels(Shown):
-    """What ``check-files`` shows: each model (by path) with its check result."""
-
-    results: tuple[tuple[str, CheckResult], ...]
-
-
-class CheckedModelsRenderer(Renderer[CheckedModels]):
+class CheckedModelsRenderer(Renderer["CheckedModels"]):
     def data(self, result: CheckedModels) -> Any:
         # each model as check's JSON shows it (its remedies too), with its path
         return [{"model": model, **CheckRenderer().data(checked)}

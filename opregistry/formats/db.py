@@ -2,34 +2,21 @@
 outcome), ``db load`` (each document loaded) and ``db current`` (the schema revision)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
-from opregistry.shown import Shown
 
-if TYPE_CHECKING:
-    from opregistry.db.loader import LoadResult
-    from opregistry.harvest.runner import HarvestOutcome
+if TYPE_CHECKING:  # (the renderers name them as strings: no SQLAlchemy to render)
+    from opregistry.db.loader import LoadedDocuments, LoadResult
+    from opregistry.db.migrate import SchemaRevision
+    from opregistry.harvest.runner import Harvested
 
 HARVEST_COLUMNS = ["target", "ok", "release", "library", "package", "ops", "replaced",
                    "seconds", "error"]
 
 
-@dataclass(frozen=True, repr=False)
-class Harvested(Shown):
-    """What ``harvest`` shows: each target's outcome, and the database they went into."""
-
-    outcomes: tuple[HarvestOutcome, ...]
-    into: str  # the database, described ("data/opregistry.sqlite")
-
-    @property
-    def failed(self) -> list[HarvestOutcome]:
-        return [o for o in self.outcomes if not o.ok]
-
-
-class HarvestedRenderer(Renderer[Harvested]):
+class HarvestedRenderer(Renderer["Harvested"]):
     def data(self, result: Harvested) -> Any:
         return self.rows(result)
 
@@ -45,20 +32,13 @@ class HarvestedRenderer(Renderer[Harvested]):
                 f"{result.into}" + (f", {failed} failed" if failed else ""))
 
 
-@dataclass(frozen=True, repr=False)
-class LoadedDocuments(Shown):
-    """What ``db load`` shows: each harvest document (by path) with what loading it did."""
-
-    loaded: tuple[tuple[str, LoadResult], ...]
-
-
 def loaded_line(result: LoadResult) -> str:
     """The line ``db load`` prints on stderr as each document is loaded."""
     return (f"loaded {result.release} ({result.package}): {result.ops} ops"
             + (" (replaced)" if result.replaced else ""))
 
 
-class LoadedDocumentsRenderer(Renderer[LoadedDocuments]):
+class LoadedDocumentsRenderer(Renderer["LoadedDocuments"]):
     def data(self, result: LoadedDocuments) -> Any:
         return self.rows(result)
 
@@ -67,19 +47,7 @@ class LoadedDocumentsRenderer(Renderer[LoadedDocuments]):
                  "replaced": r.replaced} for path, r in result.loaded]
 
 
-@dataclass(frozen=True, repr=False)
-class SchemaRevision(Shown):
-    """What ``db current`` shows: the database's schema revision and the head(s)."""
-
-    revision: str | None  # None: no schema yet (base)
-    heads: tuple[str, ...]
-
-    @property
-    def at_head(self) -> bool:
-        return self.revision in self.heads
-
-
-class SchemaRevisionRenderer(Renderer[SchemaRevision]):
+class SchemaRevisionRenderer(Renderer["SchemaRevision"]):
     def data(self, result: SchemaRevision) -> Any:
         return {"revision": result.revision or "base", "head": list(result.heads),
                 "at_head": result.at_head}

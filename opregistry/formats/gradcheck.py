@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from opregistry.formats import TABULAR, OutputFormat, Renderer, plural
 
 if TYPE_CHECKING:
-    from opregistry.numerical.results import GradcheckResult
+    from opregistry.gradcheck.results import GradcheckResult
 
 COLUMNS = ["order", "output", "target_kind", "target", "verdict", "method", "max_abs_error",
            "max_rel_error", "tolerance", "ops", "note"]

@@ -2,12 +2,11 @@
 and verification summaries the table shows; one per release."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opregistry.db.records import Row
 from opregistry.formats import Renderer, plural
-from opregistry.shown import Shown
+from opregistry.registry.listings import Lookups, OpList, ReleaseList
 
 if TYPE_CHECKING:
     from opregistry.registry import lookup as query
@@ -73,13 +72,6 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True, repr=False)
-class Lookups(Shown):
-    """What ``lookup`` shows: the results of the names asked for, in order."""
-
-    results: tuple[query.LookupResult, ...]
-
-
 class LookupsRenderer(Renderer[Lookups]):
     def data(self, result: Lookups) -> Any:
         return [r.to_dict() for r in _rows(result)]
@@ -141,13 +133,6 @@ OPS_COLUMNS = ["op", "gradient", "effective", "inputs", "second_order", "verifie
                "function", "location"]
 
 
-@dataclass(frozen=True, repr=False)
-class OpList(Shown):
-    """What ``ops`` shows: the ops of one release."""
-
-    ops: tuple[query.OpRelease, ...]
-
-
 class OpListRenderer(Renderer[OpList]):
     def data(self, result: OpList) -> Any:
         return [r.to_dict() for r in result.ops]
@@ -171,15 +156,6 @@ RELEASE_COLUMNS = ["release", "with_tf", "package", "python", "ops", "registered
 XLA_RELEASE_COLUMNS = ["release", "with_tf", "device", "ops", "forward_compiles",
                        "forward_fails", "forward_unknown", "gradient_compiles",
                        "gradient_fails", "gradient_unknown", "gradient_disagrees"]
-
-
-@dataclass(frozen=True, repr=False)
-class ReleaseList(Shown):
-    """What ``releases`` shows: TensorFlow's and op libraries' releases (``xla``: how
-    many of their ops compile with XLA, a row per device, instead of the op counts)."""
-
-    releases: tuple[query.ReleaseSummary, ...]
-    xla: bool = False
 
 
 class ReleaseListRenderer(Renderer[ReleaseList]):

@@ -10,20 +10,20 @@ from opregistry.formats import Renderer
 # result type (module.QualName) -> its renderer (module:Class)
 RENDERERS: dict[str, str] = {
     "opregistry.model.results.CheckResult": "opregistry.formats.check:CheckRenderer",
-    "opregistry.formats.check.CheckedModels": "opregistry.formats.check:CheckedModelsRenderer",
-    "opregistry.numerical.results.GradcheckResult":
+    "opregistry.model.check_files.CheckedModels": "opregistry.formats.check:CheckedModelsRenderer",
+    "opregistry.gradcheck.results.GradcheckResult":
         "opregistry.formats.gradcheck:GradcheckRenderer",
     "opregistry.registry.diff.DiffResult": "opregistry.formats.diff:DiffRenderer",
     "opregistry.registry.probe_report.ProbeReport":
         "opregistry.formats.probe_report:ProbeReportRenderer",
-    "opregistry.formats.lookup.Lookups": "opregistry.formats.lookup:LookupsRenderer",
+    "opregistry.registry.listings.Lookups": "opregistry.formats.lookup:LookupsRenderer",
     "opregistry.registry.lookup.LookupResult": "opregistry.formats.lookup:LookupResultRenderer",
-    "opregistry.formats.lookup.OpList": "opregistry.formats.lookup:OpListRenderer",
-    "opregistry.formats.lookup.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
+    "opregistry.registry.listings.OpList": "opregistry.formats.lookup:OpListRenderer",
+    "opregistry.registry.listings.ReleaseList": "opregistry.formats.lookup:ReleaseListRenderer",
     "opregistry.remedies.explain.Explanation": "opregistry.formats.remedies:ExplainRenderer",
-    "opregistry.formats.db.Harvested": "opregistry.formats.db:HarvestedRenderer",
-    "opregistry.formats.db.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",
-    "opregistry.formats.db.SchemaRevision": "opregistry.formats.db:SchemaRevisionRenderer",
+    "opregistry.harvest.runner.Harvested": "opregistry.formats.db:HarvestedRenderer",
+    "opregistry.db.loader.LoadedDocuments": "opregistry.formats.db:LoadedDocumentsRenderer",
+    "opregistry.db.migrate.SchemaRevision": "opregistry.formats.db:SchemaRevisionRenderer",
 }
 
 

@@ -15,25 +15,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from opregistry.gradcheck.results import GradcheckResult
     from opregistry.model.results import (
-        BlockingOp,
         CheckResult,
         Finding,
+        GradientStop,
         PartialPath,
         SecondOrderFinding,
         XlaFinding,
     )
-    from opregistry.numerical.results import GradcheckResult
     from opregistry.remedies import OpRemedies
 
 from opregistry.formats.remedies import help_markdown, sarif_fixes
+from opregistry.model.kinds import model_file
 from opregistry.model.results import REASONS, shown_remedies
 from opregistry.text import printable
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/opregistry/opregistry"
 
-# rule id -> (short description, help): one per BlockingOp reason, then the rest
+# rule id -> (short description, help): one per GradientStop reason, then the rest
 RULES: dict[str, tuple[str, str]] = {
     "none": ("The op's gradient function returns None for this input",
              "TensorFlow has a gradient function for the op, but it gives this input no "
@@ -175,9 +176,7 @@ def _artifact_path(source: str) -> Path:
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             path = Path(file)
-    if path.is_dir() and (path / "saved_model.pb").exists():
-        path = path / "saved_model.pb"
-    return path
+    return Path(model_file(path))
 
 
 def artifact_uri(source: str) -> str:
@@ -211,7 +210,7 @@ def _function_line(source: str) -> int | None:
         node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
 
 
-def _region(source: str, uri: str, ops: Iterable[BlockingOp]) -> dict[str, int]:
+def _region(source: str, uri: str, ops: Iterable[GradientStop]) -> dict[str, int]:
     """Where in the artifact: the line of the first op the artifact itself locates (a
     node's line in a .pbtxt, the line of a traced target's file that created the op),
     else a ``file.py:function`` target's def line, else line 1 (a binary model file:
@@ -223,7 +222,7 @@ def _region(source: str, uri: str, ops: Iterable[BlockingOp]) -> dict[str, int]:
     return {"startLine": _function_line(source) or 1}
 
 
-def _related(ops: Iterable[BlockingOp]) -> list[dict[str, Any]]:
+def _related(ops: Iterable[GradientStop]) -> list[dict[str, Any]]:
     """Where each op was created, where known (code traced by opregistry: a gradcheck
     target, a live object; a node's line in a .pbtxt): SARIF's related locations."""
     related: list[dict[str, Any]] = []
@@ -278,7 +277,7 @@ def check_sarif(result: CheckResult) -> str:
     a policy ignores with a suppression (``accepted``, the rule's reason as the
     justification), as SARIF viewers and GitHub code scanning expect."""
     uri = artifact_uri(result.source)
-    pairs: list[tuple[str, Finding | PartialPath, tuple[BlockingOp, ...]]] = [
+    pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
         *(("finding", f, f.blocking_ops) for f in result.findings),
         *(("partial_path", p, p.ops) for p in result.partial_paths)]
     results = [_pair_result(kind, item, ops, uri) for kind, item, ops in pairs]
@@ -299,7 +298,7 @@ def check_sarif(result: CheckResult) -> str:
                 {"release": result.release, "ignored": len(result.ignored)}, result.remedies)
 
 
-def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[BlockingOp, ...],
+def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[GradientStop, ...],
                  uri: str) -> dict[str, Any]:
     """A finding (no gradient) or a partial path, at its first op."""
     rule = "partial_path" if kind == "partial_path" else \
@@ -335,7 +334,7 @@ def _pair_result(kind: str, item: Finding | PartialPath, ops: tuple[BlockingOp, 
 def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
     """A ``check --order 2`` finding: rule second_order/dropped (or /raises), at its
     first op."""
-    from opregistry.model.results import BlockingOp
+    from opregistry.model.results import GradientStop
 
     where = f"{f.signature}/{f.output}" if f.signature else f.output
     named = ", ".join(f"{b.node} ({b.op} via {b.gradient_op}: {b.reason})"
@@ -355,7 +354,7 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
          for b in f.blocking_ops],
         "ops": f.blocking_ops,
         # the remedies are the gradient op's (register a gradient for it, or another form)
-        "fix_ops": [BlockingOp(b.node, b.gradient_op, b.function, b.reason, b.site)
+        "fix_ops": [GradientStop(b.node, b.gradient_op, b.function, b.reason, b.site)
                     for b in f.blocking_ops],
         "partialFingerprints": {"opregistrySecondOrder/v1": _fingerprint(
             uri, f.meta_graph, f.signature, f.output, f.target_kind, f.target, f.verdict,
@@ -371,7 +370,7 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
 
 def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
     """A ``check --xla`` finding: rule xla/fails (or xla/unknown), at the op."""
-    from opregistry.model.results import BlockingOp
+    from opregistry.model.results import GradientStop
 
     where = f"{x.signature}/{x.output}" if x.signature else x.output
     what = {"forward": "the op does not compile", "gradient": "its gradient does not compile",
@@ -388,7 +387,7 @@ def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
                      "fullyQualifiedName": _qualified(x.signature, x.output)},
                     {"name": x.node, "kind": "function",
                      "fullyQualifiedName": _qualified(x.signature, x.function, x.node)}],
-        "ops": [BlockingOp(x.node, x.op, x.function, f"xla_{x.part}", x.site)],
+        "ops": [GradientStop(x.node, x.op, x.function, f"xla_{x.part}", x.site)],
         "fix_ops": [],  # the remedies are for gradients that stop, not for XLA
         "partialFingerprints": {"opregistryXla/v1": _fingerprint(
             uri, x.meta_graph, x.signature, x.output, x.node, x.op, x.part, x.status,

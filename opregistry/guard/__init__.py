@@ -13,16 +13,21 @@ import atexit
 import os
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opregistry.db.location import DbLike
 from opregistry.guard.actions import (
     ACTIONS,
     GuardPolicy,
+    IgnoreRules,
     Lost,
     NonDifferentiableError,
     NonDifferentiableWarning,
 )
+from opregistry.tf_types import Passed
+
+if TYPE_CHECKING:
+    from opregistry.guard.session import Session
 
 __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentiableWarning",
            "GuardPolicy", "SecondOrderWarning", "XlaCompileWarning", "current", "guard",
@@ -30,7 +35,7 @@ __all__ = ["ACTIONS", "Guard", "Lost", "NonDifferentiableError", "NonDifferentia
 
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[Warning]:
     if name == "XlaCompileWarning":  # without importing the analysis with the guard
         from opregistry.guard.xla import XlaCompileWarning
 
@@ -46,7 +51,7 @@ class Guard:
     """An installed guard: ``with`` it, or ``start()`` / ``stop()``; ``lost`` holds
     what it found, ``summary()`` says it all."""
 
-    def __init__(self, action: str = "warn", ignore: Any = None, *,
+    def __init__(self, action: str = "warn", ignore: IgnoreRules = None, *,
                  release: str | None = None, db: DbLike = None, summary: bool = True,
                  program_wide: bool = False, xla: bool = False):
         from opregistry.guard.session import Session
@@ -56,7 +61,7 @@ class Guard:
         # False: the gradient calls of the thread that starts it; True: those of every
         # thread that has no guard of its own (install(), opregistry run)
         self.program_wide = program_wide
-        self._owner: list[Any] | None = None
+        self._owner: list[Session] | None = None
         self.running = False
         self._pid = os.getpid()  # the process that started it
 
@@ -103,16 +108,16 @@ class Guard:
 _program: list[Guard] = []  # the guard of install(), if any
 
 
-def guard(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+def guard(action: str = "warn", ignore: IgnoreRules = None, *, release: str | None = None,
           db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """A guard to use as a context manager: ``with opregistry.guard(action="raise"):``.
 
     ``action``: ``warn`` (a NonDifferentiableWarning once per (target, op site)),
     ``raise`` (NonDifferentiableError from the gradient call, before any optimizer
     step) or ``log`` (the ``opregistry.guard`` logger). ``ignore``: the project's ignore
-    rules (``opregistry.policy``), as ``{pattern: reason}`` (``op:ArgMax``,
+    rules (``opregistry.ignore_rules``), as ``{pattern: reason}`` (``op:ArgMax``,
     ``node:*/argmax``, ``target:frozen/*``, ``output:...`` or a bare glob for any) or a
-    Policy (``opregistry.policy.load_policy()`` reads the project's policy file).
+    Policy (``opregistry.load_policy()`` reads the project's policy file).
     ``release``: whose facts (default: the installed TensorFlow's, else the nearest in
     the database). The summary goes to stderr at the end when anything was seen.
     ``xla``: also, while a ``jit_compile`` function (Keras ``jit_compile=True``) traces
@@ -122,7 +127,7 @@ def guard(action: str = "warn", ignore: Any = None, *, release: str | None = Non
     return Guard(action, ignore, release=release, db=db, summary=summary, xla=xla)
 
 
-def install(action: str = "warn", ignore: Any = None, *, release: str | None = None,
+def install(action: str = "warn", ignore: IgnoreRules = None, *, release: str | None = None,
             db: DbLike = None, summary: bool = True, xla: bool = False) -> Guard:
     """Guard the whole program, every thread without a guard of its own, until
     ``uninstall()`` (the summary is printed at exit)."""
@@ -148,7 +153,7 @@ atexit.register(uninstall)
 class CallableModule(types.ModuleType):
     """``opregistry.guard(...)`` is the context manager; the module keeps its names."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Guard:
+    def __call__(self, *args: Passed, **kwargs: Passed) -> Guard:
         return guard(*args, **kwargs)
 
 

@@ -1,5 +1,5 @@
 """What the guard does with what it finds: warn, raise or log, once per (target, op
-site); what the project's ignore rules (``opregistry.policy``: ``op:ArgMax``,
+site); what the project's ignore rules (``opregistry.ignore_rules``: ``op:ArgMax``,
 ``target:head/*``, each with its reason and optional expiry) leave out; the summary of
 everything seen."""
 from __future__ import annotations
@@ -8,15 +8,20 @@ import logging
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
+from opregistry.creation_sites import Site, shown
 from opregistry.errors import OpregistryError
-from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, shown
+from opregistry.model.results import GradientStop
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")
 UNKNOWN_LINE = shown(None)  # "an unknown line"
+
+if TYPE_CHECKING:
+    from opregistry.ignore_rules import Policy, Rule
+# what ``ignore=`` takes (``ignore_rules``)
+IgnoreRules: TypeAlias = "Policy | Mapping[str, str] | Iterable[tuple[str, str] | Rule] | None"
 
 
 class NonDifferentiableWarning(UserWarning):
@@ -49,7 +54,7 @@ class NonDifferentiableError(OpregistryError):
         return caught.lost if isinstance(caught, NonDifferentiableError) else ()
 
 
-def describe(stop: BlockingOp, why: str) -> str:
+def describe(stop: GradientStop, why: str) -> str:
     """One stop in a warning: the op, where it was created, and ``why`` (the reason in
     a sentence, from the release's facts)."""
     inside = f" in function {stop.function}" if stop.function else ""
@@ -72,12 +77,12 @@ class Lost:
     loss: str  # the op that computed the differentiated tensor
     loss_site: Site | None
     # the ops where its gradient paths stop, as check names them (site: "file:line")
-    stops: tuple[BlockingOp, ...]
+    stops: tuple[GradientStop, ...]
     facts: str  # which release's facts were used, in words
     loss_node: str = ""  # the node of the differentiated tensor (``output:`` rules)
     hint: str = ""  # what the guard cannot tell, said (an eager tape's unseen past)
     # each stop's reason in a sentence, from the release's facts (what only the guard says)
-    why: Mapping[BlockingOp, str] = field(default_factory=dict, hash=False)
+    why: Mapping[GradientStop, str] = field(default_factory=dict, hash=False)
 
     def keys(self) -> list[tuple[str, str, str | None]]:
         """(target, op, "file:line") for once-per-site reporting (the call's line where
@@ -87,7 +92,7 @@ class Lost:
                      else None)]
         return [(self.target, s.op, s.site) for s in self.stops]
 
-    def describe(self, stop: BlockingOp) -> str:
+    def describe(self, stop: GradientStop) -> str:
         return describe(stop, self.why.get(stop, stop.reason))
 
     def message(self) -> str:
@@ -125,12 +130,12 @@ class Lost:
         return head
 
 
-def ignore_rules(ignore: Any) -> Any:
-    """An ``opregistry.policy.Policy`` from ``ignore=``: a Policy itself (say, from
+def ignore_rules(ignore: IgnoreRules) -> Policy:
+    """An ``opregistry.Policy`` from ``ignore=``: a Policy itself (say, from
     ``load_policy()`` and the project's policy file), ``{pattern: reason}``, or
     ``(pattern, reason)`` pairs and ``Rule`` objects. Every rule says why."""
-    from opregistry.policy import Policy as Rules
-    from opregistry.policy import Rule
+    from opregistry.ignore_rules import Policy as Rules
+    from opregistry.ignore_rules import Rule
 
     if ignore is None:
         return Rules([])
@@ -145,7 +150,7 @@ def ignore_rules(ignore: Any) -> Any:
         if not (isinstance(pair, tuple) and len(pair) == 2 and
                 all(isinstance(p, str) and p.strip() for p in pair)):
             raise TypeError("ignore= takes {pattern: reason}, (pattern, reason) pairs or "
-                            f"an opregistry.policy.Policy; every rule says why: {pair!r}")
+                            f"an opregistry.Policy; every rule says why: {pair!r}")
         rules.append(Rule(pair[0].strip(), pair[1].strip(), origin="ignore="))
     return Rules(rules)
 
@@ -156,14 +161,13 @@ class Entry:
 
     lost: Lost
     count: int = 0
-    ignored: Any = None  # the opregistry.policy.Rule that ignored it
+    ignored: Rule | None = None  # the rule that ignored it
 
 
 class GuardPolicy:
     """Reports every Lost once per (target, op site); counts everything it sees."""
 
-    def __init__(self, action: str = "warn", ignore: Mapping[str, str] |
-                 Iterable[tuple[str, str]] | Any = None):
+    def __init__(self, action: str = "warn", ignore: IgnoreRules = None):
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         self.action = action
@@ -234,6 +238,7 @@ def summary_text(items: list[tuple[tuple[str, str, str | None], Entry]]) -> str:
                      f"{shown(entry.lost.call_site)}, {_plural(entry.count, 'time')}")
         lines.append(f"    {_stop_text(key, entry)}")
     for key, entry in sorted(ignored, key=lambda i: (i[0][0], i[0][2] or UNKNOWN_LINE)):
+        assert entry.ignored is not None  # what ``ignored`` holds
         lines.append(f"  ignored {key[0]}: {_plural(entry.count, 'time')}, by "
                      f"{entry.ignored.describe()}")
         lines.append(f"    {_stop_text(key, entry)}")

@@ -10,31 +10,37 @@ path, so the record starts when the tape does.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
 
-from opregistry.sites import Site, user_frame_site
+from opregistry.creation_sites import Site, user_frame_site
+from opregistry.model.graph import Model
+from opregistry.tf_types import DType, Nest, Passed, Proto, Tensor, TFCallable, TFModule, Variable
 
 Ref = tuple[int, int]  # (op number in the record, output index); op -1 - k: placeholder k
+# a recorded custom gradient's key -> its gradient function, its number of results and
+# the tensors its IdentityN reads
+Bound = dict[str, tuple[TFCallable, int, tuple[Ref, ...]]]
 
 
 class EagerLog:
     """The ops run while one guarded tape records."""
 
     def __init__(self) -> None:
-        self.ops: list[tuple[str, tuple[Any, ...], tuple[Ref, ...], tuple[int, ...]]] = []
+        self.ops: list[tuple[str, tuple[Passed, ...], tuple[Ref, ...], tuple[int, ...]]] = []
         self.sites: list[Site | None] = []
         self.producer: dict[int, Ref] = {}  # tensor id -> where it comes from
         self.placeholders: list[int] = []  # dtype of each outside tensor
         # the outside tensors themselves: TF's C fast path reads a variable passed to
         # an op (tf.floor(v)) without an op callback, so such a read is matched to its
         # variable by value when a gradient call is analysed
-        self.outside: list[Any] = []
-        self.structure: list[Any] = []  # what the cached analysis depends on
-        self.custom: dict[int, Any] = {}  # op number -> traced-on-demand gradient fn
+        self.outside: list[Tensor] = []
+        self.structure: list[tuple[Hashable, ...]] = []  # what the cached analysis depends on
+        # op number -> its name, traced-on-demand gradient fn and number of results
+        self.custom: dict[int, tuple[str, TFCallable, int]] = {}
         self.paused = False  # inside the tape's stop_recording()
         self._named: tuple[int, list[str]] = (0, [])  # node names, for len(ops) ops
 
-    def ref(self, tensor: Any) -> Ref:
+    def ref(self, tensor: Tensor) -> Ref:
         key = tensor._id
         ref = self.producer.get(key)
         if ref is None:
@@ -43,7 +49,8 @@ class EagerLog:
             self.outside.append(tensor)
         return ref
 
-    def record(self, op_type: str | bytes, inputs: Any, attrs: Any, outputs: Any,
+    def record(self, op_type: str | bytes, inputs: Nest, attrs: tuple[Passed, ...] | None,
+               outputs: Nest,
                site: Site | None) -> None:
         if isinstance(op_type, bytes):  # TF's C fast path passes some op types as bytes
             op_type = op_type.decode()
@@ -56,7 +63,8 @@ class EagerLog:
         for index, tensor in enumerate(outputs):
             self.producer[tensor._id] = (number, index)
 
-    def record_custom(self, name: str, results: Any, inputs: Any, grad_fn: Any) -> None:
+    def record_custom(self, name: str, results: Nest, inputs: Nest, grad_fn: TFCallable
+                      ) -> None:
         """A tf.custom_gradient (or a tf.function called eagerly, which TF records the
         same way): an IdentityN over its results and inputs, as in graph mode, whose
         gradient function is traced when an analysis needs it. Only the results are
@@ -72,7 +80,7 @@ class EagerLog:
             self.producer[tensor._id] = (number, index)
         self.custom[number] = (name, grad_fn, len(results))
 
-    def key(self, targets: list[Any], sources: list[Any]) -> Any:
+    def key(self, targets: list[Tensor], sources: list[Nest]) -> Hashable:
         return (tuple(self.structure), tuple(self.producer.get(getattr(t, "_id", -1))
                                              for t in targets),
                 tuple(self.producer.get(getattr(s, "_id", -1)) for s in sources))
@@ -102,7 +110,7 @@ class EagerLog:
             f"{self.node_name(op)}:{index}"
 
 
-def unseen_reads(log: EagerLog, variables: list[Any]) -> dict[int, list[int]]:
+def unseen_reads(log: EagerLog, variables: list[Variable]) -> dict[int, list[int]]:
     """Outside tensor -> the variables (by position in ``variables``) whose value it
     holds: reads TF's C fast path made without an op callback. Variables of equal
     value all match (each then gets the edge: a gradient may be assumed that is not,
@@ -122,8 +130,8 @@ def unseen_reads(log: EagerLog, variables: list[Any]) -> dict[int, list[int]]:
     return found
 
 
-def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[str]] | None = None
-              ) -> tuple[bytes, dict[str, Any]]:
+def graph_def(tf: TFModule, log: EagerLog, reads: dict[int, list[str]] | None = None
+              ) -> tuple[bytes, Bound]:
     """The record as a serialised GraphDef (``reads``: outside tensors that are reads
     of variables, by the tensor of their handle in the record, or ``variable_k`` for
     a variable the record never saw), and its custom gradients to trace."""
@@ -142,7 +150,7 @@ def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[str]] | None = None
             continue
         node = graph.node.add(name=f"placeholder_{k}", op="Placeholder")
         node.attr["dtype"].type = dtype
-    bound: dict[str, Any] = {}
+    bound: Bound = {}
     functions: set[str] = set()
     for number, (op_type, attrs, refs, _types) in enumerate(log.ops):
         node = graph.node.add(name=names[number], op=op_type)
@@ -158,7 +166,7 @@ def graph_def(tf: Any, log: EagerLog, reads: dict[int, list[str]] | None = None
     return graph.SerializeToString(), bound
 
 
-def _add_functions(graph: Any, name: str, done: set[str]) -> None:
+def _add_functions(graph: Proto, name: str, done: set[str]) -> None:
     """A tf.function called eagerly runs as an op named after its function: its
     FunctionDef (and those it calls) goes into the library, where the analysis inlines
     it as for a traced graph."""
@@ -185,7 +193,7 @@ def _add_functions(graph: Any, name: str, done: set[str]) -> None:
                 pending.extend(f.name for f in value.list.func)
 
 
-def _add_reads(graph: Any, name: str, dtype: int, handles: list[str]) -> None:
+def _add_reads(graph: Proto, name: str, dtype: int, handles: list[str]) -> None:
     reads = []
     for k, handle in enumerate(handles):
         read = graph.node.add(name=f"{name}/read_{k}", op="ReadVariableOp")
@@ -199,7 +207,7 @@ def _add_reads(graph: Any, name: str, dtype: int, handles: list[str]) -> None:
         node.attr["N"].i = len(reads)
 
 
-def _set_attrs(node: Any, op_def: Any, attrs: tuple[Any, ...]) -> None:
+def _set_attrs(node: Proto, op_def: Proto, attrs: tuple[Passed, ...]) -> None:
     kinds = {a.name: a.type for a in op_def.attr} if op_def is not None else {}
     for name, value in zip(attrs[::2], attrs[1::2]):
         if value is None:
@@ -225,11 +233,11 @@ def _set_attrs(node: Any, op_def: Any, attrs: tuple[Any, ...]) -> None:
             del node.attr[name]  # shapes, tensors, functions: not what the walks read
 
 
-def _dtype(value: Any) -> int:
+def _dtype(value: DType | int) -> int:
     return value if isinstance(value, int) else value.as_datatype_enum
 
 
-def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> None:
+def bind_eager_custom_gradients(tf: TFModule, model: Model, bound: Bound) -> None:
     """Trace each recorded custom gradient with one upstream gradient per IdentityN
     output, shaped as its inputs (as ``check`` traces a graph's), passing the forward
     results' upstream gradients to the function: what it returns for the inputs then
@@ -252,15 +260,15 @@ def bind_eager_custom_gradients(tf: Any, model: Any, bound: dict[str, Any]) -> N
         model.gradient_bindings[op_key] = function.name
 
 
-def _upstream(grad_fn: Any, n_results: int) -> Any:
+def _upstream(grad_fn: TFCallable, n_results: int) -> TFCallable:
     """The gradient function called with the forward results' upstream gradients."""
-    def upstream(*grads: Any) -> Any:
+    def upstream(*grads: Tensor) -> list[Tensor]:
         return list(grad_fn(*grads[:n_results]))
 
     return upstream
 
 
-def _input_types(model: Any, op_key: str) -> list[int]:
+def _input_types(model: Model, op_key: str) -> list[int]:
     for node in model.nodes.values():
         if "_gradient_op_type" in node.attr and \
                 node.attr["_gradient_op_type"].s.decode() == op_key:

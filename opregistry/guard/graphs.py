@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
 
+from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model, Signature
 from opregistry.model.readers import schema
-from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, shown
+from opregistry.model.results import GradientStop
+from opregistry.tf_types import (
+    Graph,
+    Nest,
+    Operation,
+    Proto,
+    Tensor,
+    TFCallable,
+    TFModule,
+    Variable,
+)
+
+# a tape's stretches of recording in a graph: [graph, ops before, ops at the end or None]
+Spans = list[list[Graph]]
 
 
 @dataclass(frozen=True)
@@ -20,11 +32,11 @@ class Verdict:
     """What the analysis says about one source of a gradient call."""
 
     status: str  # gradient | blocked | unrelated
-    stops: tuple[BlockingOp, ...] = ()  # with the line that created each ("file:line")
-    why: dict[BlockingOp, str] = field(default_factory=dict, hash=False)  # each stop, said
+    stops: tuple[GradientStop, ...] = ()  # with the line that created each ("file:line")
+    why: dict[GradientStop, str] = field(default_factory=dict, hash=False)  # each stop, said
 
 
-def variable_of(source: Any) -> Any:
+def variable_of(source: Nest) -> Variable | None:
     """The tf.Variable behind a source (a Keras 3 variable wraps one), or None."""
     for candidate in (source, getattr(source, "_value", None)):
         if candidate is not None and hasattr(candidate, "handle") and \
@@ -33,7 +45,7 @@ def variable_of(source: Any) -> Any:
     return None
 
 
-def source_name(source: Any, index: int) -> str:
+def source_name(source: Nest, index: int) -> str:
     var = variable_of(source)
     if var is not None:
         name = getattr(source, "path", None) or getattr(var, "name", None) or f"var{index}"
@@ -64,7 +76,7 @@ def signature_model(model: Model, outputs: dict[str, tuple[str, int]],
     return model
 
 
-def graph_def_model(tf: Any, graph_def_bytes: bytes, graph: Any = None) -> Model:
+def graph_def_model(tf: TFModule, graph_def_bytes: bytes, graph: Graph = None) -> Model:
     """A Model from a serialised GraphDef; the custom gradients of ``graph`` bound to
     their traced gradient functions as ``check`` binds a live object's."""
     from opregistry.model.readers import traced
@@ -76,7 +88,7 @@ def graph_def_model(tf: Any, graph_def_bytes: bytes, graph: Any = None) -> Model
     return model
 
 
-def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site | None]
+def judge(model: Model, facts: Facts, site_of: SiteOf
           ) -> dict[str, Verdict]:
     """Target name -> Verdict, over every output of the one signature: a gradient if
     any output gives one, else blocked (the union of the stops) or unrelated."""
@@ -86,7 +98,7 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
     # TF walked this call and did not raise: its own walk, not a whole call's
     result = analyse(model, known, facts.release or "installed", whole_call=False)
     verdicts: dict[str, Verdict] = {}
-    stops: dict[str, dict[tuple[str, str | None], BlockingOp]] = {}
+    stops: dict[str, dict[tuple[str, str | None], GradientStop]] = {}
     for report in result.outputs:
         for name in report.with_gradient:
             verdicts[name] = Verdict("gradient")
@@ -105,8 +117,8 @@ def judge(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site 
     return verdicts
 
 
-def raising(model: Model, facts: Facts, site_of: Callable[[str, str | None], Site | None],
-            message: str) -> tuple[BlockingOp, ...]:
+def raising(model: Model, facts: Facts, site_of: SiteOf,
+            message: str) -> tuple[GradientStop, ...]:
     """The ops of a gradient call that TF failed with ``message`` whose gradient raises
     and that its gradient reaches (``check``'s rule: ``analysis.raising_ops``), those
     of the op type TF names first, with the lines that created them; reason
@@ -142,11 +154,11 @@ class GraphState:
         self.model: Model | None = None
         self.parsed = 0  # the graph's first ``parsed`` operations are in the model
         self.functions: set[str] = set()
-        self.rewritten: list[Any] = []  # ops of _REWRITTEN_OPS, read again each call
+        self.rewritten: list[Operation] = []  # ops of _REWRITTEN_OPS, read again each call
         self.traced: set[str] = set()  # custom gradient op types bound already
 
 
-def grow(tf: Any, state: GraphState, graph: Any) -> Model:
+def grow(tf: TFModule, state: GraphState, graph: Graph) -> Model:
     """``state``'s model with every op and function ``graph`` has now."""
     ops = graph.get_operations()
     new = ops[state.parsed:]
@@ -181,8 +193,8 @@ def grow(tf: Any, state: GraphState, graph: Any) -> Model:
     return model
 
 
-def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
-                           functions: list[Any]) -> None:
+def _bind_custom_gradients(tf: TFModule, state: GraphState, graph: Graph, part: Model,
+                           functions: list[TFCallable]) -> None:
     """Bind the tf.custom_gradient ops among the newly parsed ones (in the graph or in
     its new functions) to their traced gradient functions, as ``check`` binds a live
     object's (``traced.bind_custom_gradients``), each op type traced once."""
@@ -217,8 +229,8 @@ def _bind_custom_gradients(tf: Any, state: GraphState, graph: Any, part: Model,
             model.gradient_bindings[op_type] = function.name
 
 
-def graph_call_model(tf: Any, state: GraphState, graph: Any, targets: list[Any],
-                     sources: list[Any], names: list[str]) -> Model:
+def graph_call_model(tf: TFModule, state: GraphState, graph: Graph, targets: list[Tensor],
+                     sources: list[Nest], names: list[str]) -> Model:
     """The Model of a gradient call in graph mode (inside a tf.function or a TF1
     graph): the graph as it is (parsed once, grown as it grows), targets and sources
     by their tensors there."""
@@ -245,10 +257,10 @@ def graph_call_model(tf: Any, state: GraphState, graph: Any, targets: list[Any],
     return signature_model(view, outputs, variables, inputs)
 
 
-def ancestors(nodes: dict[str, Any], start: list[str]) -> dict[str, Any]:
+def ancestors(nodes: dict[str, Proto], start: list[str]) -> dict[str, Proto]:
     """The nodes of ``start`` and every node they read along data edges (control
     edges carry no gradient, and in a train step lead to every earlier update)."""
-    kept: dict[str, Any] = {}
+    kept: dict[str, Proto] = {}
     pending = [name for name in start if name in nodes]
     while pending:
         name = pending.pop()
@@ -264,7 +276,7 @@ def ancestors(nodes: dict[str, Any], start: list[str]) -> dict[str, Any]:
     return kept
 
 
-def outside_tape(targets: list[Any], source: Any, spans: list[Any]) -> list[Any]:
+def outside_tape(targets: list[Tensor], source: Nest, spans: Spans) -> list[Operation]:
     """The ops, computed while the tape did not record (``spans``: [graph, ops
     before, ops after] of each stretch it did), whose results the recorded ops leading to
     ``targets`` read and which depend on ``source``: where the tape's record of the
@@ -282,11 +294,11 @@ def outside_tape(targets: list[Any], source: Any, spans: list[Any]) -> list[Any]
     stretches = [(start, end) for g, start, end in spans if g is graph]
     order = {op.name: k for k, op in enumerate(graph.get_operations())}
 
-    def recorded(op: Any) -> bool:
+    def recorded(op: Operation) -> bool:
         k = order.get(op.name, -1)
         return any(start <= k and (end is None or k < end) for start, end in stretches)
 
-    boundary: dict[str, Any] = {}
+    boundary: dict[str, Operation] = {}
     seen: set[str] = set()
     pending = [t.op for t in targets]
     while pending:
@@ -301,7 +313,7 @@ def outside_tape(targets: list[Any], source: Any, spans: list[Any]) -> list[Any]
     return [op for _, op in sorted(boundary.items()) if _reads(op, tensor.op)]
 
 
-def _reads(op: Any, wanted: Any) -> bool:
+def _reads(op: Operation, wanted: Operation) -> bool:
     """Whether ``op`` depends on ``wanted`` along data edges."""
     seen: set[str] = set()
     pending = [op]
@@ -316,25 +328,25 @@ def _reads(op: Any, wanted: Any) -> bool:
     return False
 
 
-def _captures(graph: Any) -> list[tuple[Any, Any]]:
+def _captures(graph: Graph) -> list[tuple[Tensor, Tensor]]:
     try:
         return list(graph.captures)
     except AttributeError:  # a plain tf.Graph captures nothing
         return []
 
 
-def _graph_of(tensor: Any) -> Any:
+def _graph_of(tensor: Tensor) -> Graph | None:
     try:
         return tensor.graph
     except (AttributeError, ValueError):  # an eager tensor has no graph
         return None
 
 
-def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
+def graph_site_of(graph: Graph) -> SiteOf:
     """node name (and the function it was inlined from, if any) -> the line that
     created it: the op's own traceback, in the function's graph where TF keeps it,
     else the line of the call into the function."""
-    from opregistry.sites import traceback_site
+    from opregistry.creation_sites import traceback_site
 
     def site_of(node: str, function: str | None) -> Site | None:
         owner = _function_graph(graph, function) if function else graph
@@ -357,7 +369,7 @@ def graph_site_of(graph: Any) -> Callable[[str, str | None], Site | None]:
     return site_of
 
 
-def _function_graph(graph: Any, name: str | None) -> Any:
+def _function_graph(graph: Graph, name: str | None) -> Graph | None:
     """The FuncGraph of a function the graph calls, when TF still holds it."""
     for candidate in (graph, getattr(graph, "outer_graph", None)):
         functions = getattr(candidate, "_functions", None) or {}

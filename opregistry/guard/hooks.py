@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import call_site, user_frame_site
 from opregistry.guard.eager import EagerLog
-from opregistry.sites import call_site, user_frame_site
+from opregistry.tf_types import GradientTape, Graph, Nest, Passed, TFCallable
+
+if TYPE_CHECKING:
+    from opregistry.guard.session import Session
 
 _LOG_ATTR = "_opregistry_guard_log"
 # in a graph (a tf.function tracing): [graph, ops before, ops at the end or None] per
@@ -31,18 +36,18 @@ class _State(threading.local):
         # TF keeps op callbacks per thread, so do we: the installation (a count of
         # them) in which this thread's callback went in, -1 when it is not in
         self.callback_in = -1
-        self.sessions: list[Any] = []  # this thread's guards, innermost last
+        self.sessions: list[Session] = []  # this thread's guards, innermost last
 
 
 _state = _State()
 _lock = threading.Lock()
-_installed: dict[tuple[Any, str], Any] = {}  # (owner, attribute) -> original
-_program: list[Any] = []  # the sessions of program-wide guards, last started last
-_running: list[tuple[Any, list[Any]]] = []  # every running session and its list
+_installed: dict[tuple[object, str], TFCallable] = {}  # (owner, attribute) -> original
+_program: list[Session] = []  # the sessions of program-wide guards, last started last
+_running: list[tuple[Session, list[Session]]] = []  # every running session and its list
 # each thread's op-callback list our callback went into (TF keeps one per thread), so
 # the last guard to stop can take it out of every thread's, and TF's execute function
-_callback_lists: list[list[Any]] = []
-_original_execute: Any = None
+_callback_lists: list[list[TFCallable]] = []
+_original_execute: TFCallable | None = None
 _installation = 0  # counts the times TensorFlow was patched
 
 
@@ -56,7 +61,7 @@ def _thread_state() -> _State:
     return state
 
 
-def session_here() -> Any:
+def session_here() -> Session | None:
     """The session that receives this thread's gradient calls: the innermost guard
     started in this thread, else the last program-wide one, else None."""
     sessions = _state.sessions
@@ -70,7 +75,7 @@ def active() -> bool:
     return bool(_running)
 
 
-def add(session: Any, program_wide: bool = False) -> list[Any]:
+def add(session: Session, program_wide: bool = False) -> list[Session]:
     """Start directing gradient calls to ``session``: this thread's (or, program-wide,
     every thread's without a guard of its own); TensorFlow is patched by the first.
     Returns the list it went on, for ``remove``."""
@@ -87,7 +92,7 @@ def add(session: Any, program_wide: bool = False) -> list[Any]:
     return owner
 
 
-def remove(session: Any, owner: list[Any]) -> None:
+def remove(session: Session, owner: list[Session]) -> None:
     """Stop directing calls to ``session``, whichever thread stops it and in whatever
     order guards stop; the last one out puts every original back."""
     with _lock:
@@ -168,7 +173,7 @@ def _restore_execute() -> None:
             _original_execute = None
 
 
-def _patch(owner: Any, name: str, wrapper: Any) -> None:
+def _patch(owner: object, name: str, wrapper: TFCallable) -> None:
     _installed[(owner, name)] = getattr(owner, name)
     setattr(owner, name, wrapper)
 
@@ -176,8 +181,8 @@ def _patch(owner: Any, name: str, wrapper: Any) -> None:
 # ------------------------------------------------------------------- eager records
 
 
-def _callback(op_type: str, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None,
-              graph: Any = None) -> None:
+def _callback(op_type: str, inputs: Nest, attrs: tuple[Passed, ...], outputs: Nest,
+              op_name: str | None = None, graph: Graph = None) -> None:
     """Op callback: an eager op run while a guarded tape records (graph ops have a
     creation traceback of their own)."""
     state = _state
@@ -220,8 +225,8 @@ def _stop_callback() -> None:
         state.callback_in = -1
 
 
-def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
-    def __enter__(self: Any) -> Any:
+def _entering(original: TFCallable) -> TFCallable:
+    def __enter__(self: GradientTape) -> Passed:
         result = original(self)
         if session_here() is not None and not _state.busy and not _executing_eagerly():
             _open_span(self)
@@ -236,8 +241,8 @@ def _entering(original: Callable[..., Any]) -> Callable[..., Any]:
     return __enter__
 
 
-def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
-    def __exit__(self: Any, *exc: Any) -> Any:
+def _exiting(original: TFCallable) -> TFCallable:
+    def __exit__(self: GradientTape, *exc: Passed) -> Passed:
         _close_span(self)
         log = getattr(self, _LOG_ATTR, None)
         state = _thread_state()
@@ -249,14 +254,14 @@ def _exiting(original: Callable[..., Any]) -> Callable[..., Any]:
     return __exit__
 
 
-def _pausing(original: Callable[..., Any]) -> Callable[..., Any]:
+def _pausing(original: TFCallable) -> TFCallable:
     """``tape.stop_recording()``: what runs inside is not on this tape, nor in its
     record (TF's own ``record.stop_recording`` around a tf.function's forward pass is
     not this: that call is recorded as one operation, which the record keeps)."""
     import contextlib
 
     @contextlib.contextmanager
-    def stop_recording(self: Any) -> Any:
+    def stop_recording(self: GradientTape) -> Iterator[None]:
         log = getattr(self, _LOG_ATTR, None)
         paused = log.paused if log is not None else False
         if log is not None:
@@ -274,7 +279,7 @@ def _pausing(original: Callable[..., Any]) -> Callable[..., Any]:
     return stop_recording
 
 
-def _open_span(tape: Any) -> None:
+def _open_span(tape: GradientTape) -> None:
     from tensorflow.python.framework import ops
 
     graph = ops.get_default_graph()
@@ -285,7 +290,7 @@ def _open_span(tape: Any) -> None:
     spans.append([graph, len(graph.get_operations()), None])
 
 
-def _close_span(tape: Any) -> bool:
+def _close_span(tape: GradientTape) -> bool:
     """Ends the tape's open stretch, if any; whether there was one."""
     spans = getattr(tape, _SPANS_ATTR, None)
     if spans and spans[-1][2] is None:
@@ -294,11 +299,12 @@ def _close_span(tape: Any) -> bool:
     return False
 
 
-def _recording_custom(original: Callable[..., Any]) -> Callable[..., Any]:
+def _recording_custom(original: TFCallable) -> TFCallable:
     """``record.record_operation``, which an eager tf.custom_gradient calls with its
     gradient function: noted in the records, as the op callback cannot see it."""
-    def record_operation(op_type: str, output_tensors: Any, input_tensors: Any,
-                         backward_function: Any, *args: Any, **kwargs: Any) -> Any:
+    def record_operation(op_type: str, output_tensors: Nest, input_tensors: Nest,
+                         backward_function: TFCallable, *args: Passed,
+                         **kwargs: Passed) -> Passed:
         state = _thread_state()
         if state.logs and not state.busy and _executing_eagerly():
             for log in state.logs:
@@ -320,8 +326,8 @@ def _executing_eagerly() -> bool:
 # ------------------------------------------------------------------ gradient calls
 
 
-def _guarded(original: Callable[..., Any], call: str, is_tape: bool) -> Callable[..., Any]:
-    def gradient(*args: Any, **kwargs: Any) -> Any:
+def _guarded(original: TFCallable, call: str, is_tape: bool) -> TFCallable:
+    def gradient(*args: Passed, **kwargs: Passed) -> Passed:
         session = session_here()
         if session is None or _state.busy:
             return original(*args, **kwargs)
@@ -366,7 +372,7 @@ def _recording() -> bool:
     return bool(record.could_possibly_record())
 
 
-def _inspect(step: Any, *args: Any) -> Any:
+def _inspect(step: Callable[..., bool | None], *args: Passed) -> bool | None:
     """The analysis of one call (``step``: a session's ``inspect``, ``inspect_raise``
     or ``before_gradient``), and what it returns (None after a fault); a fault of the
     guard itself is one warning, never the end of the user's training
@@ -375,7 +381,7 @@ def _inspect(step: Any, *args: Any) -> Any:
     from opregistry.guard.second_order import SecondOrderWarning
     from opregistry.guard.xla import XlaCompileWarning
 
-    session = step.__self__
+    session = step.__self__  # type: ignore[attr-defined]  # a bound method's session
     try:
         return step(*args)
     except NonDifferentiableError:
@@ -389,9 +395,11 @@ def _inspect(step: Any, *args: Any) -> Any:
 
         warnings.warn(f"opregistry.guard could not analyse a gradient call: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=3)
+        return None
 
 
-def _tape_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+def _tape_args(args: tuple[Passed, ...], kwargs: dict[str, Passed]
+               ) -> tuple[GradientTape, Nest, Nest]:
     tape = args[0]
     target = kwargs.get("target", args[1] if len(args) > 1 else None)
     sources = kwargs.get("sources", args[2] if len(args) > 2 else None)

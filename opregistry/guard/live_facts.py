@@ -76,7 +76,7 @@ def live_facts(op_types: list[str]) -> dict[str, OpFacts]:
 
 
 def why(facts: dict[str, OpFacts], op: str, reason: str, detail: str = "") -> str:
-    """A BlockingOp reason in a sentence (what the guard says about a stop)."""
+    """A GradientStop reason in a sentence (what the guard says about a stop)."""
     fact = facts.get(op)
     if reason == "none":
         results = {i.result for i in fact.inputs if i.carries_gradient} if fact else set()

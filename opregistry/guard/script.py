@@ -6,12 +6,15 @@ import os
 import runpy
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opregistry.errors import OpregistryError
 
+if TYPE_CHECKING:
+    from opregistry.guard.actions import IgnoreRules
 
-def run_script(path: str, args: list[str], *, action: str = "warn", ignore: Any = None,
+
+def run_script(path: str, args: list[str], *, action: str = "warn", ignore: IgnoreRules = None,
                release: str | None = None, strict: bool = False) -> int:
     """The script's exit code (1 for an uncaught exception, printed as Python does;
     with ``strict``, 1 when a gradient was lost or an ignore rule expired or matched

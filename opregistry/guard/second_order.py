@@ -9,11 +9,17 @@ outer targets whose derivative really loses a term (not a structurally zero one)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.model.results import SecondOrderOp
-from opregistry.sites import shown
+from opregistry.tf_types import Nest, Tensor
+
+if TYPE_CHECKING:
+    from opregistry.guard.eager import EagerLog
+    from opregistry.model.results import CheckResult
 
 PENDING_SIZE = 32  # inner gradient calls remembered per session (oldest dropped first)
 
@@ -31,7 +37,7 @@ class Hazard:
     verdict: str  # dropped | raises
     # the outer targets whose derivative loses a term (dropped): by name as analysed,
     # by source_key once bound to a call's sources
-    targets: frozenset[Any]
+    targets: frozenset[Hashable]
     names: tuple[str, ...]
 
 
@@ -39,13 +45,13 @@ class Hazard:
 class Pending:
     """An inner gradient call, taken while an outer tape recorded."""
 
-    results: frozenset[Any]  # its gradients, by tensor_key
+    results: frozenset[Hashable]  # its gradients, by tensor_key
     hazards: tuple[Hazard, ...]
     differentiated: str  # what it differentiated ("Sum 'Sum'")
-    site: Any  # the line of the inner call
+    site: Site | None  # the line of the inner call
 
 
-def source_key(source: Any) -> Any:
+def source_key(source: Nest) -> Hashable:
     """A source as the outer call names it: a variable by identity, a tensor by its id
     (eager) or name (graph)."""
     from opregistry.guard.graphs import variable_of
@@ -56,7 +62,7 @@ def source_key(source: Any) -> Any:
     return tensor_key(source)
 
 
-def tensor_key(tensor: Any) -> Any:
+def tensor_key(tensor: Tensor) -> Hashable:
     key = getattr(tensor, "_id", None)
     name = None
     try:
@@ -67,7 +73,8 @@ def tensor_key(tensor: Any) -> Any:
     return ("graph", id(graph), name) if graph is not None and name else ("eager", key)
 
 
-def hazards(result: Any, keys: dict[str, Any], site_of: Any) -> tuple[Hazard, ...]:
+def hazards(result: CheckResult, keys: Mapping[str, Hashable], site_of: SiteOf
+            ) -> tuple[Hazard, ...]:
     """The hazards of an analysed inner call (a CheckResult with second order):
     ``keys`` is target name -> how a Hazard holds it."""
     from dataclasses import replace
@@ -75,7 +82,7 @@ def hazards(result: Any, keys: dict[str, Any], site_of: Any) -> tuple[Hazard, ..
     from opregistry.guard.graphs import shown_site
 
     by_op: dict[tuple[str, str | None, str, str],
-                tuple[SecondOrderOp, str, set[Any], list[str]]] = {}
+                tuple[SecondOrderOp, str, set[Hashable], list[str]]] = {}
     for f in result.second_order or ():
         for b in f.blocking_ops:
             entry = by_op.setdefault((b.node, b.function, b.gradient_op, f.verdict), (
@@ -124,7 +131,7 @@ def warn(pending: Pending, found: list[Hazard], outer: str,
                       stacklevel=stacklevel + 1)
 
 
-def depends_in_graph(targets: list[Any], results: frozenset[Any]) -> bool:
+def depends_in_graph(targets: list[Tensor], results: frozenset[Hashable]) -> bool:
     """Whether a graph target is computed from one of ``results`` (tensor keys)."""
     seen: set[int] = set()
     stack = [t.op for t in targets if hasattr(t, "op")]
@@ -143,7 +150,8 @@ def depends_in_graph(targets: list[Any], results: frozenset[Any]) -> bool:
     return False
 
 
-def depends_in_log(log: Any, targets: list[Any], results: frozenset[Any]) -> bool:
+def depends_in_log(log: EagerLog, targets: list[Tensor], results: frozenset[Hashable]
+                   ) -> bool:
     """Whether an eager target, as the outer tape's record has it, is computed from
     one of ``results`` (eager tensors the record holds as outside tensors)."""
     stack = [log.producer.get(getattr(t, "_id", -1)) for t in targets]

@@ -4,17 +4,26 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from opregistry.creation_sites import Site, SiteOf, traceback_site
 from opregistry.db.location import DbLike
 from opregistry.errors import first_line
 from opregistry.guard import eager, graphs
-from opregistry.guard.actions import GuardPolicy, Lost
+from opregistry.guard.actions import GuardPolicy, IgnoreRules, Lost
 from opregistry.guard.graphs import Verdict
 from opregistry.guard.live_facts import Facts, why
-from opregistry.model.results import BlockingOp
-from opregistry.sites import Site, traceback_site
+from opregistry.model.graph import Model
+from opregistry.model.results import GradientStop
+from opregistry.tf_types import Graph, Nest, Tensor, TFModule, Variable
+
+if TYPE_CHECKING:
+    from opregistry.guard.second_order import Hazard, Pending
+
+# what the hooks kept of a tape: the record of its eager ops, or its stretches in a graph
+TapeLog = eager.EagerLog | graphs.Spans | None
 
 _UNKNOWN = object()  # a result that does not line up with the sources
 EAGER_CACHE_SIZE = 64  # analyses of eager records kept (oldest dropped first)
@@ -30,10 +39,10 @@ class GraphCache:
 
     def __init__(self) -> None:
         self._by_graph: weakref.WeakKeyDictionary[
-            Any, tuple[graphs.GraphState, dict[Any, Any]]] = weakref.WeakKeyDictionary()
-        self.eager: dict[Any, Any] = {}
+            Graph, tuple[graphs.GraphState, dict[Hashable, Any]]] = weakref.WeakKeyDictionary()
+        self.eager: dict[Hashable, Any] = {}
 
-    def for_graph(self, graph: Any) -> tuple[graphs.GraphState, dict[Any, Any]]:
+    def for_graph(self, graph: Graph) -> tuple[graphs.GraphState, dict[Hashable, Any]]:
         try:
             return self._by_graph.setdefault(graph, (graphs.GraphState(), {}))
         except TypeError:  # not weakly referenceable: keep nothing
@@ -41,7 +50,7 @@ class GraphCache:
 
 
 class Session:
-    def __init__(self, action: str = "warn", ignore: Any = None, release: str | None = None,
+    def __init__(self, action: str = "warn", ignore: IgnoreRules = None, release: str | None = None,
                  db: DbLike = None, xla: bool = False):
         self.policy = GuardPolicy(action, ignore)
         # xla: in a jit_compile function, warn at trace time what XLA will refuse
@@ -51,12 +60,13 @@ class Session:
         self._facts: Facts | None = None
         self.cache = GraphCache()
         self.calls = 0  # gradient calls seen
-        self.on_raise: Any = None  # called before NonDifferentiableError leaves a hook
+        # called before NonDifferentiableError leaves a hook
+        self.on_raise: Callable[[], None] | None = None
         # a program-wide guard hears every thread: one call analysed at a time
         self._lock = threading.RLock()
         # gradients taken while an outer tape recorded, with what stops their second
         # pass (guard/second_order.py), newest last; the ops warned about
-        self.pending: list[Any] = []
+        self.pending: list[Pending] = []
         self._second_seen: set[tuple[str, str | None, str]] = set()
 
     @property
@@ -65,8 +75,9 @@ class Session:
             self._facts = Facts(self._release, self._db)
         return self._facts
 
-    def inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                result: Any, log: Any, watched: Any = (), nested: bool = False) -> None:
+    def inspect(self, call: str, site: Site | None, target: Nest, sources: Nest,
+                result: Nest, log: TapeLog, watched: Sequence[Variable] = (),
+                nested: bool = False) -> None:
         """One gradient call: every source without a gradient, or whose gradient the
         facts say is identically zero, handed to the policy. ``log``: what the hooks
         kept of the tape, the EagerLog of its ops run eagerly, or in a graph the
@@ -78,7 +89,8 @@ class Session:
             if nested:
                 self._note_nested(call, site, target, sources, result, log, watched)
 
-    def before_gradient(self, target: Any, sources: Any, log: Any, stacklevel: int) -> bool:
+    def before_gradient(self, target: Nest, sources: Nest, log: TapeLog, stacklevel: int
+                        ) -> bool:
         """Before TF computes a gradient: when it differentiates a gradient taken under
         this tape (``inspect`` with ``nested``) through an op whose gradient op stops
         the second pass, a SecondOrderWarning (before TF's LookupError, where it raises).
@@ -113,8 +125,8 @@ class Session:
                 warned = warned or bool(found)
         return warned
 
-    def _note_nested(self, call: str, site: Site | None, target: Any, sources: Any,
-                     result: Any, log: Any, watched: Any) -> None:
+    def _note_nested(self, call: str, site: Site | None, target: Nest, sources: Nest,
+                     result: Nest, log: TapeLog, watched: Sequence[Variable]) -> None:
         """Analyse the second order of a gradient call an outer tape records."""
         from opregistry.guard import second_order
 
@@ -131,7 +143,7 @@ class Session:
         if not isinstance(targets[0], EagerTensor):
             graph = targets[0].graph
             state, cache = self.cache.for_graph(graph)
-            key: Any = ("second", tuple(t.name for t in targets), tuple(names), graph.version)
+            key: Hashable = ("second", tuple(t.name for t in targets), tuple(names), graph.version)
             if key not in cache:
                 model = graphs.graph_call_model(tf, state, graph, targets, flat_sources, names)
                 cache[key] = self._hazards(model, graphs.graph_site_of(graph), names)
@@ -161,7 +173,8 @@ class Session:
             self.pending.append(second_order.Pending(results, found, differentiated, site))
             del self.pending[:-second_order.PENDING_SIZE]
 
-    def _hazards(self, model: Any, site_of: Any, names: list[str]) -> tuple[Any, ...]:
+    def _hazards(self, model: Model, site_of: SiteOf, names: list[str]
+                 ) -> tuple[Hazard, ...]:
         """What stops the second pass of a gradient call's model (second_order.Hazard,
         its targets by name)."""
         from opregistry.guard import second_order
@@ -174,8 +187,8 @@ class Session:
                            second_order=known)
         return second_order.hazards(analysed, {name: name for name in names}, site_of)
 
-    def _inspect(self, call: str, site: Site | None, target: Any, sources: Any,
-                 result: Any, log: Any) -> None:
+    def _inspect(self, call: str, site: Site | None, target: Nest, sources: Nest,
+                 result: Nest, log: TapeLog) -> None:
         tf = sys.modules["tensorflow"]
         self.calls += 1
         targets = [t for t in tf.nest.flatten(target) if t is not None]
@@ -214,8 +227,8 @@ class Session:
         if found:
             self.policy.handle(found)
 
-    def inspect_raise(self, call: str, site: Site | None, target: Any, sources: Any,
-                      result: Any, log: Any, error: LookupError) -> None:
+    def inspect_raise(self, call: str, site: Site | None, target: Nest, sources: Nest,
+                      result: Nest, log: TapeLog, error: LookupError) -> None:
         """One gradient call that TF is failing with ``error`` (an op's gradient raised:
         LookupError for a missing one): the ops whose gradient raises that the call's
         gradient reaches, with their lines, handed to the policy as one loss for every
@@ -224,7 +237,7 @@ class Session:
             self.calls += 1
             self.policy.handle([self._raised(call, site, target, sources, log, error)])
 
-    def _raised(self, call: str, site: Site | None, target: Any, sources: Any, log: Any,
+    def _raised(self, call: str, site: Site | None, target: Nest, sources: Nest, log: TapeLog,
                 error: LookupError) -> Lost:
         tf = sys.modules["tensorflow"]
         targets = [t for t in tf.nest.flatten(target) if t is not None]
@@ -251,7 +264,7 @@ class Session:
                     else "", hint=f"{type(error).__name__}: {first_line(error, 300)}",
                     why={op: why(known, op.op, op.reason) for op in stops})
 
-    def _outside_tape(self, targets: list[Any], source: Any, spans: list[Any]
+    def _outside_tape(self, targets: list[Tensor], source: Nest, spans: graphs.Spans
                       ) -> Verdict | None:
         """The tensors the loss read that were computed while the tape was not
         recording (before it was entered, or under stop_recording) and that depend
@@ -262,11 +275,11 @@ class Session:
         why = ("outside_tape: computed while the tape was not recording (before it was "
                "entered, or under stop_recording), so the tape has no record of it and "
                "no gradient flows back through it: compute it inside the tape")
-        stops = tuple(BlockingOp(op.name, op.type, None, "outside_tape",
+        stops = tuple(GradientStop(op.name, op.type, None, "outside_tape",
                                  graphs.shown_site(traceback_site(op))) for op in found)
         return Verdict("blocked", stops, dict.fromkeys(stops, why))
 
-    def _lost(self, name: str, gradient: Any, symbolic: bool, verdict: Verdict | None,
+    def _lost(self, name: str, gradient: Nest, symbolic: bool, verdict: Verdict | None,
               call: str, site: Site | None, loss: str, loss_site: Site | None
               ) -> Lost | None:
         """What TF returned decides whether anything is reported (None, or all zeros);
@@ -288,7 +301,7 @@ class Session:
         return Lost(name, kind, call, site, loss, loss_site, stops, self.facts.description,
                     why=verdict.why if verdict else {})
 
-    def _graph_verdicts(self, tf: Any, targets: list[Any], sources: list[Any],
+    def _graph_verdicts(self, tf: TFModule, targets: list[Tensor], sources: list[Nest],
                         names: list[str]) -> tuple[dict[str, Verdict], str, Site | None]:
         graph = targets[0].graph
         key = (tuple(t.name for t in targets), tuple(names), graph.version)
@@ -299,7 +312,7 @@ class Session:
         loss = targets[0].op
         return cache[key], f"{loss.type} '{loss.name}'", traceback_site(loss)
 
-    def _xla_check(self, tf: Any, targets: list[Any], sources: list[Any],
+    def _xla_check(self, tf: TFModule, targets: list[Tensor], sources: list[Nest],
                    names: list[str]) -> None:
         """In a function traced for XLA: warn what will not compile, once per op."""
         from opregistry.guard import xla
@@ -318,8 +331,8 @@ class Session:
         xla.warn(found, graphs.graph_site_of(graph), self.facts.release or "installed",
                  self._xla_seen)
 
-    def _eager_verdicts(self, tf: Any, log: eager.EagerLog, targets: list[Any],
-                        sources: list[Any], names: list[str]
+    def _eager_verdicts(self, tf: TFModule, log: eager.EagerLog, targets: list[Tensor],
+                        sources: list[Nest], names: list[str]
                         ) -> tuple[dict[str, Verdict], str, Site | None]:
         key = log.key(targets, sources)
         cached = self.cache.eager.get(key)
@@ -330,7 +343,7 @@ class Session:
         return (cached, *self._eager_loss(log, targets))
 
     @staticmethod
-    def _eager_loss(log: eager.EagerLog, targets: list[Any]) -> tuple[str, Site | None]:
+    def _eager_loss(log: eager.EagerLog, targets: list[Tensor]) -> tuple[str, Site | None]:
         """The recorded op that computed the differentiated tensor, and its line."""
         ref = log.producer.get(getattr(targets[0], "_id", -1)) if targets else None
         if ref is None or ref[0] < 0:
@@ -338,23 +351,22 @@ class Session:
         node = log.node_name(ref[0])
         return f"{log.ops[ref[0]][0]} '{node}'", log.sites[ref[0]]
 
-    def _analyse_log(self, tf: Any, log: eager.EagerLog, targets: list[Any],
-                     sources: list[Any], names: list[str]) -> dict[str, Verdict]:
+    def _analyse_log(self, tf: TFModule, log: eager.EagerLog, targets: list[Tensor],
+                     sources: list[Nest], names: list[str]) -> dict[str, Verdict]:
         model, site_of = self._log_model(tf, log, targets, sources, names)
         verdicts = graphs.judge(model, self.facts, site_of)
         for name in names:  # a source the record never saw does not reach the target
             verdicts.setdefault(name, Verdict("unrelated"))
         return verdicts
 
-    def _log_model(self, tf: Any, log: eager.EagerLog, targets: list[Any],
-                   sources: list[Any], names: list[str]
-                   ) -> tuple[Any, Callable[[str, str | None], Site | None]]:
+    def _log_model(self, tf: TFModule, log: eager.EagerLog, targets: list[Tensor],
+                   sources: list[Nest], names: list[str]) -> tuple[Model, SiteOf]:
         """The Model of an eager record (the targets its outputs, the sources its
         targets) and where each of its nodes was created."""
         # reads TF's C fast path made without an op callback (tf.maximum(v, w)): of
         # every variable, seen elsewhere in the record or not, matched by value
-        held = [(k, graphs.variable_of(s)) for k, s in enumerate(sources)
-                if graphs.variable_of(s) is not None]
+        held = [(k, var) for k, s in enumerate(sources)
+                if (var := graphs.variable_of(s)) is not None]
         handles = {}
         for k, var in held:
             ref = log.producer.get(getattr(var.handle, "_id", -1))
@@ -398,11 +410,11 @@ class Session:
         return self.policy.summary()
 
 
-def gradient_fact(tf: Any, gradient: Any) -> str:
+def gradient_fact(tf: TFModule, gradient: Nest) -> str:
     """``none``, ``zero`` (every element 0), ``nonzero``, or ``unknown`` (symbolic)."""
     if gradient is None:
         return "none"
-    values = getattr(gradient, "values", gradient)  # IndexedSlices: their values
+    values: Tensor = getattr(gradient, "values", gradient)  # IndexedSlices: their values
     try:
         array = values.numpy()
     except (AttributeError, TypeError, ValueError):  # symbolic: a constant, maybe

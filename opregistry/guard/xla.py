@@ -4,18 +4,22 @@ XLA fails at the first step."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import TYPE_CHECKING
 
+from opregistry.creation_sites import SiteOf, shown
 from opregistry.model.graph import Model
 from opregistry.model.results import XlaFinding
-from opregistry.sites import Site, shown
+from opregistry.tf_types import Graph
+
+if TYPE_CHECKING:
+    from opregistry.guard.live_facts import Facts
 
 
 class XlaCompileWarning(UserWarning):
     """A ``jit_compile`` function's training step will not compile under XLA."""
 
 
-def in_xla_context(graph: Any) -> bool:
+def in_xla_context(graph: Graph) -> bool:
     """Whether ``graph`` is being traced for XLA (``tf.function(jit_compile=True)``,
     Keras ``jit_compile``, ``tf.xla.experimental.compile``)."""
     try:
@@ -25,7 +29,7 @@ def in_xla_context(graph: Any) -> bool:
     return bool(control_flow_util.GraphOrParentsInXlaContext(graph))
 
 
-def xla_failures(model: Model, facts: Any) -> list[XlaFinding]:
+def xla_failures(model: Model, facts: Facts) -> list[XlaFinding]:
     """What keeps the differentiated tensors' gradients from compiling (``fails`` only:
     an op the release was not harvested with XLA for is not warned about)."""
     from opregistry.model.analysis import analyse
@@ -35,7 +39,7 @@ def xla_failures(model: Model, facts: Any) -> list[XlaFinding]:
     return result.xla_failures
 
 
-def message(found: list[XlaFinding], site_of: Callable[[str, str | None], Site | None],
+def message(found: list[XlaFinding], site_of: SiteOf,
             release: str) -> str:
     """One warning for one gradient call: each op or structure, what XLA refuses, the
     line that created it."""
@@ -52,7 +56,7 @@ def message(found: list[XlaFinding], site_of: Callable[[str, str | None], Site |
     return "\n".join(lines)
 
 
-def warn(found: list[XlaFinding], site_of: Callable[[str, str | None], Site | None],
+def warn(found: list[XlaFinding], site_of: SiteOf,
          release: str, seen: set[tuple[str, str, str | None]]) -> None:
     """Warn once per (node, part, cause) a session has not warned about yet."""
     fresh = []

@@ -30,6 +30,7 @@ from opregistry.harvest.recipes import (
     library_for,
     recipe_for,
 )
+from opregistry.shown import Shown
 
 __all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe",
            "collect", "collector_command", "harvest", "iter_harvest", "recipe_for"]
@@ -342,3 +343,15 @@ def _replaceable(path: Path) -> bool:
     from opregistry.harvest.inenv.document import FORMAT
 
     return head.startswith(b'{"') and f'"format": "{FORMAT}"'.encode() in head
+
+
+@dataclass(frozen=True, repr=False)
+class Harvested(Shown):
+    """What ``harvest`` shows: each target's outcome, and the database they went into."""
+
+    outcomes: tuple[HarvestOutcome, ...]
+    into: str  # the database, described ("data/opregistry.sqlite")
+
+    @property
+    def failed(self) -> list[HarvestOutcome]:
+        return [o for o in self.outcomes if not o.ok]

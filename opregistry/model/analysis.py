@@ -24,15 +24,15 @@ from itertools import chain
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
+from opregistry.model.function_library import VALUE_FREE_OPS
 from opregistry.model.graph import Model, ModelError, shown
 from opregistry.model.idioms import STOPS, neutral_stop
-from opregistry.model.library import VALUE_FREE_OPS
 from opregistry.model.readers import schema
 from opregistry.model.results import (
     FATAL_REASONS,
-    BlockingOp,
     CheckResult,
     Finding,
+    GradientStop,
     OutputReport,
     PartialPath,
     SecondOrderFinding,
@@ -157,12 +157,12 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
 
 
 def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, str]],
-                 sources: tuple[int, ...], concern: bool = False) -> list[BlockingOp]:
+                 sources: tuple[int, ...], concern: bool = False) -> list[GradientStop]:
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops
     that only read a shape, not the fatal ones reported for the whole signature, not
     a StopGradient that is an idiom: ``idioms``)."""
-    out: dict[int, BlockingOp] = {}
+    out: dict[int, GradientStop] = {}
     for inst, _position, ref, reason in stops:
         op = flat.ops[inst]
         if concern and (op in VALUE_FREE_OPS or reason in FATAL_REASONS or (
@@ -173,12 +173,12 @@ def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, 
         upstream = state.upstream(ref)  # what a gradient arriving at ``ref`` reaches
         if any(s in upstream for s in sources):
             node = flat.nodes[inst]
-            out[inst] = BlockingOp(node.name, node.op, flat.functions[inst], reason)
+            out[inst] = GradientStop(node.name, node.op, flat.functions[inst], reason)
     return sorted(out.values(), key=lambda b: (b.function or "", b.node))
 
 
 def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
-                ) -> tuple[BlockingOp, ...]:
+                ) -> tuple[GradientStop, ...]:
     """The ops a gradient of some output reaches whose gradient raises (``missing``, or
     raising for every input), reason ``gradient_raises``: what makes TensorFlow raise
     differentiating a function call (it builds one backward function for all outputs),
@@ -186,13 +186,13 @@ def raising_ops(model: Model, facts: dict[str, Any], flat: Flat | None = None
     flat = flat if flat is not None else flatten(model, facts)
     state = WalkState(flat)
     outputs = [(output, tensor) for _sig, output, tensor in model_outputs(model, flat, None)]
-    found: dict[int, BlockingOp] = {}
+    found: dict[int, GradientStop] = {}
     for _output, tensor in outputs:
         for inst, _position, _ref, reason in state.stops(tensor):
             if reason in ("missing", "none") and inst not in found \
                     and raises_in_call(flat, state, inst, outputs):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 

@@ -162,19 +162,21 @@ class _no_gc:
             gc.enable()
 
 
-def upgrade_check(model: Traceable, before: str, after: str, *,
+def upgrade_check(model: Traceable, before: str | None = None, after: str = "latest", *,
                   db: DbLike = None, tags: str | None = None, sources: bool = False
                   ) -> DiffResult:
     """What moving ``model`` from release ``before`` to ``after`` changes for its ops
     (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
     the release diff restricted to the model's op types, plus the model's ops that the
-    target release does not have."""
+    target release does not have. ``before``: by default the release the model runs on
+    now by the default rule (``default_release``: nearest to the installed TensorFlow,
+    else the newest); ``after``: by default the newest."""
     from dataclasses import fields, replace
 
     from opregistry.registry.diff import diff
 
     ops: set[str] = set().union(*(m.op_types for m in load_models(model, tags=tags)))
-    result = diff(before, after, db=db, sources=sources)
+    result = diff(default_release(before, db), after, db=db, sources=sources)
     # every list of the diff (each item names its op), XLA's included: a field added
     # to DiffResult later is restricted too, never passed whole
     lists: dict[str, Any] = {

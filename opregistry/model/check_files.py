@@ -4,10 +4,12 @@ commands."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError
 from opregistry.model.results import CheckResult
+from opregistry.shown import Shown
 
 
 def models_of(files: Iterable[str]) -> list[str]:
@@ -46,3 +48,10 @@ def fails(result: CheckResult, strict: bool = False) -> bool:
     stale rules are the command's to add)."""
     return bool(result.findings or result.xla_failures or result.second_order or (strict and (
         result.partial_paths or result.xla)))
+
+
+@dataclass(frozen=True, repr=False)
+class CheckedModels(Shown):
+    """What ``check-files`` shows: each model (by path) with its check result."""
+
+    results: tuple[tuple[str, CheckResult], ...]

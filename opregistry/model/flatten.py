@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from opregistry.model import library
+from opregistry.model import function_library as library
 from opregistry.model.graph import STATIC_FORMATS, Model, ModelError, Node, shown
 from opregistry.model.output_names import check_output_names
 from opregistry.model.readers import schema

@@ -12,11 +12,21 @@ KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
 def model_kind(path: str | os.PathLike[str]) -> ModelKind:
-    """``keras`` (traced with TensorFlow), ``savedmodel`` (a directory, or its
-    ``saved_model.pb``), ``pbtxt`` or ``graphdef`` (read statically)."""
+    """``keras`` (traced with TensorFlow), ``savedmodel`` (a directory, whatever its
+    name, or its ``saved_model.pb``), ``pbtxt`` or ``graphdef`` (read statically)."""
     text = os.fspath(path)
-    if text.endswith(KERAS_SUFFIXES):
-        return "keras"
     if os.path.isdir(text) or os.path.basename(text) == "saved_model.pb":
         return "savedmodel"
+    if text.endswith(KERAS_SUFFIXES):
+        return "keras"
     return "pbtxt" if text.endswith(".pbtxt") else "graphdef"
+
+
+def model_file(path: str | os.PathLike[str]) -> str:
+    """The file a model is in, for a report to point at: a SavedModel directory's
+    ``saved_model.pb`` (where it has one), else the path itself."""
+    text = os.fspath(path)
+    saved = os.path.join(text, "saved_model.pb")
+    if model_kind(text) == "savedmodel" and os.path.isdir(text) and os.path.exists(saved):
+        return saved
+    return text

@@ -8,7 +8,7 @@ from typing import Any
 from opregistry.model.analysis import model_outputs, model_targets
 from opregistry.model.flatten import INST, Flat, flatten
 from opregistry.model.graph import Model
-from opregistry.model.results import BlockingOp, with_sites
+from opregistry.model.results import GradientStop, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,
     add_consumers,
@@ -31,7 +31,7 @@ NON_SMOOTH_OPS = frozenset({
 
 def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
              flat: Flat | None = None
-             ) -> dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]]:
+             ) -> dict[tuple[str, str], tuple[bool, bool, list[tuple[str, GradientStop]]]]:
     """For each (output, target): whether the output depends on the target at all,
     whether a gradient path reaches it, and the ops between them that explain a
     numerical verdict, as (kind, op) with kind
@@ -47,7 +47,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
     targets = {t.name: t.sources for t in variables + [t for sig in inputs.values()
                                                         for t in sig]}
     outputs = {name: tensor for _, name, tensor in model_outputs(model, flat, None)}
-    out: dict[tuple[str, str], tuple[bool, bool, list[tuple[str, BlockingOp]]]] = {}
+    out: dict[tuple[str, str], tuple[bool, bool, list[tuple[str, GradientStop]]]] = {}
     reach: dict[int, set[int]] = {}  # output tensor -> what its gradient reaches
     for output, target in pairs:
         tensor, sources = outputs.get(output), targets.get(target)
@@ -70,8 +70,8 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
             node = flat.nodes[inst]
 
             def blocking(reason: str, node: Any = node, op: str = op, inst: int = inst
-                         ) -> BlockingOp:
-                return BlockingOp(node.name, op, flat.functions[inst], reason)
+                         ) -> GradientStop:
+                return GradientStop(node.name, op, flat.functions[inst], reason)
 
             if op in PYTHON_OPS and node.name not in stopping:
                 found.append(("stops", blocking("python_function")))

@@ -17,7 +17,7 @@ FATAL_REASONS = frozenset({"custom_gradient_not_saved", "python_function_not_sav
 
 
 @dataclass(frozen=True)
-class BlockingOp:
+class GradientStop:
     """An op where a gradient path stops, with its reason: the one type ``check``'s
     findings and partial paths, ``gradcheck``'s checks and the guard's warnings name."""
 
@@ -33,7 +33,10 @@ class BlockingOp:
     library: str | None = None  # the op library the op comes from ("tensorflow-text 2.21.1")
 
 
-_Op = TypeVar("_Op", bound=BlockingOp)
+BlockingOp = GradientStop  # its name before 0.5, importable as before
+
+
+_Op = TypeVar("_Op", bound=GradientStop)
 
 
 def with_sites(sites: dict[str, str], ops: tuple[_Op, ...]) -> tuple[_Op, ...]:
@@ -46,7 +49,7 @@ def with_sites(sites: dict[str, str], ops: tuple[_Op, ...]) -> tuple[_Op, ...]:
 
 
 @dataclass(frozen=True)
-class SecondOrderOp(BlockingOp):
+class SecondOrderOp(GradientStop):
     """An op whose gradient function creates an op that stops the second pass (``check
     --order 2``): ``reason`` is that gradient op's (no_gradient: the second-order term
     is silently dropped; missing or raises: TensorFlow raises)."""
@@ -94,7 +97,7 @@ class Finding:
     output: str
     target_kind: str  # variable | input
     target: str
-    blocking_ops: tuple[BlockingOp, ...]
+    blocking_ops: tuple[GradientStop, ...]
     meta_graph: str = ""  # the SavedModel MetaGraph's tags ("serve"); "" for other formats
 
 
@@ -108,7 +111,7 @@ class PartialPath:
     output: str
     target_kind: str
     target: str
-    ops: tuple[BlockingOp, ...]
+    ops: tuple[GradientStop, ...]
     meta_graph: str = ""
 
 
@@ -177,7 +180,7 @@ class CheckResult(Shown):
     # (finding index) -> (node keys, edges) of the subgraph between target and output
     subgraphs: list[tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]] = field(
         default_factory=list, repr=False)
-    # findings and partial paths a policy ignores (``opregistry.policy.Ignored``)
+    # findings and partial paths a policy ignores (``opregistry.ignore_rules.Ignored``)
     ignored: list[Any] = field(default_factory=list)
     # op type -> the op library whose release gave its facts ("tensorflow-text 2.21.1")
     library_ops: dict[str, str] = field(default_factory=dict)
@@ -228,13 +231,13 @@ class CheckResult(Shown):
         return [x for x in self.xla or () if x.status == "fails"]
 
     @property
-    def stopping_ops(self) -> list[BlockingOp]:
+    def stopping_ops(self) -> list[GradientStop]:
         """Every op where a gradient stops, findings first, then partial paths, then
         the gradient ops that stop a second pass (what a remedy is for: registering a
         gradient for ResizeNearestNeighborGrad, not for ResizeNearestNeighbor)."""
         return [b for f in self.findings for b in f.blocking_ops] + \
             [b for p in self.partial_paths for b in p.ops] + \
-            [BlockingOp(b.node, b.gradient_op, b.function, b.reason, b.site, b.library)
+            [GradientStop(b.node, b.gradient_op, b.function, b.reason, b.site, b.library)
              for s in self.second_order or () for b in s.blocking_ops]
 
     @property
@@ -279,7 +282,7 @@ class CheckResult(Shown):
                    {"second_order": [asdict(s) for s in self.second_order]})}
 
 
-def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[BlockingOp]
+def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[GradientStop]
                    ) -> tuple[OpRemedies, ...]:
     """``remedies`` of the (op, reason) pairs of ``stopping``, in its order; a pair the
     result was built without (a result made by hand) gets the catalogue's, without an

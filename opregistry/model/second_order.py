@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
-from opregistry.model.library import VALUE_FREE_OPS
+from opregistry.model.function_library import VALUE_FREE_OPS
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import gradient_reach, output_passes, passes
 

@@ -33,7 +33,7 @@ def model_of(path: str | Path) -> str | None:
         return str(path)  # check says what is wrong with it, or reads the directory
     if not path.is_file():
         return None  # a FIFO, a device: never read
-    if path.name == "saved_model.pb":
+    if model_kind(path) == "savedmodel":  # its saved_model.pb: the directory is the model
         return str(path.parent)
     try:
         with open(path, "rb") as file:

@@ -10,7 +10,7 @@ from typing import Any
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
 from opregistry.model.graph import STATIC_FORMATS, Node
 from opregistry.model.readers.schema import GRADIENT_CARRIERS
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import GradientStop
 
 
 def passes(flat: Flat, inst: int, position: int) -> str | None:
@@ -261,12 +261,12 @@ def gradient_reach(flat: Flat, output: int, record: bool = False, more: Sequence
 
 
 def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
-                  dep_insts: set[int]) -> list[BlockingOp]:
+                  dep_insts: set[int]) -> list[GradientStop]:
     """Every op where a gradient path from a blocked ``source`` stops while the output
     still depends on what the op produces."""
     seen: set[int] = set()
     queue = deque([source])
-    blocking: dict[int, BlockingOp] = {}
+    blocking: dict[int, GradientStop] = {}
     nodes, functions, carries = flat.nodes, flat.functions, flat.carries_gradient
     while queue:
         t = queue.popleft()
@@ -281,7 +281,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
             reason = passes(flat, inst, position)
             if reason is not None:
                 if inst in dep_insts and reason != REPLACED:
-                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst], reason)
+                    blocking[inst] = GradientStop(node.name, node.op, functions[inst], reason)
                 continue
             if inst in flat.transparent:
                 continue  # the body consumes the input through its arguments
@@ -289,12 +289,12 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
                 out = tensor_id(inst, out_index)
                 if carries(out) and output_passes(flat, inst, out_index, position):
                     if out in dep:  # the gradient of this output gives the input nothing
-                        blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
+                        blocking[inst] = GradientStop(node.name, node.op, functions[inst],
                                                     "partial_input")
                 elif carries(out):
                     queue.append(out)
                 elif out in dep:
-                    blocking[inst] = BlockingOp(node.name, node.op, functions[inst],
+                    blocking[inst] = GradientStop(node.name, node.op, functions[inst],
                                                 "integer_edge")
     return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
 

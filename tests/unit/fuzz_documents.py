@@ -180,10 +180,10 @@ def _read_commands(path: Path, doc: dict[str, Any], before: str | None) -> list[
     """Every read command over the release ``doc`` loaded, in every format, as the CLI
     runs them (its library call, then the formatter): the failures."""
     from opregistry.formats import OutputFormat, render
-    from opregistry.formats.lookup import Lookups, OpList, ReleaseList
     from opregistry.registry import diff as changes
     from opregistry.registry import lookup as query
     from opregistry.registry import probe_report as coverage
+    from opregistry.registry.listings import Lookups, OpList, ReleaseList
     from opregistry.remedies.explain import explain
 
     release = doc["release"]["version"]

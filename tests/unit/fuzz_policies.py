@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from opregistry.errors import PolicyError
-from opregistry.policy import load_policy, summary
+from opregistry.ignore_rules import load_policy, summary
 
 ADDRESS_SPACE = 2 << 30
 SECONDS = 2.0  # CPU time per input: a reader bounded by 1 MiB takes well under 0.5 s

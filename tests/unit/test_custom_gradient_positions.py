@@ -3,8 +3,8 @@ the saved function, and the SavedModel's output structure says which inputs the 
 are for (no TensorFlow here: the schema messages and the library rule)."""
 from __future__ import annotations
 
+from opregistry.model.function_library import custom_gradient_inputs
 from opregistry.model.graph import Function, Model, Node
-from opregistry.model.library import custom_gradient_inputs
 from opregistry.model.readers import schema
 from opregistry.model.readers.savedmodel import output_positions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opregistry.numerical.differences import (
+from opregistry.gradcheck.differences import (
     UNSTABLE,
     allowed_error,
     differences,

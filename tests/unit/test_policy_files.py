@@ -17,8 +17,8 @@ import pytest
 
 from opregistry.errors import PolicyError
 from opregistry.glob import compile_glob
+from opregistry.ignore_rules import MAX_PATTERN, MAX_RULES, load_policy, summary
 from opregistry.model.readers import schema
-from opregistry.policy import MAX_PATTERN, MAX_RULES, load_policy, summary
 from opregistry.policy_file import MAX_BYTES, MAX_DEPTH, MAX_KEY_PARTS
 
 RULE = '[[ignore]]\npattern = "op:Round"\nreason = "metrics head"\n'

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from opregistry.model.results import BlockingOp, CheckResult, Finding, OutputReport, XlaFinding
-from opregistry.policy import Policy, Rule, apply_to_check
+from opregistry.ignore_rules import Policy, Rule, apply_to_check
+from opregistry.model.results import CheckResult, Finding, GradientStop, OutputReport, XlaFinding
 
 FORWARD = XlaFinding("serving_default", "y", "model/pool/MaxPoolWithArgmax",
                      "MaxPoolWithArgmax", None, "forward", "fails", "MaxPoolWithArgmax")
@@ -22,7 +22,7 @@ UNKNOWN = XlaFinding("serving_default", "z", "model/odd", "OddOp", None, "forwar
                      "unknown", None, "not in the database")
 ALL = [FORWARD, GRADIENT, STRUCTURE, UNKNOWN]
 STOP = Finding("serving_default", "y", "variable", "w",
-               (BlockingOp("model/pool/MaxPoolWithArgmax", "MaxPoolWithArgmax", None,
+               (GradientStop("model/pool/MaxPoolWithArgmax", "MaxPoolWithArgmax", None,
                            "none"),))
 
 

@@ -29,7 +29,7 @@ PRIVATE_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("db/loader.py", "row._mapping"): "SQLAlchemy's documented Row mapping",
     ("guard/eager.py", "tensor._id"): "TensorFlow's tape id of an eager tensor",
     ("guard/live_facts.py", "ops._gradient_registry"): "TensorFlow's gradient registry",
-    ("sites.py", "sys._getframe"): "the standard library's documented frame access",
+    ("creation_sites.py", "sys._getframe"): "the standard library's documented frame access",
     ("harvest/inenv/tf_imports.py", "registry._registry"): "TensorFlow's gradient registry",
     ("harvest/inenv/sources.py", "node._fields"): "the ast module's documented fields",
 }

@@ -29,9 +29,9 @@ def _check_results(tmp: Path) -> list[Any]:
 
     from opregistry import check
     from opregistry.model.results import (
-        BlockingOp,
         CheckResult,
         Finding,
+        GradientStop,
         OutputReport,
         PartialPath,
         Target,
@@ -45,8 +45,8 @@ def _check_results(tmp: Path) -> list[Any]:
     # what a static read of a pbtxt cannot give: two MetaGraphs, an op library's op,
     # a partial path, a site, a finding with no op to name, a name with a control
     # character and a quote
-    op = BlockingOp("am\x1b", "ArgMax", None, "none", site=f"{tmp / 'model.py'}:3")
-    library = BlockingOp("cf", "CaseFoldUTF8", "f", "missing", library="tensorflow-text 2.21.1")
+    op = GradientStop("am\x1b", "ArgMax", None, "none", site=f"{tmp / 'model.py'}:3")
+    library = GradientStop("cf", "CaseFoldUTF8", "f", "missing", library="tensorflow-text 2.21.1")
     rich = CheckResult(
         release="2.21.0", source=str(tmp), unknown_ops=["Mystery\x07Op"],
         findings=[Finding("serving_default", 'y"', "variable", "w", (op, library), "serve"),
@@ -61,8 +61,8 @@ def _check_results(tmp: Path) -> list[Any]:
                    ([], [])],
         library_ops={"CaseFoldUTF8": "tensorflow-text 2.21.1"})
     # check --xla: a finding kept, one a policy accepts (rendered with its rule)
+    from opregistry.ignore_rules import Ignored, Rule
     from opregistry.model.results import XlaFinding
-    from opregistry.policy import Ignored, Rule
 
     fails = XlaFinding("serving_default", 'y"', "k/expm\x1b/while", "StatelessWhile", None,
                        "structure", "fails", "tensor_list_unknown_size", "no\nsize",
@@ -79,13 +79,13 @@ def _check_results(tmp: Path) -> list[Any]:
 def _gradcheck_results() -> list[Any]:
     from dataclasses import replace
 
-    from opregistry.model.results import BlockingOp
-    from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
+    from opregistry.gradcheck.results import GradcheckResult, TargetCheck, Tolerance
+    from opregistry.model.results import GradientStop
 
     ok = TargetCheck(1, "y", "input", "x", "ok", "jacobian", 1e-9, 1e-8, 1e-6, 2.0, 2.0)
     none = TargetCheck(1, "z", "variable", "w\x1b", "none", "directional", None, None, 1e-6,
                        None, 0.5, gradient="none", note="no gradient path",
-                       blocking_ops=(BlockingOp("am", "ArgMax", "f", "none",
+                       blocking_ops=(GradientStop("am", "ArgMax", "f", "none",
                                                 site="model.py:7"),))
     mismatch = TargetCheck(2, "y", "input", "x", "mismatch", "jacobian", 0.5, 0.25, 1e-6,
                            1.0, 1.5)
@@ -100,10 +100,10 @@ def _gradcheck_results() -> list[Any]:
 
 def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     """Result type -> (result, renderer options) samples, keyed as RENDERERS is."""
-    from opregistry.formats.check import CheckedModels
-    from opregistry.formats.lookup import Lookups, OpList, ReleaseList
+    from opregistry.model.check_files import CheckedModels
     from opregistry.registry import lookup as query
     from opregistry.registry.diff import diff
+    from opregistry.registry.listings import Lookups, OpList, ReleaseList
     from opregistry.registry.probe_report import probe_report
 
     checks = _check_results(tmp)
@@ -114,11 +114,11 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     found = [query.lookup(name) for name in ("ArgMax", "tf.math.floor", "CaseFoldUTF8")]
     return {
         "opregistry.model.results.CheckResult": [(c, {}) for c in checks],
-        "opregistry.formats.check.CheckedModels": [
+        "opregistry.model.check_files.CheckedModels": [
             (CheckedModels((("a.pbtxt", checks[0]), ("b", checks[2]))), {}),
             (CheckedModels((("a.pbtxt", checks[0]), ("x", checks[4]))), {}),
             (CheckedModels(()), {})],
-        "opregistry.numerical.results.GradcheckResult": [
+        "opregistry.gradcheck.results.GradcheckResult": [
             (g, options) for g in _gradcheck_results()
             for options in ({}, {"target": str(HERE / "test_renderers.py")})],
         "opregistry.registry.diff.DiffResult": [
@@ -128,12 +128,12 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
         "opregistry.registry.probe_report.ProbeReport": [
             (report, {}), (report, {"details": True}),
             (probe_report(library="tensorflow-text"), {})],
-        "opregistry.formats.lookup.Lookups": [(Lookups(tuple(found)), {}),
+        "opregistry.registry.listings.Lookups": [(Lookups(tuple(found)), {}),
                                               (Lookups(tuple(found[2:])), {})],
         "opregistry.registry.lookup.LookupResult": [(one, {}) for one in found],
-        "opregistry.formats.lookup.OpList": [
+        "opregistry.registry.listings.OpList": [
             (OpList(query.ops("2.21", status="no_gradient")), {}), (OpList(()), {})],
-        "opregistry.formats.lookup.ReleaseList": [
+        "opregistry.registry.listings.ReleaseList": [
             (ReleaseList(query.releases()), {}),
             (ReleaseList(query.releases(library="tensorflow-text")), {}),
             (ReleaseList(query.releases(), xla=True), {})],
@@ -146,9 +146,9 @@ def _samples(tmp: Path) -> dict[str, list[tuple[Any, dict[str, Any]]]]:
 
 def _database_samples() -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     """What harvest, db load and db current show (hand-built: a harvest needs TF)."""
-    from opregistry.db.loader import LoadResult
-    from opregistry.formats.db import Harvested, LoadedDocuments, SchemaRevision
-    from opregistry.harvest.runner import HarvestOutcome
+    from opregistry.db.loader import LoadedDocuments, LoadResult
+    from opregistry.db.migrate import SchemaRevision
+    from opregistry.harvest.runner import Harvested, HarvestOutcome
 
     ok = HarvestOutcome("tensorflow 2.21.0", True, "2.21.0", "tensorflow-cpu", 1500,
                         seconds=12.345, document_path="h/2.21.0.json")
@@ -157,11 +157,11 @@ def _database_samples() -> dict[str, list[tuple[Any, dict[str, Any]]]]:
     failed = HarvestOutcome("tensorflow 1.2.0", False, error="no wheel for Python 3.12")
     loaded = LoadResult("2.21.0", "tensorflow-cpu", 1500, False, 1500, 700)
     return {
-        "opregistry.formats.db.Harvested": [
+        "opregistry.harvest.runner.Harvested": [
             (Harvested((ok, text, failed), "x.db"), {}), (Harvested((ok,), "x.db"), {})],
-        "opregistry.formats.db.LoadedDocuments": [
+        "opregistry.db.loader.LoadedDocuments": [
             (LoadedDocuments((("a.json", loaded), ("b\x07.json", loaded))), {})],
-        "opregistry.formats.db.SchemaRevision": [
+        "opregistry.db.migrate.SchemaRevision": [
             (SchemaRevision("0006_xla", ("0006_xla",)), {}),
             (SchemaRevision(None, ("0006_xla",)), {})],
     }
@@ -328,7 +328,7 @@ def test_a_name_with_a_pipe_or_backslash_stays_one_markdown_cell():
 def test_check_files_json_shows_each_model_as_check_json_does(samples):
     """check-files' JSON is check's JSON per model (remedies included), with the path."""
     from opregistry.formats import OutputFormat, render
-    from opregistry.formats.check import CheckedModels
+    from opregistry.model.check_files import CheckedModels
 
     checks = [c for c, _ in samples["opregistry.model.results.CheckResult"]]
     blocked = next(c for c in checks if c.findings)

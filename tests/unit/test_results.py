@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from opregistry.model.results import BlockingOp, CheckResult, Finding, OutputReport
-from opregistry.numerical.results import GradcheckResult, TargetCheck, Tolerance
+from opregistry.gradcheck.results import GradcheckResult, TargetCheck, Tolerance
+from opregistry.model.results import CheckResult, Finding, GradientStop, OutputReport
 
 
 def _check() -> CheckResult:
-    op = BlockingOp("cf", "CaseFoldUTF8", None, "missing")
+    op = GradientStop("cf", "CaseFoldUTF8", None, "missing")
     return CheckResult(release="2.21.0", source="m", unknown_ops=[],
                        findings=[Finding("s", "y", "variable", "w", (op,))],
                        outputs=[OutputReport("s", "y", blocked=["w"])])

@@ -1,5 +1,5 @@
 """One name for an op where a gradient stops: ``check``'s findings and partial paths,
-``gradcheck``'s checks and the guard's warnings all hold ``BlockingOp``, and no other
+``gradcheck``'s checks and the guard's warnings all hold ``GradientStop``, and no other
 class of the package repeats its fields. No TensorFlow."""
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import warnings
 from pathlib import Path
 
 import opregistry
+from opregistry.gradcheck.results import GradcheckResult, TargetCheck
 from opregistry.guard.actions import GuardPolicy, Lost, NonDifferentiableWarning
 from opregistry.guard.graphs import Verdict
-from opregistry.model.results import BlockingOp, CheckResult, Finding, PartialPath
-from opregistry.numerical.results import GradcheckResult, TargetCheck
+from opregistry.model.results import CheckResult, Finding, GradientStop, PartialPath
 
 PACKAGE = Path(opregistry.__file__).parent
 
 
 def test_check_gradcheck_and_the_guard_hold_the_same_stop_type():
-    stops = tuple[BlockingOp, ...]
+    stops = tuple[GradientStop, ...]
     assert typing.get_type_hints(Finding)["blocking_ops"] == stops
     assert typing.get_type_hints(PartialPath)["ops"] == stops
     assert typing.get_type_hints(TargetCheck)["blocking_ops"] == stops
@@ -26,11 +26,11 @@ def test_check_gradcheck_and_the_guard_hold_the_same_stop_type():
     assert typing.get_type_hints(Verdict)["stops"] == stops
     for owner in (CheckResult, GradcheckResult):
         hints = typing.get_type_hints(getattr(owner, "stopping_ops").fget)
-        assert hints["return"] == list[BlockingOp], owner
+        assert hints["return"] == list[GradientStop], owner
 
 
 def test_no_other_class_repeats_the_stop_fields():
-    """A class with a node, an op and a reason is a second name for BlockingOp."""
+    """A class with a node, an op and a reason is a second name for GradientStop."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -39,12 +39,12 @@ def test_no_other_class_repeats_the_stop_fields():
                           and isinstance(s.target, ast.Name)}
                 if {"node", "op", "reason"} <= fields:
                     found.append(f"{path.relative_to(PACKAGE)}:{node.name}")
-    assert found == ["model/results.py:BlockingOp"]
+    assert found == ["model/results.py:GradientStop"]
 
 
 def test_a_guard_warning_names_each_stop_with_its_line_and_reason():
-    stop = BlockingOp("model/ArgMax", "ArgMax", None, "none", site="train.py:12")
-    inner = BlockingOp("Round", "Round", "step_fn", "none")  # its line unknown
+    stop = GradientStop("model/ArgMax", "ArgMax", None, "none", site="train.py:12")
+    inner = GradientStop("Round", "Round", "step_fn", "none")  # its line unknown
     why = {stop: "none: ArgMax's gradient returns None for every input"}
     lost = Lost("variable 'dense/kernel'", "none", "GradientTape.gradient",
                 ("train.py", 20), "Mean 'Mean'", ("train.py", 14), (stop, inner),
@@ -65,3 +65,11 @@ def test_a_guard_warning_names_each_stop_with_its_line_and_reason():
     summary = policy.summary()
     assert "opregistry.guard: 1 target without a gradient, 2 sites" in summary
     assert "    ArgMax 'model/ArgMax' created at train.py:12: none: ArgMax's" in summary
+
+
+def test_the_old_name_still_imports():
+    """``BlockingOp`` (its name before 0.5) is the same class, outside ``__all__``."""
+    from opregistry.model.results import BlockingOp
+
+    assert opregistry.BlockingOp is BlockingOp is GradientStop
+    assert "BlockingOp" not in opregistry.__all__

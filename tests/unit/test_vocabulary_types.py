@@ -6,8 +6,8 @@ from typing import get_args
 
 from opregistry import vocabulary
 from opregistry.db import vocabulary as stored
+from opregistry.gradcheck import results as gradcheck_results
 from opregistry.model import results as check_results
-from opregistry.numerical import results as gradcheck_results
 
 
 def test_the_types_and_the_lists_are_the_same_words():

@@ -16,6 +16,7 @@ from opregistry.model.graph import (
     Signature,
     shown,
 )
+from opregistry.model.kinds import model_kind
 from opregistry.model.readers import schema
 from opregistry.model.readers.files import read_bytes as _read_bytes
 from opregistry.model.readers.objects import ObjectPaths, check_object_graph
@@ -44,7 +45,8 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
 
 
 def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Model]:
-    if path.is_dir():
+    kind = model_kind(path)  # decided once, as for every command
+    if kind == "savedmodel" and path.is_dir():
         newest = serving_version(path)
         if newest is not None:
             path = newest.path
@@ -58,10 +60,10 @@ def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Mo
         if path.exists():  # a FIFO, a device: never read (it may not end)
             raise ModelError(f"{path}: not a regular file")
         raise ModelError(f"{path}: no such file or directory")
-    if path.name == "saved_model.pb":  # the SavedModel's own file: read its directory
+    if kind == "savedmodel":  # the SavedModel's own file: read its directory
         return _from_saved_model(_read_bytes(path), str(path.parent), tags, first_if_no_serve)
-    data = _read_bytes(path, text=path.suffix == ".pbtxt")
-    if path.suffix == ".pbtxt":
+    data = _read_bytes(path, text=kind == "pbtxt")
+    if kind == "pbtxt":
         model = from_graph_def(_parse_text(data, path), str(path), "pbtxt")
         lines = node_lines(data.decode("utf-8"))
         model.sites = {name: f"{path}:{line}" for name, line in lines.items()

@@ -136,7 +136,7 @@ def from_concrete(concrete: ConcreteFunction, source: str, key: str = "serving_d
 def _creation_sites(graph: Graph) -> dict[str, str]:
     """node -> the user's file:line that created it (TF keeps each graph op's creation
     stack; ops made by Keras or TensorFlow alone have no user frame)."""
-    from opregistry.sites import shown, traceback_site
+    from opregistry.creation_sites import shown, traceback_site
 
     sites = {}
     for op in graph.get_operations():

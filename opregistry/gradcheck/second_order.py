@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from opregistry.numerical.checker import Checker
+from opregistry.gradcheck.checker import Checker
 
 
 class FirstGradient:

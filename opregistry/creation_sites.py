@@ -10,9 +10,14 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Callable
 from typing import Any
 
+from opregistry.tf_types import Operation
+
 Site = tuple[str, int]  # (file name, line)
+# node name (and the function it was inlined from, or None) -> the line that created it
+SiteOf = Callable[[str, "str | None"], "Site | None"]
 
 _LIBRARY_PACKAGES = ("tensorflow", "keras", "tf_keras", "keras_hub", "numpy", "absl",
                      "_pytest", "pluggy", "typer", "click", "tree", "optree")
@@ -100,7 +105,7 @@ def _mapped_site() -> Site | None:
     return None
 
 
-def traceback_site(op: Any) -> Site | None:
+def traceback_site(op: Operation) -> Site | None:
     """The innermost user frame of a graph op's creation traceback (a line of
     autograph's generated code that TF did not map, mapped by its source map)."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opregistry.numerical.results import Tolerance
+from opregistry.gradcheck.results import Tolerance
 from opregistry.tf_types import Array
 from opregistry.vocabulary import Verdict
 

@@ -42,8 +42,8 @@ from opregistry.policy_file import FILE_NAME, file_entries, find_policy_file
 from opregistry.text import printable
 
 if TYPE_CHECKING:
+    from opregistry.gradcheck.results import GradcheckResult
     from opregistry.model.results import CheckResult, Finding, PartialPath, XlaFinding
-    from opregistry.numerical.results import GradcheckResult
 
 __all__ = ["FILE_NAME", "KINDS", "MAX_PATTERN", "MAX_RULES", "Policy", "Rule",
            "find_policy_file", "load_policy"]
@@ -346,7 +346,7 @@ def apply_to_changes(rows: list[dict[str, Any]], policy: Policy
 
 
 def _problems() -> frozenset[str]:
-    from opregistry.numerical.results import PROBLEMS
+    from opregistry.gradcheck.results import PROBLEMS
 
     return frozenset(PROBLEMS)
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
-from opregistry.numerical.results import PROBLEMS, GradcheckResult
+from opregistry.gradcheck.results import PROBLEMS, GradcheckResult
 from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
-    from opregistry.model.results import BlockingOp, CheckResult
-    from opregistry.numerical.results import TargetCheck
-    from opregistry.numerical.second_order import FirstGradient
-    from opregistry.numerical.subject import Subject
+    from opregistry.gradcheck.results import TargetCheck
+    from opregistry.gradcheck.second_order import FirstGradient
+    from opregistry.gradcheck.subject import Subject
+    from opregistry.model.results import CheckResult, GradientStop
 
 
 # long: one pass over the checks of both orders, each rule a few lines
@@ -186,7 +186,7 @@ def _names(subject: Subject, owner: Subject) -> dict[int, str]:
     return names
 
 
-def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[BlockingOp, ...]]:
+def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[GradientStop, ...]]:
     """(output, target) -> blocking ops, for every pair the analysis finds blocked."""
     return {(f.output, f.target): f.blocking_ops for f in result.findings}
 
@@ -200,7 +200,7 @@ def _output_names_of(model: Traceable, outputs: list[str]) -> dict[str, str]:
     return dict(zip(names, outputs))
 
 
-def _relevant(verdict: str, ops: list[tuple[str, BlockingOp]]) -> list[BlockingOp]:
+def _relevant(verdict: str, ops: list[tuple[str, GradientStop]]) -> list[GradientStop]:
     """The ops behind a verdict: where gradients stop (none, zero), plus custom
     gradients and ops the release's probes flagged (mismatch), or the non-smooth ops
     (non-smooth)."""
@@ -210,7 +210,7 @@ def _relevant(verdict: str, ops: list[tuple[str, BlockingOp]]) -> list[BlockingO
     # one entry per node, by the kind that explains the verdict best: a custom gradient
     # is also where its forward computation's gradient "stops" (it replaces it)
     rank = {"custom_gradient": 0, "flagged": 1, "non_smooth": 2, "stops": 3}
-    best: dict[str, tuple[int, BlockingOp]] = {}
+    best: dict[str, tuple[int, GradientStop]] = {}
     for kind, op in ops:
         if kind in wanted and (op.node not in best or rank[kind] < best[op.node][0]):
             best[op.node] = (rank[kind], op)

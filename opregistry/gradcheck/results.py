@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opregistry.errors import OpregistryError
-from opregistry.model.results import BlockingOp, shown_remedies
+from opregistry.model.results import GradientStop, shown_remedies
 from opregistry.remedies import OpRemedies
 from opregistry.shown import Shown
 from opregistry.vocabulary import VERDICTS, TargetKind, Verdict
@@ -46,7 +46,7 @@ class TargetCheck:
     numeric: float | None  # the same from finite differences
     gradient: str = "value"  # what TensorFlow returned: none | zero | value
     note: str = ""
-    blocking_ops: tuple[BlockingOp, ...] = ()  # the ops the static analysis names
+    blocking_ops: tuple[GradientStop, ...] = ()  # the ops the static analysis names
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
 
 
@@ -88,7 +88,7 @@ class GradcheckResult(Shown):
         return [c for c in self.checks if c.verdict in PROBLEMS and not c.ignored_by]
 
     @property
-    def stopping_ops(self) -> list[BlockingOp]:
+    def stopping_ops(self) -> list[GradientStop]:
         """The ops the static analysis names behind every problem."""
         return [b for c in self.problems for b in c.blocking_ops]
 

@@ -8,9 +8,9 @@ import math
 from typing import Any, Callable, Iterator
 
 from opregistry.errors import first_line
-from opregistry.numerical.differences import UNSTABLE, allowed_error, differences, verdict
-from opregistry.numerical.results import VERDICTS, TargetCheck, Tolerance
-from opregistry.numerical.subject import Subject, SubjectTarget
+from opregistry.gradcheck.differences import UNSTABLE, allowed_error, differences, verdict
+from opregistry.gradcheck.results import VERDICTS, TargetCheck, Tolerance
+from opregistry.gradcheck.subject import Subject, SubjectTarget
 from opregistry.tf_types import Array, DType, Tensor, TFModule
 from opregistry.vocabulary import Verdict
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from opregistry.db.location import DbLike
-from opregistry.numerical.checker import Checker
-from opregistry.numerical.differences import tolerance
-from opregistry.numerical.results import GradcheckError, GradcheckResult
-from opregistry.numerical.second_order import FirstGradient, second_order_checker
-from opregistry.numerical.subject import Subject, state_kept
+from opregistry.gradcheck.checker import Checker
+from opregistry.gradcheck.differences import tolerance
+from opregistry.gradcheck.results import GradcheckError, GradcheckResult
+from opregistry.gradcheck.second_order import FirstGradient, second_order_checker
+from opregistry.gradcheck.subject import Subject, state_kept
 from opregistry.tf_types import Tensor, Traceable, Variable
 
 
@@ -90,7 +90,7 @@ def gradcheck(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | No
                              forward_passes=checker.passes, nondeterminism=jitter,
                              not_checked=dict(getattr(fn, "not_checked", None) or {}))
     if analyse:
-        from opregistry.numerical.explain import explain
+        from opregistry.gradcheck.explain import explain
 
         result = explain(result, subject, release, db, gradient, raised)
     return result

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from opregistry.errors import first_line
+from opregistry.gradcheck.results import GradcheckError
 from opregistry.model.readers.traced import import_keras, is_keras_model
-from opregistry.numerical.results import GradcheckError
 from opregistry.tf_types import (
     ConcreteFunction,
     DType,

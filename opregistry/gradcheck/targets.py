@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from opregistry.errors import first_line
-from opregistry.numerical.results import GradcheckError
-from opregistry.numerical.subject import in_float64
+from opregistry.gradcheck.results import GradcheckError
+from opregistry.gradcheck.subject import in_float64
 from opregistry.tf_types import (
     DType,
     Tensor,
@@ -178,7 +178,7 @@ def _saved_model_signature(tf: TFModule, path: str, signature: str | None, tags:
     call.variable_owner = loaded  # type: ignore[attr-defined]
     references = _reference_variables(path, tags)
     if references:  # TF1: the signature again, its reference variables as variables
-        from opregistry.numerical import tf1
+        from opregistry.gradcheck import tf1
 
         try:
             rebuilt, variables = tf1.with_variables(tf, path, wanted, key, names)
