@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from opregistry.model.flatten import INST, Flat, tensor_id
 from opregistry.model.graph import STATIC_FORMATS
-from opregistry.model.results import BlockingOp
+from opregistry.model.results import GradientStop
 from opregistry.model.walks import PYTHON_OPS, WalkState, depends_on, forward_reach
 
 
 def fatal_ops(flat: Flat, state: WalkState, outputs: list[tuple[str, int]],
               stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
-              ) -> tuple[BlockingOp, ...]:
+              ) -> tuple[GradientStop, ...]:
     """Ops that make a model fail to differentiate every output of a signature: a
     custom gradient whose function was not saved (TF looks it up by its op type and
     raises, for the whole function call), an op of the call whose gradient raises
     (missing, or raising for every input: ``in_whole_call``), and, in a file, a
     py_function whose Python callback is not there (the signature cannot even run)."""
-    found: dict[int, BlockingOp] = {}
+    found: dict[int, GradientStop] = {}
     for output_stops in stops.values():
         for inst, _position, _ref, reason in output_stops:
             # TF builds one backward function for the whole call: an op on a gradient
@@ -31,7 +31,7 @@ def fatal_ops(flat: Flat, state: WalkState, outputs: list[tuple[str, int]],
                     and reason in ("missing", "none")
                     and raises_in_call(flat, state, inst, outputs)):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          reason if reason == "custom_gradient_not_saved"
                                          else "gradient_raises")
     if flat.model.format in STATIC_FORMATS and PYTHON_OPS & flat.model.op_types:
@@ -44,7 +44,7 @@ def fatal_ops(flat: Flat, state: WalkState, outputs: list[tuple[str, int]],
         for inst, op in enumerate(flat.ops):
             if op in PYTHON_OPS and (inst in used or flat.functions[inst] in running):
                 node = flat.nodes[inst]
-                found[inst] = BlockingOp(node.name, node.op, flat.functions[inst],
+                found[inst] = GradientStop(node.name, node.op, flat.functions[inst],
                                          "python_function_not_saved")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
@@ -66,7 +66,7 @@ class Between:
 
 def raising_at_top(flat: Flat, state: WalkState, tensor: int,
                    stops: list[tuple[int, int, int, str]], between: Between,
-                   fatal: tuple[BlockingOp, ...]) -> tuple[BlockingOp, ...]:
+                   fatal: tuple[GradientStop, ...]) -> tuple[GradientStop, ...]:
     """``fatal`` and the top-level ops of a GraphDef that make TF raise for this
     output's gradient call, ``tf.gradients(output, targets)`` (an Estimator graph
     holds many computations: its top level is no one call). TF asks an op for its
@@ -79,7 +79,7 @@ def raising_at_top(flat: Flat, state: WalkState, tensor: int,
         if reason in ("missing", "none") and flat.functions[inst] is None \
                 and (None, node.name) not in found and gradient_raises(flat, inst) \
                 and gradient_arrives(flat, state, inst, [("", tensor)]) and inst in between:
-            found[(None, node.name)] = BlockingOp(node.name, node.op, None, "gradient_raises")
+            found[(None, node.name)] = GradientStop(node.name, node.op, None, "gradient_raises")
     return tuple(sorted(found.values(), key=lambda b: (b.function or "", b.node)))
 
 
