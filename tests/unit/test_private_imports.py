@@ -32,6 +32,9 @@ PRIVATE_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("creation_sites.py", "sys._getframe"): "the standard library's documented frame access",
     ("harvest/inenv/tf_imports.py", "registry._registry"): "TensorFlow's gradient registry",
     ("harvest/inenv/sources.py", "node._fields"): "the ast module's documented fields",
+    ("harvest/inenv/xla_variants.py", "op._set_attr"):
+        "TensorFlow's only way to set an attribute of an op built by its public API (the "
+        "gradient function reads the attribute from the op)",
 }
 
 
