@@ -1,7 +1,7 @@
 """Where the test suite's time goes: the run's wall time, each tier's and each file's
 share, the slowest tests.
 
-Runs pytest with this module as a plugin (``-p suite_times``) that records, for every
+Runs pytest with its plugin (``-p suite_times_record``, in ``bench/plugin/``) that records, for every
 test, the time of its setup, call and teardown and its markers, from xdist's controller
 as from a single process; then prints the figures, against the obvious alternative of
 reading pytest's ``--durations`` by hand: the sum of every test's time over the run's
@@ -23,7 +23,7 @@ Without PYTEST ARGS it runs the README's test command's pytest part
 
 A whole ``.ci/run`` (its three pytest sessions: the quick tier, its fuzz runs, the
 README's command) is recorded without changing it, through pytest's own variable:
-``SUITE_TIMES_RECORD=$PWD/r.jsonl PYTEST_PLUGINS=suite_times PYTHONPATH=$PWD/bench .ci/run``,
+``SUITE_TIMES_RECORD=$PWD/r.jsonl PYTEST_PLUGINS=suite_times_record PYTHONPATH=$PWD/bench/plugin .ci/run``,
 then ``--record r.jsonl`` prints its figures; the wall time is the sessions' sum.
 """
 from __future__ import annotations
@@ -40,76 +40,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD_ENV = "SUITE_TIMES_RECORD"  # where the plugin appends its lines (JSON, one a test)
-# the pid of the pytest process that records: set by the first controller, inherited by
-# its workers and by any pytest a test starts, which therefore record nothing of their own
-OWNER_ENV = "SUITE_TIMES_OWNER"
-
-
-# -- the plugin (loaded into pytest's controller and workers by -p suite_times) -------------
-
-def _cpu_seconds() -> float:
-    """User and system time of this process and of its children that ended (the CLI's
-    subprocesses, TF's answering processes): what a test costs whatever else runs."""
-    import resource
-
-    return sum(getattr(resource.getrusage(who), field)
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-               for field in ("ru_utime", "ru_stime"))
-
-
-def pytest_runtest_setup(item: Any) -> None:
-    item._suite_times_cpu = _cpu_seconds()
-
-
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """The test's CPU time rides on its teardown report (xdist sends user_properties to
-    the controller)."""
-    if call.when == "teardown" and hasattr(item, "_suite_times_cpu"):
-        item.user_properties.append(("cpu_seconds", _cpu_seconds() - item._suite_times_cpu))
-
-
-def _recording() -> str | None:
-    """The record's path in the one process that records (xdist's controller, or the
-    single process), else None."""
-    path = os.environ.get(RECORD_ENV)
-    if not path or os.environ.get(OWNER_ENV) != str(os.getpid()):
-        return None
-    return path
-
-
-def pytest_configure(config: Any) -> None:
-    if os.environ.get(RECORD_ENV) and not os.environ.get("PYTEST_XDIST_WORKER") \
-            and OWNER_ENV not in os.environ:
-        os.environ[OWNER_ENV] = str(os.getpid())  # before xdist starts its workers
-    _session_line("start")
-
-
-def pytest_unconfigure(config: Any) -> None:
-    _session_line("finish")
-
-
-def _session_line(event: str) -> None:
-    path = _recording()
-    if path:
-        with open(path, "a") as out:
-            out.write(json.dumps({"session": event, "time": time.time(),
-                                  "args": sys.argv[1:]}) + "\n")
-
-
-def pytest_runtest_logreport(report: Any) -> None:
-    """Every phase of every test reaches the controller: add the phases up per test."""
-    path = _recording()
-    if not path:  # the controller records all
-        return
-    marks = sorted(name for name in ("slow", "fuzz") if name in report.keywords)
-    with open(path, "a") as out:
-        cpu = dict(report.user_properties).get("cpu_seconds", 0.0)
-        out.write(json.dumps({"id": report.nodeid, "when": report.when,
-                              "seconds": report.duration, "cpu": cpu if report.when ==
-                              "teardown" else 0.0, "outcome": report.outcome,
-                              "marks": marks}) + "\n")
-
+PLUGIN = Path(__file__).resolve().parent / "plugin"  # suite_times_record.py: the recording
+sys.path.insert(0, str(PLUGIN))
+from suite_times_record import OWNER_ENV, RECORD_ENV  # noqa: E402
 
 # -- the figures ----------------------------------------------------------------------------
 
@@ -209,10 +142,9 @@ def run(pytest_args: list[str]) -> tuple[list[dict[str, Any]], float, int]:
         record = Path(folder) / "record.jsonl"
         env = dict(os.environ, **{RECORD_ENV: str(record)})
         env.pop(OWNER_ENV, None)
-        here = str(Path(__file__).resolve().parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGIN), env.get("PYTHONPATH")]))
         started = time.perf_counter()
-        code = subprocess.call([sys.executable, "-m", "pytest", "-p", "suite_times",
+        code = subprocess.call([sys.executable, "-m", "pytest", "-p", "suite_times_record",
                                 *pytest_args], cwd=ROOT, env=env)
         wall = time.perf_counter() - started
         lines = ([json.loads(line) for line in record.read_text().splitlines()]

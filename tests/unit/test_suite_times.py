@@ -1,6 +1,8 @@
 """bench/suite_times.py records a run it did not start (a whole ``.ci/run``) through
 pytest's own PYTEST_PLUGINS: one record of the controller's, whatever its workers and
-the pytest runs its tests start do."""
+the pytest runs its tests start do; its plugin's folder shadows no module of the
+standard library (bench/site.py on PYTHONPATH replaced ``site`` in every Python the
+tests start)."""
 from __future__ import annotations
 
 import json
@@ -29,8 +31,8 @@ def test_starts_a_pytest_of_its_own(tmp_path):
 
 def _run(folder: Path, record: Path, *args: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SUITE_"))}
-    env.update(SUITE_TIMES_RECORD=str(record), PYTEST_PLUGINS="suite_times",
-               PYTHONPATH=str(BENCH))
+    env.update(SUITE_TIMES_RECORD=str(record), PYTEST_PLUGINS="suite_times_record",
+               PYTHONPATH=str(BENCH / "plugin"))
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                     f"--basetemp={folder / 'tmp'}", *args, str(folder / "t")],
                    check=True, env=env, cwd=folder, capture_output=True)
@@ -60,3 +62,9 @@ def test_a_killed_session_adds_nothing_to_the_wall() -> None:
     lines = [{"session": "start", "time": 10.0}, {"session": "finish", "time": 15.0},
              {"session": "start", "time": 20.0}]
     assert suite_times.sessions_wall(lines) == 5.0
+
+
+def test_the_plugin_folder_shadows_no_standard_module() -> None:
+    names = {p.stem for p in (BENCH / "plugin").iterdir() if p.suffix == ".py"}
+    assert names == {"suite_times_record"}
+    assert not names & set(sys.stdlib_module_names)
