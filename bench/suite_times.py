@@ -13,7 +13,8 @@ about the time its worker spent on it: the longest file bounds the run.
 
 The tiers: ``unit`` (tests/unit, no TensorFlow), ``unit-fuzz`` (its CI-sized fuzz runs),
 ``tf`` (tests/, the developer tier ``-m "not slow and not fuzz"``), ``tf-fuzz`` (the
-CI-sized generated-program runs), ``slow`` (another release's venv, the install).
+CI-sized generated-program runs), ``slow`` (CI only: another release's venv, the install,
+a server, a real-model corpus).
 
 Run:  python bench/suite_times.py [--top 30] [--markdown] [--save run.json] [-- PYTEST ARGS]
       python bench/suite_times.py --load run.json [--markdown]

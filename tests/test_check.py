@@ -356,7 +356,10 @@ APPLICATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(APPLICATIONS))
+# the two applications (half a minute of a worker each): CI runs them, the developer tier
+# leaves them out
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.slow] if name != "transformer" else [])
+                                  for name in sorted(APPLICATIONS)])
 def test_no_false_alarms_on_keras_applications_live_and_saved(name, tmp_path, harvested_db):
     model = APPLICATIONS[name]()
     live = check(model, db=harvested_db)

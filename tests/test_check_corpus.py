@@ -3,7 +3,9 @@ TensorFlow's own gradients of the loaded models (tests/differential.py), plus on
 regression test per cause of a wrong verdict seen before; and gradcheck over every model
 of the corpus that runs in this process, against TensorFlow's tape on the same live
 object (at the end: one file, so the corpus is built once per run under xdist's
-``--dist loadfile``)."""
+``--dist loadfile``).
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): the corpus of real models, built and answered by TF: about six minutes of a worker."""
 from __future__ import annotations
 
 import json
@@ -15,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from opregistry import check, gradcheck
+
+pytestmark = pytest.mark.slow
 
 tf = pytest.importorskip("tensorflow")
 import differential  # noqa: E402  (tests/ is on sys.path)

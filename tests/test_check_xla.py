@@ -235,6 +235,8 @@ def loaded(built):
 LOADED_FAILS = {"lstm"}
 
 
+# slow: CI runs it, the developer tier leaves it out (docs/development.md)
+@pytest.mark.slow
 @pytest.mark.parametrize("saved", ["export", "saved_model"])
 def test_check_xla_says_what_tensorflow_says_for_every_model(built, loaded, xla_db, saved):
     """Per model and output: check --xla's verdict is TF's for the step over the loaded
@@ -530,6 +532,8 @@ def test_a_gradient_rule_does_not_accept_an_xla_finding_and_is_reported(built, x
 # ------------------------------------- check-files --xla: the pre-commit hook, for real
 
 
+# slow: CI runs it, the developer tier leaves it out (docs/development.md)
+@pytest.mark.slow
 def test_the_pre_commit_hook_passes_xla_through(built, xla_db, hook_checkout, tmp_path):  # noqa: F811
     """The hook with ``args: [--xla, --db ...]``, run by the real pre-commit: a model
     whose training step compiles passes; adding the expm model (fit with jit_compile

@@ -1,6 +1,8 @@
 """opregistry in a team's CI: ignore rules (command line, .opregistry.toml, pyproject.toml),
 SARIF read by real SARIF consumers, -o FILE, and the pre-commit hook run by the real
-pre-commit tool. Models are real SavedModels built here with TensorFlow."""
+pre-commit tool. Models are real SavedModels built here with TensorFlow.
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): pre-commit's own environments and real SARIF consumers: two minutes of a worker."""
 from __future__ import annotations
 
 import datetime
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from cli_run import ROOT, checkout_copy, run_cli
+
+pytestmark = pytest.mark.slow
 
 tf = pytest.importorskip("tensorflow")
 

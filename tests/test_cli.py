@@ -132,10 +132,11 @@ def test_lookup_json_carries_op_release_gradient(harvested_db):
         ("AdjustHue", tf.__version__, "missing")}
 
 
-def test_ops_csv_filters(harvested_db, tf_document):
-    result = invoke("ops", "--status", "no_gradient", "--public", "--format", "csv",
-                    "--db", str(harvested_db))
-    assert result.exit_code == 0, result.output
+def test_ops_csv_filters(harvested_db, tf_document, cli):
+    """Through the real command line (a subprocess, as users run it)."""
+    result = cli("ops", "--status", "no_gradient", "--public", "--format", "csv",
+                 "--db", str(harvested_db))
+    assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     expected = {o["name"] for o in tf_document["ops"]
                 if o["public"] and o["gradient"]["status"] == "no_gradient"}
@@ -143,9 +144,9 @@ def test_ops_csv_filters(harvested_db, tf_document):
     assert f"{len(expected)} ops in {tf.__version__}" in result.stderr
 
 
-def test_releases_command(harvested_db):
-    result = invoke("releases", "--format", "json", "--db", str(harvested_db))
-    assert result.exit_code == 0
+def test_releases_command(harvested_db, cli):
+    result = cli("releases", "--format", "json", "--db", str(harvested_db))
+    assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0]["release"] == tf.__version__
 
 

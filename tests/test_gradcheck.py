@@ -261,6 +261,8 @@ def test_assert_differentiable(harvested_db):
         gradcheck(lambda t: tf.cast(t, tf.int32), np.array([1.0]))
 
 
+# slow: CI runs it, the developer tier leaves it out (docs/development.md)
+@pytest.mark.slow
 def test_cli_gradcheck_python_target_savedmodel_and_keras(tmp_path, harvested_db, cli):
     script = tmp_path / "sinh_model.py"
     script.write_text(

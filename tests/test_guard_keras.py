@@ -149,8 +149,12 @@ def _resnet50():
     return model, (32, 32, 3), 3
 
 
-@pytest.mark.parametrize("build", [_cnn, _transformer_block, _resnet50],
-                         ids=["cnn", "transformer_block", "resnet50"])
+# ResNet50 (a minute of a worker): CI runs it, the developer tier leaves it out
+BUILDS = [pytest.param(_cnn, id="cnn"), pytest.param(_transformer_block, id="transformer_block"),
+          pytest.param(_resnet50, id="resnet50", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("build", BUILDS)
 def test_no_warning_on_correct_models_in_an_eager_loop(build):
     keras.utils.set_random_seed(1)
     model, shape, classes = build()
@@ -172,8 +176,7 @@ def test_no_warning_on_correct_models_in_an_eager_loop(build):
         opregistry.NonDifferentiableWarning, RuntimeWarning))]
 
 
-@pytest.mark.parametrize("build", [_cnn, _transformer_block, _resnet50],
-                         ids=["cnn", "transformer_block", "resnet50"])
+@pytest.mark.parametrize("build", BUILDS)
 def test_no_warning_on_correct_models(build):
     keras.utils.set_random_seed(1)
     model, shape, classes = build()

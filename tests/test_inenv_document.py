@@ -21,7 +21,8 @@ ops of several outputs that run no function (none among OPS but the library's: e
 removed, checked to be one result per output). Ops compiled alone with XLA (issue 25)
 made ``format_version`` 4: without --xla the document has no op-level ``xla``. XLA
 verdicts per attribute value (issue 37) made it 5 (inside ``xla``: none here).
-"""
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): two harvests per release, the base commit's and ours: most of a minute."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("tensorflow")
 

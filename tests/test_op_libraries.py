@@ -2,7 +2,9 @@
 a custom op compiled here and loaded with ``tf.load_op_library``. Each is harvested with
 the real command line into a copy of the session's database, and a SavedModel built
 here with its ops is checked and compared, pair by pair, with TensorFlow's gradients of
-the loaded model (in a process that loads the library as a user would)."""
+the loaded model (in a process that loads the library as a user would).
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): a custom op compiled with g++ and two harvests: a minute and a half of a worker."""
 from __future__ import annotations
 
 import json
@@ -15,6 +17,8 @@ from typing import Any
 
 import pytest
 from system_packages import require
+
+pytestmark = pytest.mark.slow
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import differential  # noqa: E402

@@ -1,6 +1,8 @@
 """A real PostgreSQL server (started here from the machine's PostgreSQL binaries)
 behind an SQLAlchemy URL: migrations, loading, and every read command must give what
-the SQLite file gives for the same harvest."""
+the SQLite file gives for the same harvest.
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): a PostgreSQL server started and migrated: two minutes of a worker."""
 from __future__ import annotations
 
 import glob
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from system_packages import require
+
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("pg8000")
 

@@ -1,11 +1,15 @@
 """``check`` on models whose gradient comes from a sampler's own gradient (implicit
 reparameterisation, tests/samplers.py), pair by pair against TensorFlow's gradients of
-the loaded SavedModels (tests/differential.py), saved both ways."""
+the loaded SavedModels (tests/differential.py), saved both ways.
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): every sampler saved both ways and answered by TF: a minute of a worker."""
 from __future__ import annotations
 
 import pytest
 
 from opregistry import check
+
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_probability")

@@ -3,7 +3,9 @@
 SavedModel, a GraphDef, a .pbtxt and a Keras file, and ``gradcheck`` SARIF for a
 SavedModel, a Keras file, a ``file.py:function`` and a ``module:function`` target (what
 each command takes), with 0 errors and 0 warnings. The multitool installs from the npm registry
-(pinned) into a cache directory the first time; models are built here with TensorFlow."""
+(pinned) into a cache directory the first time; models are built here with TensorFlow.
+
+Marked ``slow`` (CI runs it; the developer tier leaves it out): the multitool (.NET, from npm) and its runs: most of a minute."""
 from __future__ import annotations
 
 import json
@@ -15,6 +17,8 @@ from pathlib import Path
 import pytest
 from cli_run import run_cli
 from system_packages import require
+
+pytestmark = pytest.mark.slow
 
 tf = pytest.importorskip("tensorflow")
 

@@ -138,6 +138,8 @@ def _in_env(api, op_type):
     return probe.xla_check(api, op_def, probe.probe_one(api, op_def))
 
 
+# slow: CI runs it, the developer tier leaves it out (docs/development.md)
+@pytest.mark.slow
 def test_xla_verdicts_agree_with_tensorflow_compiling_the_public_api(api):
     disagreements, seen = [], set()
     for op_type, shape, build, has_gradient in SAMPLE:
