@@ -207,16 +207,19 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
         guards.append(guard)
     with guard if guarded else contextlib.nullcontext():
         first = call(tf.constant(1), *at[0])
-    if traced:
+    given = [[_is_given(tf, g) for g in first]]
+    # by fact or by value is asked only of a zero: reading the gradient graph (freezing
+    # it, twice where loops run) was nearly half of the guard part's time
+    by_fact: list[bool] = []
+    if "zero" in given[0] and traced:
         traced_call: Any = call  # a tf.function here
         by_fact = by_fact_zero(tf, traced_call.get_concrete_function(tf.constant(1), *at[0]),
                                [tf.constant(1), *at[0]])
-    else:
+    elif "zero" in given[0]:
         tape, value, sources = kept["call"]
         by_fact = by_fact_zero(tf, tf.function(
             lambda upstream: tape.gradient(value, sources, output_gradients=upstream)
         ).get_concrete_function(tf.TensorSpec(value.shape, value.dtype, name="upstream")))
-    given = [[_is_given(tf, g) for g in first]]
     given[0] = [("zero" if by_fact[k] else "zero by value") if kind == "zero" else kind
                 for k, kind in enumerate(given[0])]
     given += [[_is_given(tf, g) for g in call(tf.constant(n + 2), *xs)]
