@@ -4,7 +4,7 @@ xdist's controller as from a single process, and a line at each session's start 
 
 Its folder holds nothing else: it goes on PYTHONPATH (``-p suite_times_record`` or
 ``PYTEST_PLUGINS=suite_times_record``), where any other module would shadow one of the
-standard library's for every Python the tests start (bench/site.py did: ``site``)."""
+standard library's for every Python the tests start (bench/site.py did, renamed bench/site_build.py since: ``site``)."""
 from __future__ import annotations
 
 import json

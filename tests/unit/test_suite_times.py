@@ -68,3 +68,13 @@ def test_the_plugin_folder_shadows_no_standard_module() -> None:
     names = {p.stem for p in (BENCH / "plugin").iterdir() if p.suffix == ".py"}
     assert names == {"suite_times_record"}
     assert not names & set(sys.stdlib_module_names)
+
+
+def test_no_bench_script_is_named_like_a_standard_module():
+    """bench/ goes on PYTHONPATH (the recording's plugin beside it, a developer's own
+    runs): a script named like a standard module (``site``, once) replaces it in every
+    Python started."""
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    names = {p.stem for p in bench.rglob("*.py")}
+    assert "suite_times" in names
+    assert sorted(names & set(sys.stdlib_module_names)) == []

@@ -7,7 +7,7 @@ and how soon the matrix is interactive in headless Chromium.
   * the matrix from file://: navigation start to the first rows drawn and answering
     (median of --repeat fresh pages), one search keystroke, and the compare page
 
-Run:  python bench/site.py [--repeat 5] [--db data/opregistry.sqlite]
+Run:  python bench/site_build.py [--repeat 5] [--db data/opregistry.sqlite]
 Needs /usr/bin/chromium (Debian's chromium) and the playwright package for the browser
 part (the test extra).
 """
