@@ -55,6 +55,8 @@ def _gradcheck(path):
     return done.returncode, done.stderr
 
 
+# slow (a TF session of its own): CI runs it, the developer tier leaves it out
+@pytest.mark.slow
 def test_variables_tensorflow_deleted_after_loading(saved, tmp_path):
     """The root's child that held the variable removed: TensorFlow loads the model,
     then frees the unreachable variable, and the signature's variables raise

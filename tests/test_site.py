@@ -467,6 +467,8 @@ def xla_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return base / "site", json.loads((base / "site" / "data" / "ops.json").read_text())
 
 
+# slow (its own harvest under XLA): CI runs it, the developer tier leaves it out
+@pytest.mark.slow
 def test_the_matrix_under_xla_shows_what_the_harvest_compiled(xla_site, watched):
     site, data = xla_site
     (release,) = [r["key"] for r in data["releases"]]
@@ -488,6 +490,8 @@ def test_the_matrix_under_xla_shows_what_the_harvest_compiled(xla_site, watched)
     assert page.locator("#legend-gradient").is_visible()
 
 
+# slow (its own harvest under XLA): CI runs it, the developer tier leaves it out
+@pytest.mark.slow
 def test_the_op_page_has_a_row_per_release_under_xla(xla_site, watched):
     site, _ = xla_site
     page = watched.open(site, "ops/ResizeNearestNeighbor.html", ready=False)
