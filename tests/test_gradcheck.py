@@ -186,7 +186,7 @@ def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
     checker's random stream; q is TF's own nested-tape value."""
     from opregistry.gradcheck.checker import Checker
     from opregistry.gradcheck.differences import tolerance
-    from opregistry.gradcheck.second_order import second_order_checker
+    from opregistry.gradcheck.higher_order import second_order_checker
     from opregistry.gradcheck.subject import Subject
 
     def f(t):

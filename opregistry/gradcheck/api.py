@@ -28,7 +28,7 @@ from opregistry.db.location import DbLike
 from opregistry.gradcheck.checker import Checker
 from opregistry.gradcheck.differences import tolerance
 from opregistry.gradcheck.results import GradcheckError, GradcheckResult
-from opregistry.gradcheck.second_order import FirstGradient, second_order_checker
+from opregistry.gradcheck.higher_order import FirstGradient, second_order_checker
 from opregistry.gradcheck.subject import Subject, state_kept
 from opregistry.tf_types import Tensor, Traceable, Variable
 

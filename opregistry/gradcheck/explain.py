@@ -14,7 +14,7 @@ from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
     from opregistry.gradcheck.results import TargetCheck
-    from opregistry.gradcheck.second_order import FirstGradient
+    from opregistry.gradcheck.higher_order import FirstGradient
     from opregistry.gradcheck.subject import Subject
     from opregistry.model.results import CheckResult, GradientStop
 
