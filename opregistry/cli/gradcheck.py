@@ -61,8 +61,9 @@ def gradcheck_command(
     training: bool = typer.Option(
         False, "--training", help="Keras: call the model in training mode (batch norm on "
                                   "batch statistics)."),
-    order: int = typer.Option(1, "--order", min=1, max=2,
-                              help="2: also check the gradient of the gradient."),
+    order: int = typer.Option(1, "--order", min=1,
+                              help="n: also orders 2 to n, each the gradient of the order "
+                                   "below (2: the gradient of the gradient)."),
     precision: Precision = typer.Option(Precision.float64, "--dtype",
                                         help="Working precision to try first."),
     mode: Mode = typer.Option(Mode.auto, "--mode", help="auto: the full Jacobian for a small "

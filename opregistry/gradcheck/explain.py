@@ -13,8 +13,8 @@ from opregistry.gradcheck.results import PROBLEMS, GradcheckResult
 from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
-    from opregistry.gradcheck.results import TargetCheck
     from opregistry.gradcheck.higher_order import FirstGradient
+    from opregistry.gradcheck.results import TargetCheck
     from opregistry.gradcheck.subject import Subject
     from opregistry.model.results import CheckResult, GradientStop
 
@@ -29,7 +29,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible.
-    ``gradient``: the function order 2 checked (``second_order.FirstGradient``);
+    ``gradient``: the function order 2 checked (``higher_order.FirstGradient``);
     ``raised``: the (order, output number, target number) where TF raised computing
     the gradient (``Checker.raised``).
     Returns a new result (``result`` is frozen)."""
@@ -44,7 +44,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
     original = subject.original or subject
     models = {1: from_concrete(original.concrete, subject.source,
                                names=_names(subject, original))}
-    if result.order == 2 and gradient is not None:
+    if result.order >= 2 and gradient is not None:
         try:
             models[2] = from_concrete(gradient.concrete(), subject.source,
                                       names=_names(subject, subject))
@@ -94,7 +94,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
-    if result.order == 2 and facts is not None:  # named as check --order 2 names them
+    if result.order >= 2 and facts is not None:  # named as check --order 2 names them
         checks = _second_order_named(checks, models[1], facts, version or "", subject, db)
     from opregistry.remedies import advise
 
