@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from opregistry.gradcheck.higher_order import FirstGradient
     from opregistry.gradcheck.results import TargetCheck
     from opregistry.gradcheck.subject import Subject
+    from opregistry.model.graph import Model
     from opregistry.model.results import CheckResult, GradientStop
+    from opregistry.registry.facts import OpFacts
 
 
 # long: one pass over the checks of both orders, each rule a few lines
@@ -107,8 +109,8 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
                    analysis_note=notes[-1] if notes else result.analysis_note)
 
 
-def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], version: str,
-                        subject: Any, db: DbLike) -> list[Any]:
+def _second_order_named(checks: list[TargetCheck], model: Model, facts: dict[str, OpFacts],
+                        version: str, subject: Subject, db: DbLike) -> list[TargetCheck]:
     """Order-2 problems named as ``check --order 2`` names the pair: the forward op
     whose gradient op stops the second pass (ResizeBilinear via ResizeBilinearGrad,
     with the line that created it), not the gradient graph's ops."""
@@ -138,8 +140,9 @@ def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], ve
     return out
 
 
-def _revised(c: TargetCheck, blocking: Any, info: Any, named: bool, order: int
-             ) -> TargetCheck:
+def _revised(c: TargetCheck, blocking: tuple[GradientStop, ...] | None,
+             info: tuple[bool, bool, list[tuple[str, GradientStop]]] | None, named: bool,
+             order: int) -> TargetCheck:
     """One check after the analysis: ``blocking`` (the ops, when the analysis finds the
     pair blocked), ``info`` (related, gradient path, ops on the paths) for a problem;
     ``named``: the release's facts were available."""
