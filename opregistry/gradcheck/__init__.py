@@ -1,7 +1,8 @@
 """Numerical gradient checking: result types (``results.py``), the checked call and its
 float64 version (``subject.py``), the finite-difference math (``differences.py``, pure
-functions), the checker (``checker.py``), the static explanation (``explain.py``) and
-the command-line targets (``targets.py``).
+functions), the checker (``checker.py``, its ``request.py``), any order
+(``higher_order.py``), the static side (``static.py``: the analysis names the ops behind
+a problem) and the command-line targets (``targets.py``).
 
 The package is callable: ``opregistry.gradcheck(fn, *inputs, ...)`` is
 ``api.gradcheck`` (importing a submodule makes the package ``opregistry.gradcheck``, so

@@ -82,7 +82,7 @@ def gradcheck(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | No
                              not_checked={**(getattr(fn, "not_checked", None) or {}),
                                           **unchecked_orders(checkers, order)})
     if analyse:
-        from opregistry.gradcheck.explain import explain
+        from opregistry.gradcheck.static import explain
 
         result = explain(result, subject, release, db, gradient, raised)
     return result
