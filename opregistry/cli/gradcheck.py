@@ -138,7 +138,7 @@ def check_target(target: str) -> None:
     TensorFlow."""
     import os
 
-    from opregistry.model.kinds import model_kind
+    from opregistry.model.kinds import model_file, model_kind, saved_model_dir
 
     path, _, function = target.rpartition(":")
     if os.path.exists(target) or not path:
@@ -149,8 +149,9 @@ def check_target(target: str) -> None:
         return  # module:function, found by import
     if not os.path.exists(target):
         raise GradcheckError(f"{target}: no such file or directory")
-    if os.path.isdir(target):
-        if not os.path.isfile(os.path.join(target, "saved_model.pb")):
+    directory = saved_model_dir(target)  # a directory, or its saved_model.pb
+    if directory is not None:
+        if model_file(directory) == directory:
             raise GradcheckError(f"{target}: not a SavedModel directory (no saved_model.pb)")
     elif model_kind(target) != "keras":
         raise GradcheckError(f"{target}: not a SavedModel directory, .keras / .h5 file or "
