@@ -82,17 +82,27 @@ def checked_to(checker: Checker, order: int) -> tuple[list[TargetCheck], list[Ch
     this order's gradient (a gradient op without a gradient), the orders above have
     no function to check: the recursion stops (``unchecked_orders`` says so)."""
     checks = checker.run()
-    if order <= checker.order or any(o == checker.order for o, _, _ in checker.raised):
+    if order <= checker.order or _raised_inside(checker):
         return checks, [checker], None
     following, gradient = next_order_checker(checker)
     more, checkers, deeper = checked_to(following, order)
     return checks + more, [checker, *checkers], gradient if checker.order == 1 else deeper
 
 
+def _raised_inside(checker: Checker) -> bool:
+    """Whether TF raised computing this order's gradient for a target the next order's
+    function differentiates (an inner target): then there is no such function."""
+    targets = checker.subject.targets
+    return any(o == checker.order and targets[n] in checker.inner
+               for o, _, n in checker.raised)
+
+
 def unchecked_orders(checkers: list[Checker], order: int) -> dict[str, str]:
     """The orders above the last checker run, up to ``order``, and why they were not
     checked (for ``GradcheckResult.not_checked``)."""
     last = checkers[-1]
+    if not _raised_inside(last):
+        return {}
     why = next((w for (o, _, _), w in last.raised.items() if o == last.order), "")
     return {f"order {k}": f"TensorFlow raises computing the order {last.order} "
                           f"gradient: {why}" for k in range(last.order + 1, order + 1)}
