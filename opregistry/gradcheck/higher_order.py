@@ -21,6 +21,11 @@ class FirstGradient:
     def __init__(self, previous: Checker):
         self.previous = previous
 
+    @property
+    def first(self) -> Checker:
+        """``previous`` under its name from when only order 2 was checked."""
+        return self.previous
+
     def values(self, inputs: list[Tensor], eager: bool = False) -> list[Tensor]:
         previous = self.previous
         tf = previous.tf
