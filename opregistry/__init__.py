@@ -22,11 +22,11 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
     from opregistry.guard import CallableModule
     from opregistry.model.check_files import check_files
     from opregistry.registry.lookup import (
-        Blocker,
         GradientFunctionInfo,
         InputGradient,
         LookupResult,
         OpRelease,
+        OpStop,
         ReleaseSummary,
         Verification,
         lookup,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time, __getattr__ 
 __version__ = "0.4.0"
 
 __all__ = [
-    "Blocker", "GradientStop", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
+    "OpStop", "GradientStop", "CheckResult", "DatabaseError", "DiffResult", "DocumentError",
     "Finding", "FlaggedOp", "FunctionChange", "GradcheckError", "GradcheckResult",
     "GradientFunctionInfo", "HarvestError", "InputChange", "InputGradient", "LookupResult",
     "OpRelease", "OpregistryError", "OutputReport", "Policy", "PolicyError", "ProbeReport",
@@ -65,7 +65,8 @@ __all__ = [
 # cheap: the read API below loads the read store and sqlite3.
 _LAZY = {
     "lookup": "registry.lookup", "ops": "registry.lookup", "releases": "registry.lookup",
-    "Blocker": "registry.lookup", "GradientFunctionInfo": "registry.lookup",
+    "OpStop": "registry.lookup", "GradientFunctionInfo": "registry.lookup",
+    "Blocker": "registry.lookup",  # OpStop's name before 0.5, not in __all__
     "InputGradient": "registry.lookup", "LookupResult": "registry.lookup",
     "OpRelease": "registry.lookup", "ReleaseSummary": "registry.lookup",
     "Verification": "registry.lookup",

@@ -142,6 +142,11 @@ def base_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_model_base_path_reads_the_newest_version(base_path, harvested_db):
     result = check(base_path, db=harvested_db)
     assert Path(result.source) == base_path / "10"
+    # the reader returns the version it chose, and the result carries it
+    chosen = result.serving_version
+    assert chosen is not None and (chosen.version, chosen.versions) == (10, 3)
+    assert chosen.path == base_path / "10" and chosen.ignored == ("temp-1700000000",)
+    assert check(base_path / "10", db=harvested_db).serving_version is None
     assert {t.name for t in result.targets if t.kind == "variable"} == {"w10"}
     _agrees("version 10", base_path / "10", result)
 

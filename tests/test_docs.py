@@ -112,3 +112,11 @@ def test_the_api_reference_documents_every_public_name(site):
                   if i.startswith("opregistry.") and i.count(".") == 1}
     assert documented == public, public ^ documented
     assert "opregistry.CheckResult.findings" in site["reference.html"].ids  # fields too
+    # gradcheck's composable steps, from opregistry.gradcheck.__all__
+    import opregistry.gradcheck
+
+    steps = {i.split(".", 2)[2] for i in site["reference.html"].ids
+             if i.startswith("opregistry.gradcheck.") and i.count(".") == 2}
+    assert steps == set(opregistry.gradcheck.__all__) - set(opregistry.__all__)
+    assert {"jacobians", "gradgradcheck", "Checker", "CheckRequest"} <= steps
+    assert "opregistry.gradcheck.Checker.analytic_jacobian" in site["reference.html"].ids

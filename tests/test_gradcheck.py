@@ -186,7 +186,7 @@ def test_order_2_is_the_first_order_checker_of_the_projected_gradient():
     checker's random stream; q is TF's own nested-tape value."""
     from opregistry.gradcheck.checker import Checker
     from opregistry.gradcheck.differences import tolerance
-    from opregistry.gradcheck.second_order import second_order_checker
+    from opregistry.gradcheck.higher_order import second_order_checker
     from opregistry.gradcheck.subject import Subject
 
     def f(t):
@@ -480,3 +480,129 @@ def test_why_not_float64_is_a_whole_sentence(harvested_db):
     note = result.cast_note
     assert note.startswith("not run in float64: AddV2 in my_fn"), note
     assert "input y is float32 but x is float64" in note and "constant" in note
+
+
+def _chain(f, x, order, **request):
+    """The order-``order`` checker of ``f`` at ``x``, by the public steps."""
+    from opregistry.gradcheck import Checker, CheckRequest, next_order_checker, tolerance
+    from opregistry.gradcheck.subject import Subject
+
+    subject = Subject.build(tf, f, (x,), None, "float64", "f", None, False)
+    checker = Checker(tf, subject, CheckRequest(tolerance("float64", None, None, None),
+                                                **request))
+    chain = [checker]
+    while chain[-1].order < order:
+        chain.append(next_order_checker(chain[-1])[0])
+    return chain
+
+
+def test_both_jacobians_to_order_3_are_the_closed_form_derivatives():
+    """sin(x) exp(x): order 1 is diag(f'), order n > 1 the gradient of the order n - 1
+    value q = <grad, v> (q2 = sum v r f', q3 = sum v^2 r f''), so its Jacobian row is
+    v^(n-1) r f^(n): TF's tape and float64 finite differences both give it."""
+    from opregistry.gradcheck import jacobians
+
+    def f(t):
+        return tf.sin(t) * tf.exp(t)
+
+    x = np.array([0.3, -1.2, 0.7])
+    e = np.exp(x)
+    derivative = {1: e * (np.sin(x) + np.cos(x)), 2: 2 * e * np.cos(x),
+                  3: 2 * e * (np.cos(x) - np.sin(x))}
+    chain = _chain(f, tf.constant(x), 3, mode="full")
+    r, v = chain[0].projections[0], chain[0].inner_directions[0].numpy()
+    for order, checker in enumerate(chain, 1):
+        expected = np.diag(derivative[1]) if order == 1 else \
+            (v ** (order - 1) * r * derivative[order])[None, :]
+        np.testing.assert_allclose(checker.analytic_jacobian(0, 0), expected, rtol=1e-12)
+        np.testing.assert_allclose(checker.numerical_jacobian(0)[0], expected, rtol=1e-6,
+                                   atol=1e-8)
+    # the one-call form gives the same pairs (same seed: same projections)
+    for order in (1, 2, 3):
+        (pair,) = jacobians(f, x, order=order)
+        assert (pair.order, pair.target, pair.target_kind) == (order, "t", "input")
+        assert pair.analytic is not None
+        np.testing.assert_allclose(pair.analytic, chain[order - 1].analytic_jacobian(0, 0))
+        np.testing.assert_allclose(pair.numerical, pair.analytic, rtol=1e-6, atol=1e-8)
+    result = gradcheck(f, x, order=3, analyse=False)
+    assert [(c.order, c.verdict) for c in result.checks] == [(1, "ok"), (2, "ok"), (3, "ok")]
+
+
+def test_orders_1_to_3_of_a_dense_layer_with_a_loss_directional_and_full():
+    """A real function of variables and an input (tanh dense layer, softmax cross
+    entropy): every order is ok, full and directional, and an order-3 run reports the
+    same order-1 and order-2 checks as the order-2 run."""
+    rng = np.random.default_rng(3)
+    module = tf.Module()
+    module.w = tf.Variable(rng.standard_normal((3, 4)), name="w")
+    module.b = tf.Variable(rng.standard_normal(4), name="b")
+    labels = tf.constant([[0.1, 0.2, 0.3, 0.4]], tf.float64)
+
+    def loss(x):
+        logits = tf.tanh(x @ module.w + module.b)
+        return tf.nn.softmax_cross_entropy_with_logits(labels, logits)
+
+    x = rng.standard_normal((1, 3))
+    for mode in ("full", "directional"):
+        three = gradcheck(loss, x, order=3, mode=mode, analyse=False)
+        assert three.ok and {c.order for c in three.checks} == {1, 2, 3}
+        assert {(c.target, c.verdict) for c in three.checks} == {
+            ("x", "ok"), ("w", "ok"), ("b", "ok")}
+    two = gradcheck(loss, x, order=2, mode="directional", analyse=False)
+    assert [c for c in three.checks if c.order < 3] == two.checks
+
+
+def test_order_3_finds_what_orders_1_and_2_pass():
+    """A custom gradient right at first and second order that stops the third: the
+    backward of x^3/6 writes x^2/2 as x c - c^2/2 with c = stop_gradient(x) (its value
+    and first derivative are right, its second is 0): TF's third derivative is
+    None (no gradient), finite differences say 1."""
+    @tf.custom_gradient
+    def cube(t):
+        def backward(dy):
+            c = tf.stop_gradient(t)
+            return dy * (t * c - c * c / 2)
+
+        return t ** 3 / 6, backward
+
+    x = np.array([0.5, -0.8])
+    result = gradcheck(cube, x, order=3, analyse=False)
+    by_order = {c.order: c for c in result.checks}
+    assert (by_order[1].verdict, by_order[2].verdict) == ("ok", "ok")
+    assert by_order[3].verdict == "none" and not result.ok
+    from opregistry.gradcheck import jacobians
+
+    (pair,) = jacobians(cube, x, order=3)
+    assert pair.analytic is None
+    assert np.max(np.abs(pair.numerical)) > 0.01  # v^2 r (the third derivative is 1)
+
+
+def test_the_orders_above_one_tensorflow_cannot_differentiate_are_not_checked():
+    """Softsign's gradient op has no gradient: order 2 is ``none`` (TF raises), and
+    order 3, which would differentiate that, is said not checked, not a traceback."""
+    result = gradcheck(tf.nn.softsign, np.array([0.3, -1.2]), order=3, analyse=False)
+    assert [(c.order, c.verdict) for c in result.checks] == [(1, "ok"), (2, "none")]
+    assert "SoftsignGrad" in result.checks[1].note
+    assert list(result.not_checked) == ["order 3"]
+    assert "order 2 gradient" in result.not_checked["order 3"]
+
+
+def test_gradgradcheck_and_the_checker_request_and_its_positional_form():
+    from opregistry.gradcheck import Checker, CheckRequest, gradgradcheck, tolerance
+    from opregistry.gradcheck.subject import Subject
+
+    def f(t):
+        return tf.reduce_sum(tf.tanh(t) ** 2)
+
+    x = np.array([0.4, -0.9])
+    assert gradgradcheck(f, x, analyse=False).checks == \
+        gradcheck(f, x, order=2, analyse=False).checks
+    subject = Subject.build(tf, f, (tf.constant(x),), None, "float64", "f", None, False)
+    tol = tolerance("float64", None, None, None)
+    old = Checker(tf, subject, tol, "directional", 2, None, 256, 5)
+    new = Checker(tf, subject, CheckRequest(tol, "directional", directions=2, seed=5))
+    assert old.request == new.request and old.run() == new.run()
+    with pytest.raises(GradcheckError, match="mode must be"):
+        CheckRequest(tol, "sideways")  # type: ignore[arg-type]
+    with pytest.raises(GradcheckError, match="order must be 1 or more"):
+        gradcheck(f, x, order=0)

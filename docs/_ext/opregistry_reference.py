@@ -36,6 +36,19 @@ def public_names() -> dict[str, list[str]]:
     return found
 
 
+STEPS_HEADING = "Gradcheck's steps (opregistry.gradcheck)"
+
+
+def step_names() -> list[str]:
+    """The public steps of the callable ``opregistry.gradcheck`` package (its
+    ``__all__``) that ``opregistry`` itself does not export: the Jacobians, the request,
+    the checker, any order."""
+    import opregistry
+    import opregistry.gradcheck as gradcheck
+
+    return sorted(set(gradcheck.__all__) - set(opregistry.__all__))
+
+
 def reference_rst() -> str:
     names = public_names()
     lines = []
@@ -46,6 +59,16 @@ def reference_rst() -> str:
             if kind != "function":
                 lines += ["   :members:", "   :undoc-members:"]
             lines += [""]
+    lines += [STEPS_HEADING, "-" * len(STEPS_HEADING), ""]
+    import opregistry.gradcheck as gradcheck
+
+    for name in step_names():
+        kind = kind_of(getattr(gradcheck, name))
+        directive = {"function": "autofunction", "class": "autoclass"}[kind]
+        lines += [f".. {directive}:: opregistry.gradcheck.{name}"]
+        if kind == "class":
+            lines += ["   :members:", "   :undoc-members:"]
+        lines += [""]
     return "\n".join(lines)
 
 

@@ -3,7 +3,6 @@
 each model once."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List
 
 import typer
@@ -54,9 +53,10 @@ def check_files_command(
     pair's second order, as check --order 2."""
     from opregistry.ignore_rules import apply_to_check
     from opregistry.model.check_files import check_files, fails
+    from opregistry.model.kinds import saved_model_dir
 
     guard_output(output_file, db=db, policy=(policy_file,), paths=[
-        *files, *(str(Path(f).parent) for f in files if Path(f).name == "saved_model.pb")])
+        *files, *(d for f in files if (d := saved_model_dir(f)) not in (None, f))])
     policy = load_cli_policy(ignore, policy_file)
     chosen = chosen_release(release, db)  # one error, not one per model
     failed = errors = ignored = 0

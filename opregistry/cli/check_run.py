@@ -38,13 +38,16 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
         check_output(output_file, db=db, paths=[model], policy=(policy_file,))
         policy = load_policy(ignore or (), path=policy_file)
         chosen = choose_release(release, db)  # once, before the model is read
-        path = say_serving_version(model)
-        result = apply_to_check(check(path, release=chosen.version, db=db, outputs=wanted,
+        result = apply_to_check(check(model, release=chosen.version, db=db, outputs=wanted,
                                       tags=tags, xla=xla, order=int(order)), policy)
         write_output(output_file, render(result, fmt.value))
     except OpregistryError as exc:
         note(f"Error: {exc}")
         return exc.exit_code
+    if result.serving_version is not None:  # the version the reader chose: said first
+        from opregistry.formats.check import serving_version_line
+
+        note(serving_version_line(model, result.serving_version))
     note(chosen.note)
     note(summary_line(result))
     for line in summary(len(result.ignored), policy):

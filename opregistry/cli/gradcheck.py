@@ -61,8 +61,9 @@ def gradcheck_command(
     training: bool = typer.Option(
         False, "--training", help="Keras: call the model in training mode (batch norm on "
                                   "batch statistics)."),
-    order: int = typer.Option(1, "--order", min=1, max=2,
-                              help="2: also check the gradient of the gradient."),
+    order: int = typer.Option(1, "--order", min=1,
+                              help="n: also orders 2 to n, each the gradient of the order "
+                                   "below (2: the gradient of the gradient)."),
     precision: Precision = typer.Option(Precision.float64, "--dtype",
                                         help="Working precision to try first."),
     mode: Mode = typer.Option(Mode.auto, "--mode", help="auto: the full Jacobian for a small "
@@ -137,7 +138,7 @@ def check_target(target: str) -> None:
     TensorFlow."""
     import os
 
-    from opregistry.model.kinds import model_kind
+    from opregistry.model.kinds import model_file, model_kind, saved_model_dir
 
     path, _, function = target.rpartition(":")
     if os.path.exists(target) or not path:
@@ -148,8 +149,9 @@ def check_target(target: str) -> None:
         return  # module:function, found by import
     if not os.path.exists(target):
         raise GradcheckError(f"{target}: no such file or directory")
-    if os.path.isdir(target):
-        if not os.path.isfile(os.path.join(target, "saved_model.pb")):
+    directory = saved_model_dir(target)  # a directory, or its saved_model.pb
+    if directory is not None:
+        if model_file(directory) == directory:
             raise GradcheckError(f"{target}: not a SavedModel directory (no saved_model.pb)")
     elif model_kind(target) != "keras":
         raise GradcheckError(f"{target}: not a SavedModel directory, .keras / .h5 file or "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -442,7 +442,7 @@ def ascii_lower(text: str) -> str:
 
 
 def _matching(releases: list[ReleaseRow], version: str,
-              key: Any) -> list[ReleaseRow]:
+              key: Callable[[ReleaseRow], str]) -> list[ReleaseRow]:
     """The releases whose ``key`` is ``version``, else the newest of those it prefixes
     (``2.21`` matches 2.21.0 and 2.21.1: the newest)."""
     exact = [r for r in releases if key(r) == version]

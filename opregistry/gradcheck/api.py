@@ -27,10 +27,11 @@ from typing import Any, Sequence
 from opregistry.db.location import DbLike
 from opregistry.gradcheck.checker import Checker
 from opregistry.gradcheck.differences import tolerance
-from opregistry.gradcheck.results import GradcheckError, GradcheckResult
-from opregistry.gradcheck.second_order import FirstGradient, second_order_checker
+from opregistry.gradcheck.higher_order import checked_to, next_order_checker, unchecked_orders
+from opregistry.gradcheck.request import CheckRequest
+from opregistry.gradcheck.results import GradcheckError, GradcheckResult, JacobianPair
 from opregistry.gradcheck.subject import Subject, state_kept
-from opregistry.tf_types import Tensor, Traceable, Variable
+from opregistry.tf_types import Tensor, TFModule, Traceable, Variable
 
 
 def gradcheck(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | None = None,
@@ -50,50 +51,91 @@ def gradcheck(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | No
     not run in float64 the check falls back to its own precision and says why.
     ``mode``: ``auto`` (the full Jacobian when the targets together and every output
     have at most ``full_limit`` elements, directional checks otherwise), ``full`` or
-    ``directional``. ``order=2`` also checks the
-    gradient of the gradient (the input-gradient projected on a random vector, as a
-    gradient penalty uses it). ``analyse`` runs the static analysis against ``release``
-    of the database ``db`` to tell blocked from unrelated and to name the ops behind a
-    problem. ``outputs`` restricts the check to these outputs (names as reported).
+    ``directional``. ``order=n`` also checks orders 2 to n, by recursion: order k checks
+    the gradient of the order k - 1 one (the input-gradient projected on a random
+    vector, as a gradient penalty uses it; see ``gradgradcheck``). ``analyse`` runs
+    the static analysis against ``release`` of the database ``db`` to tell blocked from
+    unrelated and to name the ops behind a problem. ``outputs`` restricts the check to
+    these outputs (names as reported).
     ``training`` calls a Keras model in training mode (batch norm on batch statistics;
     dropout makes the call random, which the noise allowance then shows); the model's
     variables (moving averages) are restored afterwards."""
-    if order not in (1, 2):
-        raise GradcheckError(f"order must be 1 or 2, not {order}")
-    if mode not in ("auto", "full", "directional"):
-        raise GradcheckError(f"mode must be auto, full or directional, not {mode!r}")
+    if not isinstance(order, int) or order < 1:
+        raise GradcheckError(f"order must be 1 or more, not {order}")
     if dtype not in ("float64", "float32"):
         raise GradcheckError(f"dtype must be float64 or float32, not {dtype!r}")
-    from opregistry.model.readers.traced import import_tensorflow
-
-    try:
-        tf = import_tensorflow()
-    except Exception as exc:  # ModelError: TF missing
-        raise GradcheckError(str(exc)) from None
+    tf = _tensorflow()
     with state_kept(fn):
         subject = Subject.build(tf, fn, inputs, variables, dtype, source, outputs, training)
         tol = tolerance(subject.precision, atol, rtol, step)
-        checker = Checker(tf, subject, tol, mode, directions, group_size, full_limit, seed)
-        checks = checker.run()
-        jitter = checker.max_jitter
-        gradient: FirstGradient | None = None
-        raised = dict(checker.raised)  # where TF raised computing a gradient
-        if order == 2:  # order 2 reports order 1 too, with the same projections
-            second, gradient = second_order_checker(checker)
-            checks += second.run()
-            jitter = max(jitter, second.max_jitter)
-            raised.update(second.raised)
+        checker = Checker(tf, subject, CheckRequest(tol, mode, directions,  # type: ignore[arg-type]
+                                                    group_size, full_limit, seed))
+        # order n reports orders 1 to n, each the projected gradient of the one below
+        checks, checkers, gradient = checked_to(checker, order)
+        jitter = max(c.max_jitter for c in checkers)
+        raised = {k: v for c in checkers for k, v in c.raised.items()}
     result = GradcheckResult(source=subject.source, dtype=subject.precision,
                              cast_note=subject.cast_note, tolerance=tol, order=order,
                              seed=seed, checks=checks,
                              # the gradient's forward passes are counted on the first
                              forward_passes=checker.passes, nondeterminism=jitter,
-                             not_checked=dict(getattr(fn, "not_checked", None) or {}))
+                             not_checked={**(getattr(fn, "not_checked", None) or {}),
+                                          **unchecked_orders(checkers, order)})
     if analyse:
-        from opregistry.gradcheck.explain import explain
+        from opregistry.gradcheck.static import explain
 
         result = explain(result, subject, release, db, gradient, raised)
     return result
+
+
+def gradgradcheck(fn: Traceable, *inputs: Tensor, **options: Any) -> GradcheckResult:
+    """``gradcheck(..., order=2)``, as torch names it: the first order, then the first-order
+    check of the projected gradient."""
+    return gradcheck(fn, *inputs, **{**options, "order": max(2, options.get("order", 2))})
+
+
+def jacobians(fn: Traceable, *inputs: Tensor, variables: Sequence[Variable] | None = None,
+              order: int = 1, dtype: str = "float64", step: float | None = None,
+              seed: int = 0, outputs: Sequence[str] | None = None,
+              training: bool = False) -> list[JacobianPair]:
+    """Both Jacobians of ``fn(*inputs)``, per (output, target), for you to compare:
+    ``analytic`` from TensorFlow's tape (None where TF gives no gradient) and
+    ``numerical`` by central finite differences in float64 (at ``step``, default
+    1e-7 in float64), each (output elements, target elements). ``order=n`` > 1 gives
+    them of the function order n checks: the order n - 1 gradient, projected as
+    ``gradcheck`` projects it (so one row per output). Targets, ``dtype`` and the rest
+    as ``gradcheck``; nothing is judged. Example::
+
+        for p in opregistry.gradcheck.jacobians(f, x):
+            numpy.testing.assert_allclose(p.analytic, p.numerical, rtol=1e-5)
+    """
+    if not isinstance(order, int) or order < 1:
+        raise GradcheckError(f"order must be 1 or more, not {order}")
+    tf = _tensorflow()
+    with state_kept(fn):
+        subject = Subject.build(tf, fn, inputs, variables, dtype, source=None,
+                                outputs=outputs, training=training)
+        tol = tolerance(subject.precision, None, None, step)
+        checker = Checker(tf, subject, CheckRequest(tol, "full", seed=seed))
+        while checker.order < order:
+            checker, _ = next_order_checker(checker)
+        pairs = []
+        for number, target in enumerate(subject.targets):
+            numerical = checker.numerical_jacobian(number)
+            for j, output in enumerate(subject.outputs):
+                pairs.append(JacobianPair(order, output, target.kind, target.name,
+                                          checker.analytic_jacobian(j, number),
+                                          numerical[j]))
+    return pairs
+
+
+def _tensorflow() -> TFModule:
+    from opregistry.model.readers.traced import import_tensorflow
+
+    try:
+        return import_tensorflow()
+    except Exception as exc:  # ModelError: TF missing
+        raise GradcheckError(str(exc)) from None
 
 
 def assert_differentiable(fn: Traceable, *inputs: Tensor, **options: Any) -> GradcheckResult:

@@ -5,47 +5,68 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from opregistry.errors import first_line
 from opregistry.gradcheck.differences import UNSTABLE, allowed_error, differences, verdict
+from opregistry.gradcheck.request import CheckRequest
 from opregistry.gradcheck.results import VERDICTS, TargetCheck, Tolerance
 from opregistry.gradcheck.subject import Subject, SubjectTarget
 from opregistry.tf_types import Array, DType, Tensor, TFModule
 from opregistry.vocabulary import Verdict
+
+if TYPE_CHECKING:
+    from numpy.random import Generator
 
 _FINER = 16  # step divisor for the second look at a failing check
 
 
 class Checker:
     """TF's gradient of each output (projected on a fixed random vector) against finite
-    differences of the output. Order 2 is this checker run on the projected gradient
-    (``second_order.py``), given ``order``, the first checker's ``rng`` and
-    ``projections`` (its outputs are one number each)."""
+    differences of the output, as ``request`` asks. Order n > 1 is this checker run on
+    the projected gradient of order n - 1 (``higher_order.next_order_checker``), given
+    ``order``, the previous checker's ``rng``, its ``inner_directions`` and
+    ``projections`` (its outputs are one number each).
 
-    def __init__(self, tf: TFModule, subject: Subject, tol: Tolerance, mode: str,
-                 directions: int, group_size: int | None, full_limit: int, seed: int,
-                 *, order: int = 1, rng: Any = None, projections: list[Array] | None = None):
+    Both Jacobians are public steps: ``analytic_jacobian`` (TF's tape) and
+    ``numerical_jacobian`` (float64 central differences). The positional form
+    ``Checker(tf, subject, tol, mode, directions, group_size, full_limit, seed)`` of
+    0.4 still works."""
+
+    def __init__(self, tf: TFModule, subject: Subject, request: CheckRequest | Tolerance,
+                 *positional: object, order: int = 1, rng: Generator | None = None,
+                 projections: list[Array] | None = None,
+                 inner_directions: list[Tensor] | None = None):
         import numpy as np
 
+        if isinstance(request, Tolerance):  # the 0.4 positional call
+            request = CheckRequest(request, *positional)  # type: ignore[arg-type]
+        elif positional:
+            raise TypeError("Checker(tf, subject, request): no further positional arguments")
         self.tf, self.np = tf, np
+        self.request = request
         self.order = order
-        self.subject, self.tol, self.mode = subject, tol, mode
-        self.directions = max(1, directions)
-        self.group_size = group_size
-        self.full_limit = full_limit
-        self.rng = np.random.default_rng(seed) if rng is None else rng
+        self.subject, self.tol, self.mode = subject, request.tolerance, request.mode
+        self.directions = max(1, request.directions)
+        self.group_size = request.group_size
+        self.full_limit = request.full_limit
+        self.rng = np.random.default_rng(request.seed) if rng is None else rng
         self.passes = 0
         self.max_jitter = 0.0
+        self.base: list[Array] | None = None  # the outputs at the point, flat float64
+        self.jitter: list[float] = []
+        # output -> TF's Jacobian rows (one per output element), each a list per target
+        self._rows: dict[int, list[list[Array]]] = {}
         # (order, output, target number) -> why TensorFlow raised computing the gradient
         self.raised: dict[tuple[int, int, int], str] = {}
-        # inner targets of the second-order value: the float inputs, else the variables
+        # inner targets of the next order's value: the float inputs, else the variables
         inner = [t for t in subject.targets if t.kind == "input"] or subject.targets
         self.inner = inner
         if projections is not None:  # drawn by the checker this one continues
-            self.projections, self.inner_directions = projections, []
+            self.projections = projections
+            self.inner_directions = inner_directions or []
             return
-        # fixed random projections of the outputs, and second-order inner directions
+        # fixed random projections of the outputs, and the next orders' inner directions
         self.projections = [self.rng.standard_normal(int(np.size(t)))
                             for t in self.outputs(self.subject.inputs)]
         self.inner_directions = [
@@ -143,16 +164,69 @@ class Checker:
                                                   dtype=np.float64).reshape(-1)
                 for g in grads]
 
+    def _point(self) -> list[Array]:
+        """The outputs at the point (measured once; ``run`` also measures their noise)."""
+        if self.base is None:
+            self.base = self.values({})
+            self.jitter = [0.0] * len(self.base)
+        return self.base
+
+    # -- the Jacobians, a public step ---------------------------------------------------
+
+    def analytic_jacobian(self, j: int, number: int) -> Array | None:
+        """TensorFlow's Jacobian of output ``j`` with respect to target ``number``, from
+        its tape: (output elements, target elements), float64; one backward pass per
+        output element, shared by all targets. None where TF gives no gradient for any
+        element (rows TF leaves None are zeros)."""
+        np = self.np
+        if j not in self._rows:
+            size = int(np.size(self._point()[j]))
+            self._rows[j] = [self.gradients(j, weights=np.eye(1, size, m).reshape(-1))
+                             for m in range(size)]
+        rows = [row[number] for row in self._rows[j]]
+        if all(r is None for r in rows):
+            return None
+        size = self.subject.targets[number].size
+        return np.stack([np.zeros(size) if r is None else r for r in rows]) if rows else \
+            np.zeros((0, size))
+
+    def numerical_jacobian(self, number: int, step: float | None = None) -> list[Array]:
+        """Per output, its Jacobian with respect to target ``number`` by central finite
+        differences of the float64 outputs at ``step`` (default: the tolerance's step):
+        (output elements, target elements)."""
+        cols = self._columns(number, step or self.tol.step)
+        return [self._stacked(cols, j)[0] for j in range(len(self.subject.outputs))]
+
+    def _columns(self, number: int, h: float) -> list[list[tuple[Array, Array, Array, Array]]]:
+        """Per element of target ``number``, per output: the differences at h."""
+        np = self.np
+        target = self.subject.targets[number]
+        out = []
+        for k in range(target.size):
+            e = np.zeros(target.shape, dtype=np.float64)
+            e.reshape(-1)[k] = 1.0
+            out.append(self._differences({number: e}, None, h))
+        return out
+
+    def _stacked(self, cols: list[list[tuple[Array, Array, Array, Array]]], j: int
+                 ) -> tuple[Array, ...]:
+        """(output elements, target elements) per quantity of output j."""
+        np = self.np
+        size = int(np.size(self._point()[j]))
+        if not cols:
+            return tuple(np.zeros((size, 0)) for _ in range(4))
+        return tuple(np.stack([col[j][i] for col in cols], axis=1) for i in range(4))
+
     # -- driver ------------------------------------------------------------------------
 
     def run(self) -> list[TargetCheck]:
         """Every (output, target) check of this order."""
         np = self.np
-        self.base = self.values({})
+        self.base = base = self.values({})
         again = self.values({})
         # nondeterministic kernels: the spread of two identical evaluations is noise
         self.jitter = [float(np.max(np.abs(a - b))) if a.size else 0.0
-                       for a, b in zip(self.base, again)]
+                       for a, b in zip(base, again)]
         self.max_jitter = max([self.max_jitter, *self.jitter])
         return self._checks()
 
@@ -173,12 +247,11 @@ class Checker:
         full = self.mode == "full" or (
             self.mode == "auto" and
             sum(t.size for t in subject.targets) <= self.full_limit and
-            all(b.size <= self.full_limit for b in self.base))
-        jacobian_rows: dict[int, list[list[Array]]] = {}  # output -> rows of every target
+            all(b.size <= self.full_limit for b in self._point()))
         for number in range(len(subject.targets)):
             per_output = [grads[j][number] for j in range(n_out)]
             if full:
-                for j, check in enumerate(self._full(number, per_output, jacobian_rows)):
+                for j, check in enumerate(self._full(number, per_output)):
                     results[(j, number)] = check
             elif any(g is None or not np.any(g) for g in per_output):
                 for j, check in enumerate(self._directional([number], grads, "directional")):
@@ -222,10 +295,10 @@ class Checker:
         plus2, minus2 = self.values(scaled(h / 2)), self.values(scaled(-h / 2))
         return [differences(plus[j], minus[j], plus2[j], minus2[j], base, h,
                             None if projection is None else projection[j])
-                for j, base in enumerate(self.base)]
+                for j, base in enumerate(self._point())]
 
     def _allowed(self, j: int, numeric: Array, h: float) -> Array:
-        return allowed_error(self.tol, self.base[j], self.jitter[j], numeric, h)
+        return allowed_error(self.tol, self._point()[j], self.jitter[j], numeric, h)
 
     def _verdict(self, j: int, analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array,
                  h: float) -> tuple[Verdict, Array, str]:
@@ -233,46 +306,23 @@ class Checker:
         found, note = verdict(analytic, c1, c2, d1, d2, allowed, self.order)
         return found, allowed, note
 
-    def _full(self, number: int, per_output: list[Array], jacobian_rows: dict[int, Array]
-              ) -> list[TargetCheck]:
-        """Full Jacobian of every output with respect to one target, element by element
-        (the analytic rows, one backward pass per output element, are shared by all
-        targets through ``jacobian_rows``)."""
-        np = self.np
-        target = self.subject.targets[number]
-        dtype = np.float64
-        def columns(h: float) -> list[Array]:
-            out = []
-            for k in range(target.size):
-                e = np.zeros(target.shape, dtype=dtype)
-                e.reshape(-1)[k] = 1.0
-                out.append(self._differences({number: e}, None, h))
-            return out
-
-        def stacked(cols: list[Array], j: int) -> tuple[Array, ...]:
-            # (output elements, target elements) per quantity
-            return tuple(np.stack([col[j][i] for col in cols], axis=1) for i in range(4))
-
+    def _full(self, number: int, per_output: list[Array]) -> list[TargetCheck]:
+        """Full Jacobian of every output with respect to one target, element by element:
+        ``analytic_jacobian`` against the differences of ``numerical_jacobian`` (with the
+        h/2 and one-sided ones that tell a kink)."""
         h = self.tol.step
-        coarse, finer = columns(h), None
+        coarse, finer = self._columns(number, h), None
         checks = []
         for j in range(len(self.subject.outputs)):
-            diffs = stacked(coarse, j)
-            c1 = diffs[0]
-            if per_output[j] is None:
-                analytic = None
-            else:
-                if j not in jacobian_rows:
-                    jacobian_rows[j] = [
-                        self.gradients(j, weights=np.eye(1, c1.shape[0], m).reshape(-1))
-                        for m in range(c1.shape[0])]
-                rows = [row[number] for row in jacobian_rows[j]]
-                analytic = np.stack([np.zeros(target.size) if r is None else r for r in rows])
+            diffs = self._stacked(coarse, j)
+            analytic = None if per_output[j] is None else self.analytic_jacobian(j, number)
+            if per_output[j] is not None and analytic is None:
+                analytic = self.np.zeros_like(diffs[0])
 
             def fine(j: int = j) -> tuple[Array, ...]:
                 nonlocal finer
-                finer = finer or columns(h / _FINER)
-                return stacked(finer, j)
+                finer = finer or self._columns(number, h / _FINER)
+                return self._stacked(finer, j)
 
             checks.append(self._checked(j, number, "jacobian", analytic, diffs, fine, h))
         return checks

@@ -67,13 +67,13 @@ def verdict(analytic: Array, c1: Array, c2: Array, d1: Array, d2: Array, allowed
     """(verdict, note) of TF's gradient ``analytic`` (None: TF gave none) against the
     differences: ``non-smooth`` where they move with the step or the one-sided slopes
     jump, ``zero`` / ``mismatch`` / ``ok`` by the error, ``none`` for no gradient. At
-    order 2 a missing gradient whose differences are zero is ``ok`` (ReLU)."""
+    order 2 and above a missing gradient whose differences are zero is ``ok`` (ReLU)."""
     kink = (np.abs(d1) > allowed) & (np.abs(d2) > 0.75 * np.abs(d1))
     jump = np.abs(c1 - c2) > allowed
     if analytic is None:
-        if order == 2 and not np.any(np.abs(c1) > allowed):
+        if order >= 2 and not np.any(np.abs(c1) > allowed):
             # ReLU's second derivative: zero almost everywhere, and TF says so
-            return "ok", ("no second derivative from TensorFlow, and the finite "
+            return "ok", ("no derivative of this order from TensorFlow, and the finite "
                           "differences agree it is zero")
         return "none", ""
     error = np.abs(analytic - c1)

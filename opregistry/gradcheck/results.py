@@ -9,6 +9,7 @@ from opregistry.errors import OpregistryError
 from opregistry.model.results import GradientStop, shown_remedies
 from opregistry.remedies import OpRemedies
 from opregistry.shown import Shown
+from opregistry.tf_types import Array
 from opregistry.vocabulary import VERDICTS, TargetKind, Verdict
 
 __all__ = ["VERDICTS"]  # gradcheck's verdicts (opregistry.vocabulary)
@@ -48,6 +49,20 @@ class TargetCheck:
     note: str = ""
     blocking_ops: tuple[GradientStop, ...] = ()  # the ops the static analysis names
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
+
+
+@dataclass(frozen=True, eq=False)
+class JacobianPair:
+    """Both Jacobians of one (output, target) pair at one order (``jacobians``), for the
+    caller to compare: TF's from its tape (None: TF gives no gradient) and central finite
+    differences in float64, each a numpy array (output elements, target elements)."""
+
+    order: int
+    output: str
+    target_kind: TargetKind
+    target: str
+    analytic: Array | None
+    numerical: Array
 
 
 @dataclass(frozen=True, repr=False)

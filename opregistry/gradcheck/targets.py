@@ -66,11 +66,12 @@ def load_target(spec: str, *, signature: str | None = None, loss: str | None = N
             return tf.constant(rng.standard_normal(dims), dtype=dtype)
         return tf.zeros(dims, dtype=dtype)
 
-    from opregistry.model.kinds import model_kind
+    from opregistry.model.kinds import model_kind, saved_model_dir
 
     path = spec
-    if os.path.isdir(path):
-        fn, specs = _saved_model_signature(tf, path, signature, tags)
+    directory = saved_model_dir(path) if os.path.exists(path) else None
+    if directory is not None:  # the directory, or its saved_model.pb
+        fn, specs = _saved_model_signature(tf, directory, signature, tags)
         _all_named(given, fn.input_names)
         return fn, tuple(sample(s.shape, s.dtype, n) for n, s in zip(fn.input_names, specs)), \
             fn.__name__
@@ -138,7 +139,9 @@ def _saved_model_signature(tf: TFModule, path: str, signature: str | None, tags:
     """One signature of a SavedModel as a positional callable, with its input specs."""
     import os
 
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+    from opregistry.model.kinds import model_file
+
+    if model_file(path) == path:
         raise GradcheckError(f"{path}: not a SavedModel directory (no saved_model.pb)")
     _check_fingerprint(tf, path)
     try:

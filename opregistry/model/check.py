@@ -114,6 +114,10 @@ def check(model: Traceable, *inputs: Tensor, release: str | None = None, db: DbL
         result = CheckResult.merge([analyse(m, facts, version, outputs, xla=xla,
                                             second_order=second) for m in models])
     result = result.with_libraries({op: f.library for op, f in facts.items() if f.library})
+    if models and models[0].serving_version is not None:  # the version the reader chose
+        from dataclasses import replace
+
+        result = replace(result, serving_version=models[0].serving_version)
     known = {**(second or {}), **facts}
     return result.with_remedies({op: f.definition for op, f in known.items()},
                                 {op: f.gradient for op, f in known.items()})

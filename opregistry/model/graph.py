@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opregistry.errors import OpregistryError
+
+if TYPE_CHECKING:
+    from opregistry.model.readers.versions import ServingVersion
 
 # the formats read from files (static readers): checked as TF's import checks them, and
 # holding no Python (a py_function's callback is not in them); "traced" and the guard's
@@ -100,6 +103,8 @@ class Model:
     sites: dict[str, str] = field(default_factory=dict)
 
     known_op_types: set[str] | None = field(default=None, repr=False)  # set by readers
+    # a TF Serving model base path: the version the reader chose (None: read as named)
+    serving_version: ServingVersion | None = field(default=None, repr=False)
 
     @property
     def op_types(self) -> set[str]:

@@ -22,6 +22,15 @@ def model_kind(path: str | os.PathLike[str]) -> ModelKind:
     return "pbtxt" if text.endswith(".pbtxt") else "graphdef"
 
 
+def saved_model_dir(path: str | os.PathLike[str]) -> str | None:
+    """The SavedModel directory ``path`` names: the directory itself, or the folder of
+    its ``saved_model.pb``; None for any other kind of model."""
+    text = os.fspath(path)
+    if model_kind(text) != "savedmodel":
+        return None
+    return text if os.path.isdir(text) else os.path.dirname(text) or "."
+
+
 def model_file(path: str | os.PathLike[str]) -> str:
     """The file a model is in, for a report to point at: a SavedModel directory's
     ``saved_model.pb`` (where it has one), else the path itself."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from itertools import chain
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from opregistry.model.graph import Function, Model, shown
+from opregistry.model.graph import Function, Model, Node, shown
 from opregistry.model.readers.structure import InvalidGraph
+from opregistry.tf_types import Proto
 
 if TYPE_CHECKING:
     from opregistry.registry.facts import OpFacts
@@ -42,7 +43,7 @@ class OutputCounts:
                 tuple((str(a.get("name")), 1) for a in args)
         return self._fixed[op]
 
-    def of(self, node: Any) -> Outputs | None:
+    def of(self, node: Node | Proto) -> Outputs | None:
         """The output args of ``node`` (None: not known, so not judged)."""
         fixed = self.fixed(node.op)
         if fixed is not None:
@@ -108,7 +109,7 @@ def check_output_names(model: Model, facts: Mapping[str, OpFacts]) -> None:
 _OP, _INPUT = attrgetter("op"), attrgetter("input")
 
 
-def _graph_fault(text: str, nodes: Mapping[str, Any], counts: OutputCounts) -> str | None:
+def _graph_fault(text: str, nodes: Mapping[str, Node | Proto], counts: OutputCounts) -> str | None:
     """Why the graph's data input ``text`` names no output (None: it names one, or
     what it names is judged elsewhere)."""
     name, _, rest = text.partition(":")
@@ -146,7 +147,7 @@ def _check_function(model: Model, function: Function, counts: OutputCounts) -> N
                        f"(TensorFlow refuses it)")
 
 
-def _body_fault(text: str, nodes: Mapping[str, Any], args: set[str],
+def _body_fault(text: str, nodes: Mapping[str, Node | Proto], args: set[str],
                 counts: OutputCounts) -> str | None:
     """Why ``text`` in a function body names no output (None: it does, or it names
     an argument, or what it names is judged elsewhere)."""

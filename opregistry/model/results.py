@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
 from opregistry.vocabulary import REASONS
+
+if TYPE_CHECKING:
+    from opregistry.model.readers.versions import ServingVersion
 
 __all__ = ["REASONS"]  # reasons a gradient path stops at an op (opregistry.vocabulary)
 # reasons that make a loaded model fail for every output of the signature, not one path
@@ -192,6 +195,9 @@ class CheckResult(Shown):
     # per (op type, reason) where a gradient stops: the remedies, filled in by ``check``
     # from the release's OpDefs (``remedies_shown``: those of what is still reported)
     remedies: tuple[OpRemedies, ...] = field(default=(), repr=False)
+    # a TF Serving model base path: the version the reader chose (``source`` is its
+    # folder); None for any other model
+    serving_version: ServingVersion | None = field(default=None, repr=False)
 
     def with_remedies(self, definitions: Mapping[str, dict[str, Any] | None],
                       gradients: Mapping[str, str] | None = None) -> CheckResult:

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
 from opregistry.model.graph import STATIC_FORMATS, Node
 from opregistry.model.readers.schema import GRADIENT_CARRIERS
 from opregistry.model.results import GradientStop
+
+if TYPE_CHECKING:
+    from opregistry.registry.facts import OpFacts
+    from opregistry.registry.lookup import InputGradient
+
+# tensor -> [(instance, input position or -1 - output index)]: who reads it
+Consumers = dict[int, list[tuple[int, int]]]
 
 
 def passes(flat: Flat, inst: int, position: int) -> str | None:
@@ -68,7 +75,8 @@ def op_passes(flat: Flat, node: Node, position: int) -> str | None:
     return None
 
 
-def _input_row(flat: Flat, node: Node, facts: Any, position: int) -> Any:
+def _input_row(flat: Flat, node: Node, facts: OpFacts, position: int
+               ) -> InputGradient | None:
     """The probe's row for input ``position`` of ``node``: by argument name, as a
     variadic op (ConcatV2, AddN) was probed with its own N."""
     names = flat.input_arg_names(node)
@@ -169,7 +177,7 @@ def depends_on(flat: Flat, output: int) -> set[int]:
     return dep
 
 
-def subgraph(flat: Flat, consumers: Any, source: int, output: int, dep_insts: set[int]
+def subgraph(flat: Flat, consumers: Consumers, source: int, output: int, dep_insts: set[int]
               ) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]:
     """Nodes downstream of ``source`` (any data edge) that ``output`` depends on."""
     keys = flat.keys
@@ -194,7 +202,7 @@ def subgraph(flat: Flat, consumers: Any, source: int, output: int, dep_insts: se
     return nodes, edges
 
 
-def add_consumers(flat: Flat, inst: int, consumers: Any) -> None:
+def add_consumers(flat: Flat, inst: int, consumers: Consumers) -> None:
     transparent = flat.transparent.get(inst)
     if transparent is not None:
         for out_index, refs in transparent.items():
@@ -260,7 +268,7 @@ def gradient_reach(flat: Flat, output: int, record: bool = False, more: Sequence
     return reached, stopped
 
 
-def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
+def blocking_ops(flat: Flat, consumers: Consumers, source: int, dep: set[int],
                   dep_insts: set[int]) -> list[GradientStop]:
     """Every op where a gradient path from a blocked ``source`` stops while the output
     still depends on what the op produces."""
@@ -299,7 +307,7 @@ def blocking_ops(flat: Flat, consumers: Any, source: int, dep: set[int],
     return sorted(blocking.values(), key=lambda b: (b.function or "", b.node))
 
 
-def forward_reach(flat: Flat, consumers: Any, sources: Sequence[int]) -> set[int]:
+def forward_reach(flat: Flat, consumers: Consumers, sources: Sequence[int]) -> set[int]:
     """Every instance TF's ``_MarkReachedOps`` reaches from ``sources``: their ops and
     the consumers of every reached op's floating, complex, resource or variant output
     (the first half of TF's "between" walk: an op not reached is never asked for a
@@ -371,7 +379,7 @@ class WalkState:
             self._dep_insts[tensor] = {t & INST for t in self.dep(tensor)}
         return self._dep_insts[tensor]
 
-    def consumers(self) -> dict[int, list[tuple[int, int]]]:
+    def consumers(self) -> Consumers:
         """tensor -> [(instance, input position or -1 - output index)]: built only
         when a finding needs a forward walk."""
         if self._consumers is None:

@@ -26,13 +26,16 @@ An op the release was not harvested with XLA for is ``unknown``, said as such.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Mapping
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
 from opregistry.model import xla_structures as rules
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
 from opregistry.model.results import XlaFinding
+from opregistry.model.walks import WalkState
+from opregistry.model.xla_structures import Add
 from opregistry.registry.lookup import Xla
+from opregistry.tf_types import Proto
 
 # ops XLA takes as the frame of any compiled function, not as computations: arguments,
 # constants, variable reads, calls and control flow (their bodies are checked op by op,
@@ -58,7 +61,7 @@ _WHERE = {"forward": "in the forward pass of {}: this output's, or what the call
           "structure": "in {} as the call's whole backward function rewrites it"}
 
 
-def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: int,
+def xla_findings(flat: Flat, state: WalkState, signature: str, output: str, tensor: int,
                  sources: Iterable[int], downstream_cache: Cache,
                  meta_graph: str = "") -> list[XlaFinding]:
     """What keeps ``output``'s training step (gradients for ``sources``) from compiling
@@ -77,7 +80,7 @@ def xla_findings(flat: Flat, state: Any, signature: str, output: str, tensor: in
     return found
 
 
-def step_findings(flat: Flat, state: Any, signature: str, call: int,
+def step_findings(flat: Flat, state: WalkState, signature: str, call: int,
                   outputs: list[tuple[str, int]], sources: Iterable[int],
                   call_sources: Iterable[int], downstream_cache: Cache,
                   meta_graph: str = "") -> dict[str, list[XlaFinding]]:
@@ -190,7 +193,7 @@ def _called(flat: Flat, call: int) -> str:
         return f"the function {node.name} calls"
 
 
-def _below(flat: Flat, state: Any, sources: Iterable[int], cache: Cache) -> set[int]:
+def _below(flat: Flat, state: WalkState, sources: Iterable[int], cache: Cache) -> set[int]:
     key = tuple(sorted(set(sources)))
     if key not in cache:
         cache[key] = downstream(flat, state.consumers(), key)
@@ -198,7 +201,7 @@ def _below(flat: Flat, state: Any, sources: Iterable[int], cache: Cache) -> set[
 
 
 def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[int],
-             reach: set[int], add: Any, loaded: Any) -> None:
+             reach: set[int], add: Add, loaded: WalkState | None) -> None:
     """The findings of the forward ops ``insts`` in graph order; ``loaded`` (the
     analysis state) for a loaded call, whose loops and branches its backward rewrites."""
     ordered = sorted(insts, key=flat.keys.__getitem__)
@@ -258,7 +261,7 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
                 xla.gradient_blocker if xla.gradient == "fails" else None, xla.gradient_reason)
 
 
-def setting_verdict(xla: Xla, attrs: Any, definition: dict[str, Any]) -> Xla:
+def setting_verdict(xla: Xla, attrs: Mapping[str, Proto], definition: dict[str, Any]) -> Xla:
     """The verdict of the variant whose setting a node has (``attrs``: its AttrValue
     messages by name; an attribute left out, as SavedModels leave defaults out: the
     OpDef's default), or the op's own verdict where no variant matches."""
@@ -270,7 +273,8 @@ def setting_verdict(xla: Xla, attrs: Any, definition: dict[str, Any]) -> Xla:
     return xla
 
 
-def _value(attrs: Any, defaults: dict[str, dict[str, Any]], name: str, kind: type) -> Any:
+def _value(attrs: Mapping[str, Proto], defaults: dict[str, dict[str, object]], name: str,
+           kind: type) -> object:
     """A node's value of attribute ``name`` as ``kind`` (bool, int or str); None where
     neither the node nor the OpDef says."""
     field = {bool: "b", int: "i", str: "s"}.get(kind)

@@ -8,8 +8,8 @@ from typing import Any, Sequence
 from opregistry.db.location import DbLike
 from opregistry.db.store import Store, using
 from opregistry.registry.lookup import (
-    Blocker,
     InputGradient,
+    OpStop,
     Xla,
     blockers,
     input_gradients,
@@ -34,7 +34,7 @@ class OpFacts:
     # second order (differentiable | blocked | unknown; None: not probed) and the ops of
     # its gradient function whose own gradient stops (ResizeBilinearGrad: no_gradient)
     second_order: str | None = None
-    second_order_blockers: tuple[Blocker, ...] = ()
+    second_order_blockers: tuple[OpStop, ...] = ()
 
 
 def op_facts(release: str | None, op_names: Sequence[str], *, db: DbLike = None

@@ -61,9 +61,16 @@ class Verification:
 
 
 @dataclass(frozen=True)
-class Blocker:
+class OpStop:
+    """An op type where a gradient stops, and why: the registry's fact about the op (a
+    ``GradientStop`` is one node of a model). ``OpRelease.second_order_blockers``: the
+    ops an op's gradient function creates whose own gradient stops."""
+
     op: str
     reason: str  # missing | no_gradient | none | raises | not_in_registry
+
+
+Blocker = OpStop  # its name before 0.5, importable as before (not in ``__all__``)
 
 
 AttrValue = Union[bool, int, str]  # an attribute's value in a setting
@@ -133,7 +140,7 @@ class OpRelease:
     probe_reason: str | None = None
     inputs: tuple[InputGradient, ...] = ()
     second_order: str | None = None  # differentiable | blocked | unknown
-    second_order_blockers: tuple[Blocker, ...] = ()
+    second_order_blockers: tuple[OpStop, ...] = ()
     verification: Verification | None = None
     # an op library's release (release/package: the TensorFlow it was harvested with)
     library: str | None = None
@@ -356,14 +363,14 @@ def release_ops(store: Store, release_id: int, **filters: Any) -> dict[str, OpRe
             for row in store.op_rows(release_id=release_id, **filters)}
 
 
-def blockers(text: str | None) -> tuple[Blocker, ...]:
+def blockers(text: str | None) -> tuple[OpStop, ...]:
     """The blockers a row stores as JSON (second order: the gradient function's ops
     whose own gradient stops)."""
     if not text:
         return ()
     import json
 
-    return tuple(Blocker(b["op"], b["reason"]) for b in json.loads(text))
+    return tuple(OpStop(b["op"], b["reason"]) for b in json.loads(text))
 
 
 def input_gradients(store: Store, release_id: int, op: str | None = None,

@@ -57,3 +57,26 @@ def test_sarif_points_at_the_file_of_the_model_kind(tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()  # a directory without saved_model.pb stays what it is
     assert artifact_uri(str(empty)) == "empty"
+
+
+def test_gradcheck_and_check_files_name_a_saved_model_by_model_kind(tmp_path):
+    """gradcheck's target check and check-files' output guard ask ``saved_model_dir``:
+    a directory whatever its name, or the folder of its saved_model.pb."""
+    import pytest
+
+    from opregistry.cli.gradcheck import check_target
+    from opregistry.gradcheck.results import GradcheckError
+    from opregistry.model.kinds import saved_model_dir
+
+    models = _models(tmp_path)
+    folder = models["savedmodel"]
+    assert saved_model_dir(folder) == str(folder)
+    assert saved_model_dir(models["saved_model.pb"]) == str(folder)
+    assert saved_model_dir(models["keras-named folder"]) == str(models["keras-named folder"])
+    assert saved_model_dir(models["pbtxt"]) is None
+    for name in ("savedmodel", "saved_model.pb", "keras-named folder"):
+        check_target(str(models[name]))  # accepted, before TensorFlow is imported
+    empty = tmp_path / "empty.keras"
+    empty.mkdir()
+    with pytest.raises(GradcheckError, match="no saved_model.pb"):
+        check_target(str(empty))

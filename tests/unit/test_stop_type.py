@@ -73,3 +73,8 @@ def test_the_old_name_still_imports():
 
     assert opregistry.BlockingOp is BlockingOp is GradientStop
     assert "BlockingOp" not in opregistry.__all__
+    # the registry's op-level stop: OpStop, Blocker before 0.5
+    from opregistry.registry.lookup import Blocker, OpStop
+
+    assert opregistry.Blocker is Blocker is OpStop is opregistry.OpStop
+    assert "Blocker" not in opregistry.__all__ and "OpStop" in opregistry.__all__

@@ -47,12 +47,15 @@ def _read(path: str | os.PathLike[str], tags: str | None, first_if_no_serve: boo
 def _read_path(path: Path, tags: str | None, first_if_no_serve: bool) -> list[Model]:
     kind = model_kind(path)  # decided once, as for every command
     if kind == "savedmodel" and path.is_dir():
-        newest = serving_version(path)
+        newest = serving_version(path)  # a TF Serving base path: its newest version
         if newest is not None:
             path = newest.path
         pb = path / "saved_model.pb"
         if pb.is_file():
-            return _from_saved_model(_read_bytes(pb), str(path), tags, first_if_no_serve)
+            models = _from_saved_model(_read_bytes(pb), str(path), tags, first_if_no_serve)
+            for model in models:  # the reader says which version it chose
+                model.serving_version = newest
+            return models
         if (path / "saved_model.pbtxt").is_file():
             raise ModelError(f"{path}: text SavedModels (saved_model.pbtxt) are not supported")
         raise ModelError(f"{path}: not a SavedModel directory (no saved_model.pb)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opregistry.db.location import DbLike
 from opregistry.errors import OpregistryError, first_line
@@ -13,10 +13,12 @@ from opregistry.gradcheck.results import PROBLEMS, GradcheckResult
 from opregistry.tf_types import Traceable
 
 if TYPE_CHECKING:
+    from opregistry.gradcheck.higher_order import FirstGradient
     from opregistry.gradcheck.results import TargetCheck
-    from opregistry.gradcheck.second_order import FirstGradient
     from opregistry.gradcheck.subject import Subject
+    from opregistry.model.graph import Model
     from opregistry.model.results import CheckResult, GradientStop
+    from opregistry.registry.facts import OpFacts
 
 
 # long: one pass over the checks of both orders, each rule a few lines
@@ -29,7 +31,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
     whatever the finite differences say; a zero gradient with no gradient path is
     ``none`` too (TF returns zeros through a tf.function call), unless at order 2 the
     finite differences agree it is zero (ReLU); problems get the ops responsible.
-    ``gradient``: the function order 2 checked (``second_order.FirstGradient``);
+    ``gradient``: the function order 2 checked (``higher_order.FirstGradient``);
     ``raised``: the (order, output number, target number) where TF raised computing
     the gradient (``Checker.raised``).
     Returns a new result (``result`` is frozen)."""
@@ -44,7 +46,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
     original = subject.original or subject
     models = {1: from_concrete(original.concrete, subject.source,
                                names=_names(subject, original))}
-    if result.order == 2 and gradient is not None:
+    if result.order >= 2 and gradient is not None:
         try:
             models[2] = from_concrete(gradient.concrete(), subject.source,
                                       names=_names(subject, subject))
@@ -94,7 +96,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
     checks.extend(c for c in result.checks if c.order not in models)
-    if result.order == 2 and facts is not None:  # named as check --order 2 names them
+    if result.order >= 2 and facts is not None:  # named as check --order 2 names them
         checks = _second_order_named(checks, models[1], facts, version or "", subject, db)
     from opregistry.remedies import advise
 
@@ -107,8 +109,8 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
                    analysis_note=notes[-1] if notes else result.analysis_note)
 
 
-def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], version: str,
-                        subject: Any, db: DbLike) -> list[Any]:
+def _second_order_named(checks: list[TargetCheck], model: Model, facts: dict[str, OpFacts],
+                        version: str, subject: Subject, db: DbLike) -> list[TargetCheck]:
     """Order-2 problems named as ``check --order 2`` names the pair: the forward op
     whose gradient op stops the second pass (ResizeBilinear via ResizeBilinearGrad,
     with the line that created it), not the gradient graph's ops."""
@@ -138,8 +140,9 @@ def _second_order_named(checks: list[Any], model: Any, facts: dict[str, Any], ve
     return out
 
 
-def _revised(c: TargetCheck, blocking: Any, info: Any, named: bool, order: int
-             ) -> TargetCheck:
+def _revised(c: TargetCheck, blocking: tuple[GradientStop, ...] | None,
+             info: tuple[bool, bool, list[tuple[str, GradientStop]]] | None, named: bool,
+             order: int) -> TargetCheck:
     """One check after the analysis: ``blocking`` (the ops, when the analysis finds the
     pair blocked), ``info`` (related, gradient path, ops on the paths) for a problem;
     ``named``: the release's facts were available."""
