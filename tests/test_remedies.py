@@ -135,6 +135,19 @@ def test_custom_gradient_remedy_gives_the_true_gradient() -> None:
     np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-5)
 
 
+def test_lu_factors_gradient_is_the_true_one() -> None:
+    """The LU backward against float64 finite differences, where the pivots reorder the
+    rows (the largest of the first column is not on top) and in a batch."""
+    fixed = _define(catalogue().remedy("lu-factors-custom-gradient").snippet, "fixed")
+    rng = np.random.default_rng(39)
+    single = np.array([[0.5, 2.0, -1.0, 0.3], [3.0, 0.4, 1.2, -0.7], [-1.1, 0.7, 2.5, 0.9],
+                       [0.2, -1.6, 0.8, 1.9]])
+    assert list(tf.linalg.lu(single).p.numpy()) != [0, 1, 2, 3]  # pivoted
+    for a in (single, rng.normal(size=(2, 3, 3)) + 3 * np.eye(3)[[2, 0, 1]]):
+        theoretical, numerical = tf.test.compute_gradient(fixed, [tf.constant(a)])
+        np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
+
+
 def test_save_custom_gradients(tmp_path: Path) -> None:
     """Saved without its gradient functions, a custom gradient's model is a finding
     (custom_gradient_not_saved) and a fresh process gets no gradient from it; saved by the
