@@ -3,7 +3,8 @@
 ``lookup`` and ``explain`` give first is the one on the traced call's gradient path
 (``explain tf.where`` was Where, a missing-gradient int64 op, where ``tf.where(c, x, y)``
 builds SelectV2; ``tf.image.resize`` was ResizeArea where it builds ResizeBilinear;
-``tf.searchsorted`` was ExpandDims; ``tf.sort`` was unknown)."""
+``tf.searchsorted`` was ExpandDims; ``tf.sort`` was unknown; ``tf.linalg.lu_solve`` was
+MatrixBandPart, ``tf.add`` the TF1 Add)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,6 +20,7 @@ tf = pytest.importorskip("tensorflow")
 
 V = tf.TensorSpec([2, 5], tf.float32)
 IMAGES = tf.TensorSpec([2, 8, 8, 3], tf.float32)
+SQUARE4 = tf.TensorSpec([4, 4], tf.float32)
 CALLS: dict[str, tuple[Callable[..., Any], list[Any]]] = {
     "tf.where": (lambda c, x: tf.where(c > 0, x, -x), [V, V]),
     "tf.compat.v1.where": (lambda c, x: tf.compat.v1.where(c > 0, x, -x), [V, V]),
@@ -34,6 +36,15 @@ CALLS: dict[str, tuple[Callable[..., Any], list[Any]]] = {
         tf.constant([0, 1, 1, 2]), weights=w, minlength=3), [tf.TensorSpec([4])]),
     "tf.image.extract_glimpse": (lambda x: tf.image.extract_glimpse(
         x, [2, 2], tf.zeros([2, 2])), [IMAGES]),
+    "tf.linalg.lu_solve": (lambda a, b: tf.linalg.lu_solve(*tf.linalg.lu(a), b),
+                           [SQUARE4, SQUARE4]),
+    "tf.linalg.lu_reconstruct": (lambda a: tf.linalg.lu_reconstruct(*tf.linalg.lu(a)),
+                                 [SQUARE4]),
+    "tf.linalg.lstsq": (lambda a, b: tf.linalg.lstsq(a, b), [SQUARE4, SQUARE4]),
+    "tf.add": (lambda x, y: tf.add(x, y), [V, V]),
+    "tf.math.add": (lambda x, y: tf.math.add(x, y), [V, V]),
+    "tf.truediv": (lambda x, y: tf.truediv(x, y), [V, V]),
+    "tf.math.truediv": (lambda x, y: tf.math.truediv(x, y), [V, V]),
 }
 
 

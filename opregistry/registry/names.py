@@ -42,6 +42,16 @@ DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
     "tf.compat.v1.bincount": ("DenseBincount", "Bincount"),
     # TF 2's extract_glimpse is V2 (tf.compat.v1.image.extract_glimpse: ExtractGlimpse)
     "tf.image.extract_glimpse": ("ExtractGlimpseV2", "ExtractGlimpse"),
+    # composites whose code the harvest sees reach MatrixBandPart alone: the solve
+    # (lu_solve), the product (lu_reconstruct), the Cholesky solve (lstsq, fast=True)
+    "tf.linalg.lu_solve": ("MatrixTriangularSolve",),
+    "tf.linalg.lu_reconstruct": ("MatMul",),
+    "tf.linalg.lstsq": ("Cholesky", "MatrixSolveLs"),
+    # TF 2 adds with AddV2 and divides floats with RealDiv (the code also reaches Add, Cast)
+    "tf.add": ("AddV2", "Add"),
+    "tf.math.add": ("AddV2", "Add"),
+    "tf.truediv": ("RealDiv",),
+    "tf.math.truediv": ("RealDiv",),
 }
 
 
