@@ -65,6 +65,28 @@ def test_the_first_op_is_the_one_the_call_builds(name: str) -> None:
     assert not (set(lookup(name).ops[1:]) & traced - {first})
 
 
+# names of the harvest's ``_multi`` kind named after none of their ops: the op their
+# code is about comes before its casts and checks (names.helpers_last); before it,
+# the first alphabetically (Cast, Equal) was one the call did not even build
+HELPERS_LAST: dict[str, tuple[Callable[..., Any], list[Any]]] = {
+    "tf.image.flip_left_right": (lambda x: tf.image.flip_left_right(x), [IMAGES]),
+    "tf.clip_by_norm": (lambda x: tf.clip_by_norm(x, 1.0), [V]),
+    "tf.math.divide_no_nan": (lambda x, y: tf.math.divide_no_nan(x, y), [V, V]),
+    "tf.sparse.from_dense": (lambda x: tf.sparse.from_dense(x).values, [V]),
+    "tf.nn.l2_normalize": (lambda x: tf.nn.l2_normalize(x), [V]),
+    "tf.image.sobel_edges": (lambda x: tf.image.sobel_edges(x), [IMAGES]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELPERS_LAST))
+def test_the_first_op_of_a_composite_is_one_the_call_builds(name: str) -> None:
+    fn, specs = HELPERS_LAST[name]
+    graph = tf.function(fn, autograph=False).get_concrete_function(*specs).graph
+    traced = {op.type for op in graph.get_operations()}
+    assert lookup(name).ops[0] in traced, (name, lookup(name).ops, sorted(traced))
+    assert explain(name).name == lookup(name).ops[0]
+
+
 IMAGE = tf.TensorSpec([1, 4, 4, 3], tf.float32)
 ROW = tf.TensorSpec([6], tf.float32)
 SQUARE = tf.TensorSpec([3, 3], tf.float32)

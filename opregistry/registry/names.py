@@ -55,6 +55,25 @@ DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
 }
 
 
+# ops a function's code makes around its work (casts, shapes, checks, packing): where a
+# ``_multi`` name is named after none of its ops, the others come first (tf.truediv ->
+# RealDiv, not Cast; tf.image.flip_left_right -> ReverseV2, not Equal), checked against
+# what TF traces (tests/test_python_name_calls.py)
+HELPER_OPS = frozenset({
+    "Cast", "Shape", "ShapeN", "Size", "Rank", "Identity", "IdentityN", "Assert", "Const",
+    "Range", "Pack", "Unpack", "Fill", "Reshape", "ExpandDims", "Squeeze", "ZerosLike",
+    "OnesLike", "BroadcastArgs", "BroadcastTo", "Equal", "NotEqual", "Less", "LessEqual",
+    "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any",
+    "StridedSlice", "Slice", "Concat", "ConcatV2", "NoOp", "Conj", "Real", "Imag",
+    "Complex", "Transpose", "ConjugateTranspose", "IsInf", "IsNan", "IsFinite", "CheckNumerics",
+    "CheckNumericsV2"})
+
+
+def helpers_last(op: str) -> tuple[bool, str]:
+    """Sort key of a name's ops where none is named after it: helpers last, then by name."""
+    return op in HELPER_OPS, op
+
+
 def _bare(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
