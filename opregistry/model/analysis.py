@@ -26,7 +26,7 @@ from typing import Any
 from opregistry.model.flatten import INST, OUT, Flat, flatten, tensor_id
 from opregistry.model.function_library import VALUE_FREE_OPS
 from opregistry.model.graph import Model, ModelError, shown
-from opregistry.model.idioms import STOPS, neutral_stop
+from opregistry.model.idioms import STOPS, integer_draw, neutral_stop
 from opregistry.model.readers import schema
 from opregistry.model.results import (
     FATAL_REASONS,
@@ -161,12 +161,13 @@ def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, 
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops
     that only read a shape, not the fatal ones reported for the whole signature, not
-    a StopGradient that is an idiom: ``idioms``)."""
+    a StopGradient that is an idiom nor a random draw taken as integers: ``idioms``)."""
     out: dict[int, GradientStop] = {}
     for inst, _position, ref, reason in stops:
         op = flat.ops[inst]
         if concern and (op in VALUE_FREE_OPS or reason in FATAL_REASONS or (
-                op in STOPS and neutral_stop(flat, inst, state.consumers()))):
+                op in STOPS and neutral_stop(flat, inst, state.consumers()))
+                or integer_draw(flat, inst)):
             continue
         if inst in out:
             continue

@@ -9,14 +9,26 @@ compares TF's gradient with and without each stop).
 * ``tf.nn.moments``' ``mean(squared_difference(y, stop_gradient(mean(y, axes))), axes)``:
   the variance's gradient through the mean is ``-2 mean(y - mean(y)) = 0``, so the
   stop changes nothing (TF's source says so; Keras' LayerNormalization uses it).
+
+And one that is not a StopGradient: a random draw taken as integers (``integer_draw``),
+a count or a class index, is data where it meets the float path again. Its derivative
+in the distribution's parameters does not exist (a discrete sample), TF gives none
+whatever the dtype, and the score-function estimator (``stop_gradient(f(s)) *
+log_prob(s)``) reads it on purpose: no rewrite could carry a gradient through it.
+``cast(argmax(h))`` stays a partial path: soft-argmax is a rewrite that does.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat
+from opregistry.model.readers.schema import GRADIENT_CARRIERS, base_type
 
 STOPS = frozenset({"StopGradient"})
+# random draws whose samples can be integers (a count, a category)
+DRAWS = frozenset({"RandomPoisson", "RandomPoissonV2", "StatelessRandomPoisson",
+                   "StatelessRandomBinomial", "RandomBinomial", "Multinomial",
+                   "StatelessMultinomial"})
 _ADD = frozenset({"Add", "AddV2"})
 _MEAN = frozenset({"Mean"})
 
@@ -33,6 +45,13 @@ def neutral_stop(flat: Flat, inst: int, consumers: Any) -> bool:
         return False
     return _straight_through(flat, stopped, users) or \
         _moments(flat, stopped, users, consumers)
+
+
+def integer_draw(flat: Flat, inst: int) -> bool:
+    """Whether ``inst`` is a random draw whose every output is an integer (a float
+    draw of the same op stays a stop: its float path is one a user may mean)."""
+    return flat.ops[inst] in DRAWS and bool(flat.out_types[inst]) and all(
+        base_type(t) not in GRADIENT_CARRIERS for t in flat.out_types[inst])
 
 
 def _origin(flat: Flat, ref: int) -> int:

@@ -42,7 +42,36 @@ DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
     "tf.compat.v1.bincount": ("DenseBincount", "Bincount"),
     # TF 2's extract_glimpse is V2 (tf.compat.v1.image.extract_glimpse: ExtractGlimpse)
     "tf.image.extract_glimpse": ("ExtractGlimpseV2", "ExtractGlimpse"),
+    # composites whose code the harvest sees reach MatrixBandPart alone: the solve
+    # (lu_solve), the product (lu_reconstruct), the Cholesky solve (lstsq, fast=True)
+    "tf.linalg.lu_solve": ("MatrixTriangularSolve",),
+    "tf.linalg.lu_reconstruct": ("MatMul",),
+    "tf.linalg.lstsq": ("Cholesky", "MatrixSolveLs"),
+    # TF 2 adds with AddV2 and divides floats with RealDiv (the code also reaches Add, Cast)
+    "tf.add": ("AddV2", "Add"),
+    "tf.math.add": ("AddV2", "Add"),
+    "tf.truediv": ("RealDiv",),
+    "tf.math.truediv": ("RealDiv",),
 }
+
+
+# ops a function's code makes around its work (casts, shapes, checks, packing): where a
+# ``_multi`` name is named after none of its ops, the others come first (tf.truediv ->
+# RealDiv, not Cast; tf.image.flip_left_right -> ReverseV2, not Equal), checked against
+# what TF traces (tests/test_python_name_calls.py)
+HELPER_OPS = frozenset({
+    "Cast", "Shape", "ShapeN", "Size", "Rank", "Identity", "IdentityN", "Assert", "Const",
+    "Range", "Pack", "Unpack", "Fill", "Reshape", "ExpandDims", "Squeeze", "ZerosLike",
+    "OnesLike", "BroadcastArgs", "BroadcastTo", "Equal", "NotEqual", "Less", "LessEqual",
+    "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any",
+    "StridedSlice", "Slice", "Concat", "ConcatV2", "NoOp", "Conj", "Real", "Imag",
+    "Complex", "Transpose", "ConjugateTranspose", "IsInf", "IsNan", "IsFinite", "CheckNumerics",
+    "CheckNumericsV2"})
+
+
+def helpers_last(op: str) -> tuple[bool, str]:
+    """Sort key of a name's ops where none is named after it: helpers last, then by name."""
+    return op in HELPER_OPS, op
 
 
 def _bare(text: str) -> str:

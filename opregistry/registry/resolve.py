@@ -8,7 +8,7 @@ from typing import Any
 
 from opregistry.db.store import Store, ascii_lower
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.names import DEFAULT_CALLS, implemented_by
+from opregistry.registry.names import DEFAULT_CALLS, helpers_last, implemented_by
 
 # unknown names given a "did you mean" (difflib over every name: slow), and named in
 # the one error of a lookup of many
@@ -63,13 +63,15 @@ class NameIndex:
             found = self.python.get(candidate) or \
                 self.python_folded.get(ascii_lower(candidate), [])
             # the op the name is implemented by, not every op its code creates (else all)
-            found = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])
-                     ] or found
+            named = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])]
+            found = named or found
             if found:
                 ops: dict[str, str] = {}
-                for row in sorted(found, key=lambda r: (r["op_name"], r["method"])):
+                for row in sorted(found, key=lambda r: (
+                        (False, r["op_name"]) if named else helpers_last(r["op_name"]),
+                        r["method"])):
                     ops.setdefault(row["op_name"], row["method"])
-                return "python_name", sorted(ops.items())
+                return "python_name", list(ops.items())
         return None
 
 

@@ -50,6 +50,25 @@ def test_argmax_with_its_default_output_type_stripped_is_a_partial_path(tmp_path
     assert result.ok
 
 
+@pytest.mark.parametrize("dtype", [I32, F], ids=["integer draw", "float draw"])
+def test_a_random_draw_taken_as_integers_is_data_not_a_partial_path(tmp_path, dtype):
+    """cast(stateless_poisson(lam=x)) * log(x), the score-function estimator's shape:
+    drawn as integers, the draw is data (idioms.integer_draw); drawn as floats, its
+    float path is one a user may mean, so a partial path."""
+    draw = [("draw", "StatelessRandomPoisson", ["shape", "seed", "x"],
+             {"T": I32, "Tseed": I32, "Rtype": F, "dtype": dtype})]
+    if dtype != F:
+        draw.append(("c", "Cast", ["draw"], {"SrcT": dtype, "DstT": F}))
+    path = _graph(tmp_path, _x(), ("shape", "Const", [], {"dtype": I32}),
+                  ("seed", "Const", [], {"dtype": I32}), *draw,
+                  ("log", "Log", ["x"], {"T": F}),
+                  ("out", "Mul", ["c" if dtype != F else "draw", "log"], {"T": F}))
+    result = check(path, release="2.21")
+    (report,) = result.outputs
+    assert report.with_gradient == ["x"]
+    assert report.partial_path == ({} if dtype != F else {"x": ["StatelessRandomPoisson"]})
+
+
 def test_an_op_that_only_feeds_a_condition_is_not_where_the_gradient_stops(tmp_path):
     path = _graph(tmp_path, _x(), ("zero", "Const", [], {"dtype": F}),
                   ("gt", "Greater", ["x", "zero"], {"T": F}),
