@@ -313,7 +313,10 @@ def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(
                       "per-input": len(wide.input_changes),
                       "second-order": len(wide.second_order_changes),
                       "verification": len(wide.verification_changes),
-                      "gradient-function-changed": len(wide.changed_functions)}
+                      "gradient-function-changed": len(wide.changed_functions),
+                      "under-xla": len(wide.xla_changes),
+                      "gradient-under-xla": len(wide.xla_gradient_changes),
+                      "under-xla-per-setting": len(wide.xla_variant_changes)}
     assert "a=1.15.5&b=2.21.0" in page.url
 
 
