@@ -494,8 +494,13 @@ def test_the_matrix_under_xla_shows_what_the_harvest_compiled(xla_site, watched)
 def test_the_op_page_has_a_row_per_release_under_xla(xla_site, watched):
     site, _ = xla_site
     page = watched.open(site, "ops/ResizeNearestNeighbor.html", ready=False)
-    (row,) = page.locator("table.xla tbody tr").all()
+    (row,) = page.locator("table.xla tbody tr:not(.xla-variant)").all()
     cells = row.locator("td").all_inner_texts()
     assert cells[0].endswith("gradient_fails")
     assert "forward compiles" in cells[1] and "ResizeNearestNeighborGrad" in cells[1]
+    # and a row per attribute setting compiled (issue 37), as lookup has them
+    (found,) = opregistry.lookup("ResizeNearestNeighbor", db=site.parent / "xla.sqlite").rows
+    assert found.xla is not None and found.xla.variants
+    settings = page.locator("table.xla tbody tr.xla-variant th").all_inner_texts()
+    assert settings == [f"{found.release} {v.setting}" for v in found.xla.variants]
     assert "compiled by the harvest" in page.inner_text(".xla-note")
