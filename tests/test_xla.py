@@ -250,6 +250,19 @@ def test_lookup_table_ops_are_judged_themselves_not_the_harvests_set_up(api):
         assert f"No registered '{op_type}' OpKernel" in found["forward"]["message"]
 
 
+def test_any_and_all_get_tensorflows_verdict_not_the_generated_inputs(api):
+    """Issue 37: ``Any``/``All`` were ``unknown`` (a fed boolean is a scalar, which the
+    reduction over axis 1 refused; before 2.21 the reason quoted our own source line).
+    Built from ``x > 0.5`` as a model computes it, the verdict is TF's."""
+    from tensorflow.python.framework import op_def_registry
+    x = tf.constant([[0.1, 0.7], [0.6, 0.9]])
+    for op_type, reduce in (("Any", tf.reduce_any), ("All", tf.reduce_all)):
+        expected = "compiles" if _compiles(tf.function(
+            lambda x, reduce=reduce: reduce(x > 0.5, axis=1), jit_compile=True), x) else "fails"
+        found = probe.xla_check(api, op_def_registry.get(op_type), None)
+        assert found["forward"]["status"] == expected, found["forward"]
+
+
 def _subject(build, shape, with_gradient=True):
     """A ``build`` for xla.probe_xla from a public-API forward, as the probe hands it."""
     v1 = tf.compat.v1

@@ -280,6 +280,14 @@ def hash_table(builder, arg_name):
         "use_node_name_sharing": av(b=False)}, "table%d" % builder.position).outputs[0]
 
 
+def bool_from_source(builder):
+    """A [2, 2] boolean computed from a source (``x > 0.5``), as a model computes one:
+    a fed boolean is a scalar, which a reduction over axis 1 refuses."""
+    api = builder.api
+    return api.tf.greater(builder.source([2, 2], "src%d" % builder.position),
+                          api.const(0.5, builder.dtype))
+
+
 def ref_variable(builder, arg_name, dtype_name):
     """A TF1 reference tensor (VariableV2) assigned the point before every evaluation."""
     api = builder.api
@@ -519,6 +527,8 @@ FAMILIES = (
            resource=variable_handle, note="a resource variable assigned the point"),
     Family("resource_gather_nd", r"^ResourceGatherNd$", ints={"indices": [[1], [0]]},
            resource=variable_handle, note="a resource variable assigned the point"),
+    Family("reduce_bool", r"^(Any|All)$", ints={"reduction_indices": 1},
+           inputs={"input": bool_from_source}, note="x > 0.5 of a 2x2 source, over axis 1"),
     Family("lookup_table", r"^LookupTable(Find|Insert|Remove|Size|Export|Import)V2$",
            types={"Tin": "DT_INT64", "Tout": "DT_FLOAT", "Tkeys": "DT_INT64",
                   "Tvalues": "DT_FLOAT"},
