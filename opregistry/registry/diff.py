@@ -78,7 +78,7 @@ class XlaVariantChange:
     after: str
     public: bool | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str | bool | None]:
         return asdict(self)
 
 

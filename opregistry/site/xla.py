@@ -4,6 +4,7 @@ for the matrix's "under XLA" view and the op page's XLA table. A release harvest
 without XLA is ``not_harvested``, said as such, never guessed."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
@@ -103,7 +104,8 @@ def op_section(per: Record, releases: list[Record], esc: Any) -> str:
             "</div>")
 
 
-def _verdict_row(head: str, x: Record, esc: Any, css: str = "xla-row") -> str:
+def _verdict_row(head: str, x: Record, esc: Callable[[object], str],
+                 css: str = "xla-row") -> str:
     """A row of the op page's XLA table: ``head`` (HTML), the state, what XLA refuses
     and why."""
     refused = x.get("gradient_op") or x.get("gradient_structure") or ""
