@@ -26,9 +26,13 @@ from opregistry.harvest.inenv import workers
 from opregistry.harvest.inenv.xla_variants import VARIANTS
 from opregistry.harvest.recipes import recipe_for
 
-# the ops whose XLA probe issue 37 changed: compiled per attribute setting, and those
-# reading a resource variable (compiled with the variable outside the function)
-OPS = sorted(VARIANTS) + ["ReadVariableOp", "ResourceGather", "ResourceGatherNd"]
+# the ops whose XLA probe issue 37 changed: compiled per attribute setting, those
+# reading a resource variable (compiled with the variable outside the function), the
+# lookup-table ops (a table made outside the function: once blamed on a VarHandleOp) and
+# those whose message quoted our source (Any, All) or that had no verdict (OneHot)
+OPS = sorted(VARIANTS) + ["ReadVariableOp", "ResourceGather", "ResourceGatherNd",
+                          "LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2",
+                          "Any", "All", "OneHot"]
 
 
 def reharvest(release: str, ops: list[str], db: str) -> str:

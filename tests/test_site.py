@@ -313,7 +313,10 @@ def test_a_release_diff_page_and_the_compare_page_agree_with_opregistry_diff(
                       "per-input": len(wide.input_changes),
                       "second-order": len(wide.second_order_changes),
                       "verification": len(wide.verification_changes),
-                      "gradient-function-changed": len(wide.changed_functions)}
+                      "gradient-function-changed": len(wide.changed_functions),
+                      "under-xla": len(wide.xla_changes),
+                      "gradient-under-xla": len(wide.xla_gradient_changes),
+                      "under-xla-per-setting": len(wide.xla_variant_changes)}
     assert "a=1.15.5&b=2.21.0" in page.url
 
 
@@ -495,8 +498,13 @@ def test_the_matrix_under_xla_shows_what_the_harvest_compiled(xla_site, watched)
 def test_the_op_page_has_a_row_per_release_under_xla(xla_site, watched):
     site, _ = xla_site
     page = watched.open(site, "ops/ResizeNearestNeighbor.html", ready=False)
-    (row,) = page.locator("table.xla tbody tr").all()
+    (row,) = page.locator("table.xla tbody tr:not(.xla-variant)").all()
     cells = row.locator("td").all_inner_texts()
     assert cells[0].endswith("gradient_fails")
     assert "forward compiles" in cells[1] and "ResizeNearestNeighborGrad" in cells[1]
+    # and a row per attribute setting compiled (issue 37), as lookup has them
+    (found,) = opregistry.lookup("ResizeNearestNeighbor", db=site.parent / "xla.sqlite").rows
+    assert found.xla is not None and found.xla.variants
+    settings = page.locator("table.xla tbody tr.xla-variant th").all_inner_texts()
+    assert settings == [f"{found.release} {v.setting}" for v in found.xla.variants]
     assert "compiled by the harvest" in page.inner_text(".xla-note")

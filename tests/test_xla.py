@@ -230,6 +230,41 @@ def test_ops_without_a_gradient_compile_alone_as_tensorflow_says(api):
     assert seen == {"compiles", "fails"}
 
 
+def test_lookup_table_ops_are_judged_themselves_not_the_harvests_set_up(api):
+    """Issue 37: ``LookupTableFindV2`` was ``unknown`` blaming ``VarHandleOp``, a variable
+    the builder handed it for a table. A model's table is made outside the step, which
+    captures it: TF then names the table op; the probe must name the same op."""
+    from tensorflow.python.framework import op_def_registry
+    with tf.init_scope():
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant([1, 2], tf.int64), tf.constant([0.5, 2.0])), -1.0)
+    x = tf.constant([0.1, 0.3])
+    public = {"LookupTableFindV2": lambda x: table.lookup(tf.cast(x * 10.0, tf.int64)),
+              "LookupTableSizeV2": lambda x: tf.cast(table.size(), tf.float32) + x}
+    for op_type, build in public.items():
+        with pytest.raises(tf.errors.InvalidArgumentError) as refused:
+            tf.function(build, jit_compile=True)(x)
+        named = xla._UNSUPPORTED.search(str(refused.value))
+        assert named and named.group(1) == op_type, str(refused.value)[:300]
+        found = probe.xla_check(api, op_def_registry.get(op_type), None)
+        assert found["forward"]["status"] == "fails", found["forward"]
+        assert found["forward"]["op"] == op_type, found["forward"]
+        assert f"No registered '{op_type}' OpKernel" in found["forward"]["message"]
+
+
+def test_any_and_all_get_tensorflows_verdict_not_the_generated_inputs(api):
+    """Issue 37: ``Any``/``All`` were ``unknown`` (a fed boolean is a scalar, which the
+    reduction over axis 1 refused; before 2.21 the reason quoted our own source line).
+    Built from ``x > 0.5`` as a model computes it, the verdict is TF's."""
+    from tensorflow.python.framework import op_def_registry
+    x = tf.constant([[0.1, 0.7], [0.6, 0.9]])
+    for op_type, reduce in (("Any", tf.reduce_any), ("All", tf.reduce_all)):
+        expected = "compiles" if _compiles(tf.function(
+            lambda x, reduce=reduce: reduce(x > 0.5, axis=1), jit_compile=True), x) else "fails"
+        found = probe.xla_check(api, op_def_registry.get(op_type), None)
+        assert found["forward"]["status"] == expected, found["forward"]
+
+
 def _subject(build, shape, with_gradient=True):
     """A ``build`` for xla.probe_xla from a public-API forward, as the probe hands it."""
     v1 = tf.compat.v1

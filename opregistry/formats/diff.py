@@ -35,6 +35,10 @@ def flat_changes(result: DiffResult) -> list[dict[str, object]]:
         for t in items:
             rows.append({"change": kind, "op": t.op, "before": t.before, "after": t.after,
                          "public": t.public, "detail": None})
+    for v in result.xla_variant_changes:  # per attribute setting: the setting in detail
+        rows.append({"change": "xla" if v.part == "forward" else "xla_gradient", "op": v.op,
+                     "before": v.before, "after": v.after, "public": v.public,
+                     "detail": v.setting})
     for i in result.input_changes:
         rows.append({"change": "input", "op": i.op, "before": i.before, "after": i.after,
                      "public": None, "detail": f"input {i.position} ({i.name})"})
@@ -105,7 +109,8 @@ class DiffRenderer(Renderer["DiffResult"]):
 
 def _xla_summary(result: DiffResult) -> str:
     """``; 2 XLA changes`` where both releases were harvested with XLA and it changed."""
-    n = len(result.xla_changes) + len(result.xla_gradient_changes)
+    n = len(result.xla_changes) + len(result.xla_gradient_changes) + \
+        len(result.xla_variant_changes)
     return f"; {plural(n, 'XLA change')}" if n else ""
 
 

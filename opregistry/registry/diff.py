@@ -66,6 +66,40 @@ class InputChange:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class XlaVariantChange:
+    """An op's XLA verdict for one attribute setting (``XlaVariant``) that changed:
+    ``part`` is ``forward`` (the op) or ``gradient``."""
+
+    op: str
+    setting: str  # align_corners=True, half_pixel_centers=False
+    part: str
+    before: str
+    after: str
+    public: bool | None
+
+    def to_dict(self) -> dict[str, str | bool | None]:
+        return asdict(self)
+
+
+def variant_changes(name: str, old: OpRelease, new: OpRelease) -> list[XlaVariantChange]:
+    """The settings harvested in both releases whose forward or gradient verdict
+    changed (a setting only one release has is no change: it was not compiled)."""
+    if old.xla is None or new.xla is None:
+        return []
+    before = {v.attrs: v for v in old.xla.variants}
+    out = []
+    for v in new.xla.variants:
+        was = before.get(v.attrs)
+        if was is None:
+            continue
+        for part in ("forward", "gradient"):
+            a, b = getattr(was.xla, part), getattr(v.xla, part)
+            if a != b:
+                out.append(XlaVariantChange(name, v.setting, part, a, b, new.public))
+    return out
+
+
 @dataclass(frozen=True, repr=False)
 class DiffResult(Shown):
     """What changed between two releases: ops added and removed, gradient status and
@@ -84,6 +118,8 @@ class DiffResult(Shown):
     # XLA on the CPU, where both releases were harvested with it (issue 25)
     xla_changes: tuple[Transition, ...] = field(default=())
     xla_gradient_changes: tuple[Transition, ...] = field(default=())
+    # per attribute setting, where both releases have it (issue 37)
+    xla_variant_changes: tuple[XlaVariantChange, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +134,7 @@ class DiffResult(Shown):
             "verification_changes": [t.to_dict() for t in self.verification_changes],
             "xla_changes": [t.to_dict() for t in self.xla_changes],
             "xla_gradient_changes": [t.to_dict() for t in self.xla_gradient_changes],
+            "xla_variant_changes": [c.to_dict() for c in self.xla_variant_changes],
         }
 
 
@@ -136,6 +173,7 @@ def compare(before: str, after: str, rows_a: dict[str, OpRelease],
     effective_t, input_c, second_t, verified_t = [], [], [], []
     xla_t: list[Transition] = []
     xla_gradient_t: list[Transition] = []
+    xla_variant_c: list[XlaVariantChange] = []
     for name in sorted(set(rows_a) & set(rows_b)):
         old, new = rows_a[name], rows_b[name]
         if old.gradient != new.gradient:
@@ -164,9 +202,11 @@ def compare(before: str, after: str, rows_a: dict[str, OpRelease],
             if old.xla.gradient != new.xla.gradient:
                 xla_gradient_t.append(Transition(name, old.xla.gradient, new.xla.gradient,
                                                  new.public))
+            xla_variant_c += variant_changes(name, old, new)
     return DiffResult(before=before, after=after, added=tuple(added), removed=tuple(removed),
                       transitions=tuple(transitions), changed_functions=tuple(changed),
                       effective_transitions=tuple(effective_t), input_changes=tuple(input_c),
                       second_order_changes=tuple(second_t),
                       verification_changes=tuple(verified_t), xla_changes=tuple(xla_t),
-                      xla_gradient_changes=tuple(xla_gradient_t))
+                      xla_gradient_changes=tuple(xla_gradient_t),
+                      xla_variant_changes=tuple(xla_variant_c))

@@ -13,7 +13,7 @@ from typing import Any
 
 from opregistry.db.location import DbLike
 from opregistry.db.store import is_prerelease, using, version_key
-from opregistry.registry.lookup import InputGradient, OpRelease, op_release
+from opregistry.registry.lookup import InputGradient, OpRelease, op_release, xla_variants
 from opregistry.registry.names import implemented_by, ranked
 
 TENSORFLOW = "tensorflow"
@@ -100,10 +100,12 @@ def history(db: DbLike = None) -> History:
             inputs.setdefault((row["release_id"], row["op_name"]), []).append(InputGradient(
                 row["position"], row["name"], row["dtype"], bool(row["carries_gradient"]),
                 row["result"], row["numeric_error"]))
+        variants = xla_variants(store.xla_variants(None))
         ops: dict[str, dict[str, OpRelease]] = {r.key: {} for r in records}
         for row in store.op_rows():
-            found = inputs.get((row["release_id"], row["op"]), [])
-            ops[key_of[row["release_id"]]][row["op"]] = op_release(row, inputs=found)
+            key = (row["release_id"], row["op"])
+            ops[key_of[row["release_id"]]][row["op"]] = op_release(
+                row, inputs=inputs.get(key, []), variants=variants.get(key, ()))
         names: dict[str, dict[str, set[str]]] = {r.key: {} for r in records}
         for row in store.release_python_names():
             if implemented_by(row["name"], row["op_name"], row["method"]):

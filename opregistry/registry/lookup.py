@@ -357,9 +357,12 @@ def xla_of(row: Row) -> Xla | None:
 
 
 def release_ops(store: Store, release_id: int, **filters: Any) -> dict[str, OpRelease]:
-    """op -> OpRelease for every op of a release (``filters`` as ``Store.op_rows``)."""
+    """op -> OpRelease for every op of a release (``filters`` as ``Store.op_rows``),
+    with its XLA verdicts per attribute setting."""
     inputs = input_gradients(store, release_id)
-    return {row["op"]: op_release(row, inputs=inputs.get(row["op"], []))
+    variants = xla_variants(store.xla_variants(release_id))
+    return {row["op"]: op_release(row, inputs=inputs.get(row["op"], []),
+                                  variants=variants.get((release_id, row["op"]), ()))
             for row in store.op_rows(release_id=release_id, **filters)}
 
 

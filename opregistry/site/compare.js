@@ -13,7 +13,8 @@
 
   function diff(a, b) {
     const out = { added: [], removed: [], gradient: [], effective: [], inputs: [],
-                  second: [], verification: [], functions: [] };
+                  second: [], verification: [], functions: [], xla: [], xlaGradient: [],
+                  variants: [] };
     for (const name of names) {
       const old = own(D.ops[name].releases, a), now = own(D.ops[name].releases, b);
       if (!old && now) out.added.push(name);
@@ -37,6 +38,17 @@
       }
       if (old.verification && now.verification && old.verification.status !== now.verification.status) {
         out.verification.push([name, old.verification.status, now.verification.status]);
+      }
+      if (old.xla && now.xla) {  // both harvested with XLA; a setting compiled in both
+        if (old.xla.forward !== now.xla.forward) out.xla.push([name, old.xla.forward, now.xla.forward]);
+        if (old.xla.gradient !== now.xla.gradient) out.xlaGradient.push([name, old.xla.gradient, now.xla.gradient]);
+        const was = new Map((old.xla.variants || []).map((v) => [v.setting, v]));
+        for (const v of now.xla.variants || []) {
+          const w = was.get(v.setting);
+          for (const part of w ? ["forward", "gradient"] : []) {
+            if (w[part] !== v[part]) out.variants.push([name, v.setting, part, w[part], v[part]]);
+          }
+        }
       }
     }
     return out;
@@ -71,7 +83,10 @@
       section("Per-input", d.inputs.map((t) => [link(t[0], b), esc(t[1]), esc(t[2]), esc(t[3])]), ["op", "input", "before", "after"]) +
       section("Second order", pairs(d.second, b), ["op", "before", "after"]) +
       section("Verification", pairs(d.verification, b), ["op", "before", "after"]) +
-      section("Gradient function changed", d.functions.map((t) => [link(t[0], b), source(t[1]), source(t[2])]), ["op", "before", "after"]);
+      section("Gradient function changed", d.functions.map((t) => [link(t[0], b), source(t[1]), source(t[2])]), ["op", "before", "after"]) +
+      section("Under XLA", pairs(d.xla, b), ["op", "before", "after"]) +
+      section("Gradient under XLA", pairs(d.xlaGradient, b), ["op", "before", "after"]) +
+      section("Under XLA per setting", d.variants.map((t) => [link(t[0], b), `<code>${esc(t[1])}</code>`, esc(t[2]), esc(t[3]), esc(t[4])]), ["op", "setting", "part", "before", "after"]);
     try { history.replaceState(null, "", `#a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`); } catch (e) { /* some hosts forbid it */ }
     document.documentElement.dataset.ready = "1";
   }

@@ -31,7 +31,8 @@ was harvested with. ``label`` names it in full, ``short`` under its library's co
                         "needs_import": ..., "probe_reason": ...,
                         "xla": {"state", "forward", "gradient", "forward_op",
                                 "forward_reason", "gradient_op", "gradient_structure",
-                                "gradient_reason", "gradient_agrees"}}}}}}
+                                "gradient_reason", "gradient_agrees",
+                                "variants": [{"setting", "state", "forward", ...}]}}}}}}
 
 ``python_names`` gives, per public Python name, the runs of consecutive releases (first
 and last key, in column order) in which it leads to the op. A key whose value would be
@@ -43,7 +44,9 @@ name, or in no release's ``tf.raw_ops``. ``page`` is the op's page in the site.
 ``xla`` (issue 25) is there where the release was harvested with XLA: whether the op and
 its gradient compile with XLA on the CPU, and ``state`` the matrix's cell under XLA
 (``xla_states``: compiles, gradient_fails, fails, unknown, not_harvested, absent); a
-release's ``xla`` is true when it was harvested with XLA.
+release's ``xla`` is true when it was harvested with XLA. ``variants`` (issue 37): for an
+op whose XLA kernel tests some attributes, the same verdict per setting
+(``align_corners=True, half_pixel_centers=False``), each compiled so set.
 
 ``data/matrix.js`` is the compact index the matrix page reads
 (``window.OPREGISTRY_MATRIX``): ``releases`` as above (each with its ``page``), ``codes``

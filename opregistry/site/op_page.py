@@ -61,6 +61,11 @@ def changes(before: Record | None, after: Record | None,
     xla = [e["xla"]["state"] if "xla" in e else None for e in (before, after)]
     if None not in xla and xla[0] != xla[1]:  # both harvested with XLA
         out.append(f"under XLA {xla[0]} → {xla[1]}")
+    if None not in xla:  # a setting compiled in both releases (issue 37)
+        was = {v["setting"]: v["state"] for v in before["xla"].get("variants", ())}
+        out += [f"under XLA with {v['setting']} {was[v['setting']]} → {v['state']}"
+                for v in after["xla"].get("variants", ())
+                if v["setting"] in was and was[v["setting"]] != v["state"]]
     old_inputs = {i["name"]: i["result"] for i in before.get("inputs", [])}
     for i in after.get("inputs", []):
         if i["name"] in old_inputs and old_inputs[i["name"]] != i["result"]:

@@ -130,10 +130,15 @@ def diff_page(result: DiffResult, a: Record, b: Record,
         for c in result.changed_functions]
     inputs = [f"<tr><th scope=row>{_op_link(c.op, after, op_files)}</th><td>{esc(c.name)}</td>"
               f"<td>{esc(c.before)}</td><td>{esc(c.after)}</td></tr>" for c in result.input_changes]
+    variants = [f"<tr><th scope=row>{_op_link(c.op, after, op_files)}</th>"
+                f"<td><code>{esc(c.setting)}</code></td><td>{esc(c.part)}</td>"
+                f"<td>{esc(c.before)}</td><td>{esc(c.after)}</td></tr>"
+                for c in result.xla_variant_changes]
     total = sum(len(x) for x in (
         result.added, result.removed, result.transitions, result.effective_transitions,
         result.input_changes, result.second_order_changes, result.verification_changes,
-        result.changed_functions))
+        result.changed_functions, result.xla_changes, result.xla_gradient_changes,
+        result.xla_variant_changes))
     body = (f'<h1>{esc(a["label"])} → {esc(b["label"])}</h1>'
             f'<p>{total} changes. <a href="../releases/{esc(files[before])}.html">'
             f'{esc(a["label"])}</a> · <a href="../releases/{esc(files[after])}.html">'
@@ -152,6 +157,11 @@ def diff_page(result: DiffResult, a: Record, b: Record,
             + _transitions("Verification", result.verification_changes, after, op_files)
             + _section("Gradient function changed", len(functions),
                        table(["op", "before", "after"], functions) if functions else "")
+            + _transitions("Under XLA", result.xla_changes, after, op_files)
+            + _transitions("Gradient under XLA", result.xla_gradient_changes, after, op_files)
+            + _section("Under XLA per setting", len(variants),
+                       table(["op", "setting", "part", "before", "after"], variants)
+                       if variants else "")
             + "</div>")
     return layout(f"{a['label']} → {b['label']}", body, "../")
 

@@ -4,10 +4,11 @@ for the matrix's "under XLA" view and the op page's XLA table. A release harvest
 without XLA is ``not_harvested``, said as such, never guessed."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opregistry.db.vocabulary import XLA_NOTHING_TO_COMPILE as NOTHING_TO_COMPILE
-from opregistry.registry.lookup import OpRelease
+from opregistry.registry.lookup import OpRelease, Xla
 from opregistry.site.records import Record
 
 NOT_HARVESTED = "not_harvested"
@@ -27,6 +28,13 @@ def xla_entry(row: OpRelease) -> Record | None:
     x = row.xla
     if x is None:
         return None
+    entry = _verdict(x)
+    if x.variants:  # per attribute setting (issue 37), in the store's order
+        entry["variants"] = [{"setting": v.setting, **_verdict(v.xla)} for v in x.variants]
+    return entry
+
+
+def _verdict(x: Xla) -> Record:
     entry = {"state": xla_state(x.forward, x.gradient, x.gradient_reason),
              "forward": x.forward, "gradient": x.gradient, "forward_op": x.forward_op,
              "forward_reason": x.forward_reason, "gradient_op": x.gradient_op,
@@ -79,18 +87,10 @@ def op_section(per: Record, releases: list[Record], esc: Any) -> str:
                         f'<td colspan="3">{XLA_STATES[NOT_HARVESTED][1]} not harvested with '
                         f'XLA</td></tr>')
             continue
-        refused = x.get("gradient_op") or x.get("gradient_structure") or ""
-        why = x.get("forward_reason") if x["forward"] != "compiles" else \
-            x.get("gradient_reason", "")
-        _, mark, label = XLA_STATES[x["state"]]
-        rows.append(f'<tr class="xla-row"><th scope="row">{esc(r["label"])}</th>'
-                    f'<td><span class="b x-{esc(x["state"])}" title="{esc(label)}">'
-                    f'<span aria-hidden="true">{mark}</span> {esc(x["state"])}</span></td>'
-                    f'<td>forward {esc(x["forward"])}'
-                    + (f' ({esc(x["forward_op"])})' if x.get("forward_op") else "")
-                    + f'; gradient {esc(x["gradient"])}'
-                    + (f" ({esc(refused)})" if refused else "") + "</td>"
-                    f'<td class="dim">{esc(why or "")}</td></tr>')
+        rows.append(_verdict_row(esc(r["label"]), x, esc))
+        # each attribute setting compiled (issue 37): the op's own row is its default's
+        rows += [_verdict_row(f'{esc(r["label"])} <code>{esc(v["setting"])}</code>', v, esc,
+                              "xla-row xla-variant") for v in x.get("variants", ())]
     harvested = any("xla" in per.get(r["key"], {}) for r in releases)
     note = ("XLA on the CPU, compiled by the harvest: the op, then its gradient with a fed "
             "upstream gradient, as in training (<code>opregistry check --xla</code>)."
@@ -102,3 +102,21 @@ def op_section(per: Record, releases: list[Record], esc: Any) -> str:
             '<th scope="col">forward; gradient (what XLA refuses)</th>'
             f'<th scope="col">why</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
             "</div>")
+
+
+def _verdict_row(head: str, x: Record, esc: Callable[[object], str],
+                 css: str = "xla-row") -> str:
+    """A row of the op page's XLA table: ``head`` (HTML), the state, what XLA refuses
+    and why."""
+    refused = x.get("gradient_op") or x.get("gradient_structure") or ""
+    why = x.get("forward_reason") if x["forward"] != "compiles" else \
+        x.get("gradient_reason", "")
+    _, mark, label = XLA_STATES[x["state"]]
+    return (f'<tr class="{css}"><th scope="row">{head}</th>'
+            f'<td><span class="b x-{esc(x["state"])}" title="{esc(label)}">'
+            f'<span aria-hidden="true">{mark}</span> {esc(x["state"])}</span></td>'
+            f'<td>forward {esc(x["forward"])}'
+            + (f' ({esc(x["forward_op"])})' if x.get("forward_op") else "")
+            + f'; gradient {esc(x["gradient"])}'
+            + (f" ({esc(refused)})" if refused else "") + "</td>"
+            f'<td class="dim">{esc(why or "")}</td></tr>')

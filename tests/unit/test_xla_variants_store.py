@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sqlite3
 from types import SimpleNamespace
 from typing import Any
@@ -151,3 +152,93 @@ def test_an_xla_only_document_replaces_the_rows_of_its_ops_only(db):
     assert row.xla is not None and len(row.xla.variants) == 2
     (row,) = opregistry.lookup("MatMul", db=db).rows
     assert row.xla is not None and row.xla.forward == "compiles"
+
+
+def _two_releases(tmp_path):
+    """2.20.0, where TridiagonalSolve without pivoting still fails under XLA, and 2.21.0
+    (XLA above), each with ResizeBilinear, whose gradient with align_corners=True starts
+    compiling: two ops with a setting that changed, one verdict per op unchanged."""
+    settings: list[dict[str, Any]] = XLA["variants"]  # type: ignore[assignment]
+    failing = dict(XLA, variants=[dict(settings[0], forward=PIVOTING, gradient=PIVOTING),
+                                  settings[1]])
+    refused = {"status": "fails", "op": "ResizeBilinearGrad", "message": "not implemented"}
+
+    def resize(aligned_gradient):
+        entry = _op("ResizeBilinear", "registered", "differentiable", [("images", "gradient")])
+        entry["op_def"]["attrs"] = [{"name": "align_corners", "type": "bool",
+                                     "default": {"b": False}}]
+        entry["probe"]["xla"] = {"device": "CPU", "forward": COMPILES, "gradient": refused,
+                                 "variants": [
+            {"attrs": {"align_corners": False}, "forward": COMPILES, "gradient": refused},
+            {"attrs": {"align_corners": True}, "forward": COMPILES,
+             "gradient": aligned_gradient}]}
+        return entry
+
+    path = tmp_path / "two.sqlite"
+    engine = make_engine(resolve(path), create=True)
+    load(engine, _document("2.20.0", [_tridiagonal(failing), resize(refused)]))
+    load(engine, _document("2.21.0", [_tridiagonal(), resize(COMPILES)]))
+    engine.dispose()
+    return path
+
+
+def test_diff_upgrade_check_and_the_site_show_each_setting_that_changed(tmp_path, cli):
+    """A verdict per attribute setting that changed between releases is a change of
+    ``diff`` (every format), of ``upgrade-check`` (the model's ops only) and of the site
+    (the export, the op page, the diff page), though the op's own verdict did not."""
+    from opregistry.formats import TABULAR, render
+    from opregistry.formats.diff import upgrade_rows
+    from opregistry.model.readers import schema
+    from opregistry.site import build_site
+
+    db = _two_releases(tmp_path)
+    result = opregistry.diff("2.20.0", "2.21.0", db=db)
+    assert (result.xla_changes, result.xla_gradient_changes) == ((), ())
+    assert [(c.op, c.setting, c.part, c.before, c.after)
+            for c in result.xla_variant_changes] == [
+        ("ResizeBilinear", "align_corners=True", "gradient", "fails", "compiles"),
+        ("TridiagonalSolve", "partial_pivoting=False", "forward", "fails", "compiles"),
+        ("TridiagonalSolve", "partial_pivoting=False", "gradient", "fails", "compiles")]
+    for fmt in TABULAR:
+        text = render(result, fmt)
+        for c in result.xla_variant_changes:
+            assert c.setting in text, (fmt, text)
+    (shown,) = [c for c in json.loads(render(result, "json"))["xla_variant_changes"]
+                if c["op"] == "ResizeBilinear"]
+    assert shown == {"op": "ResizeBilinear", "setting": "align_corners=True",
+                     "part": "gradient", "before": "fails", "after": "compiles",
+                     "public": True}
+    done = cli("diff", "2.20.0", "2.21.0", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "; 3 XLA changes" in done.stderr, done.stderr
+    assert re.search(r"xla_gradient +ResizeBilinear +fails +compiles +yes +align_corners=True",
+                     done.stdout), done.stdout
+
+    graph = schema.message_classes()["GraphDef"]()
+    for name in ("d", "r"):
+        graph.node.add(name=name, op="Placeholder").attr["dtype"].type = schema.DT_FLOAT
+    graph.node.add(name="t", op="TridiagonalSolve", input=["d", "r"]).attr["T"].type = \
+        schema.DT_FLOAT
+    model = tmp_path / "tridiagonal.pb"
+    model.write_bytes(graph.SerializeToString())
+    upgrade = opregistry.upgrade_check(model, "2.20.0", "2.21.0", db=db)
+    assert {c.op for c in upgrade.xla_variant_changes} == {"TridiagonalSolve"}
+    assert len(upgrade_rows(upgrade)) == 2
+    done = cli("upgrade-check", str(model), "--from", "2.20.0", "--to", "2.21.0", "-f",
+               "markdown", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("partial_pivoting=False") == 2 and "Resize" not in done.stdout
+    assert "2 changes for this model's ops" in done.stderr, done.stderr
+
+    site = tmp_path / "site"
+    build_site(site, db=db)
+    data = json.loads((site / "data" / "ops.json").read_text())
+    variants = data["ops"]["TridiagonalSolve"]["releases"]["2.21.0"]["xla"]["variants"]
+    assert [(v["setting"], v["state"]) for v in variants] == [
+        ("partial_pivoting=False", "compiles"), ("partial_pivoting=True", "fails")]
+    page = (site / "ops" / "TridiagonalSolve.html").read_text()
+    assert page.count('class="xla-row xla-variant"') == 4  # two settings, two releases
+    assert "under XLA with partial_pivoting=False fails → compiles" in page
+    diff_page = (site / "diff" / "2.20.0--2.21.0.html").read_text()
+    assert 'data-count="3"><h2 id="under-xla-per-setting">' in diff_page
+    assert 'data-count="0"><h2 id="under-xla">' in diff_page

@@ -267,6 +267,27 @@ def variable_handle(builder, arg_name):
     return handle
 
 
+def hash_table(builder, arg_name):
+    """A lookup table's handle (``tf.lookup.experimental.MutableHashTable``, int64 keys,
+    float values: needs no initializer), made as a model makes its tables; the XLA probe
+    makes it outside the compiled function, as a training step captures a table."""
+    api = builder.api
+    av = api.attr_value_pb2.AttrValue
+    return api.create_op(builder.graph, "MutableHashTableV2", [], {
+        "key_dtype": av(type=api.dtypes.int64.as_datatype_enum),
+        "value_dtype": av(type=api.dtypes.float32.as_datatype_enum),
+        "container": av(s=b""), "shared_name": av(s=b""),
+        "use_node_name_sharing": av(b=False)}, "table%d" % builder.position).outputs[0]
+
+
+def bool_from_source(builder):
+    """A [2, 2] boolean computed from a source (``x > 0.5``), as a model computes one:
+    a fed boolean is a scalar, which a reduction over axis 1 refuses."""
+    api = builder.api
+    return api.tf.greater(builder.source([2, 2], "src%d" % builder.position),
+                          api.const(0.5, builder.dtype))
+
+
 def ref_variable(builder, arg_name, dtype_name):
     """A TF1 reference tensor (VariableV2) assigned the point before every evaluation."""
     api = builder.api
@@ -506,6 +527,13 @@ FAMILIES = (
            resource=variable_handle, note="a resource variable assigned the point"),
     Family("resource_gather_nd", r"^ResourceGatherNd$", ints={"indices": [[1], [0]]},
            resource=variable_handle, note="a resource variable assigned the point"),
+    Family("reduce_bool", r"^(Any|All)$", ints={"reduction_indices": 1},
+           inputs={"input": bool_from_source}, note="x > 0.5 of a 2x2 source, over axis 1"),
+    Family("lookup_table", r"^LookupTable(Find|Insert|Remove|Size|Export|Import)V2$",
+           types={"Tin": "DT_INT64", "Tout": "DT_FLOAT", "Tkeys": "DT_INT64",
+                  "Tvalues": "DT_FLOAT"},
+           shapes={"default_value": [], "values": [2]}, ints={"keys": [1, 3]},
+           resource=hash_table, note="a mutable hash table from int64 to float"),
     Family("ragged_to_sparse", r"^RaggedTensorTo(Sparse|Variant)$", shapes={"rt_dense_values": [2]},
            ints={"rt_nested_splits": [0, 1, 2]}, reader=ragged_values_from_variant,
            note="two ragged levels with row splits [0, 1, 2]"),

@@ -221,15 +221,17 @@ def variable_setups(graph, feeds):
 
 
 def _variables(tf, graph, gd, feeds):
-    """({handle tensor name: the same variable's handle outside the compiled function},
-    [its assignments from the fed values]) for the VarHandleOps of ``gd`` whose value a
-    builder assigns from a feed; the handles are removed from ``gd``."""
+    """({handle tensor name: the same variable's or table's handle outside the compiled
+    function}, [the variables' assignments from the fed values]) for the VarHandleOps of
+    ``gd`` whose value a builder assigns from a feed and its lookup tables; those nodes
+    are removed from ``gd``."""
     setups = variable_setups(graph, feeds) or {}
     inside = [n for n in gd.node if n.op == "VarHandleOp" and n.name in setups]
-    if not inside:
+    tables = [n for n in gd.node if n.op in _TABLES and not n.input]
+    if not inside and not tables:
         return {}, []
     from tensorflow.python.ops import gen_resource_variable_ops as gen_rv
-    handles, assigns = {}, []
+    handles, assigns = _tables(tf, gd, tables), []
     for node in inside:
         source = graph.get_operation_by_name(node.name)
         handle = gen_rv.var_handle_op(
@@ -239,10 +241,29 @@ def _variables(tf, graph, gd, feeds):
         assigns.append(gen_rv.assign_variable_op(
             handle, tf.constant(feeds[value], dtype=value.dtype.base_dtype)))
         handles[node.name + ":0"] = handle
-    keep = [n for n in gd.node if n.name not in handles_of(inside)]
+    keep = [n for n in gd.node if n.name not in handles_of(inside + tables)]
     del gd.node[:]
     gd.node.extend(keep)
     return handles, assigns
+
+
+# lookup tables' constructors: a model makes its tables outside the step, which captures
+# them as it captures variables (a table made inside, XLA would refuse first)
+_TABLES = frozenset(["HashTableV2", "MutableHashTableV2", "MutableHashTableOfTensorsV2"])
+
+
+def _tables(tf, gd, tables):
+    """{handle tensor name: the same table made outside the compiled function}."""
+    from tensorflow.core.framework import graph_pb2
+    v1 = getattr(getattr(tf, "compat", None), "v1", None) or tf
+    handles = {}
+    for node in tables:
+        alone = graph_pb2.GraphDef()
+        alone.versions.CopyFrom(gd.versions)
+        alone.node.extend([node])
+        handles[node.name + ":0"] = v1.import_graph_def(
+            alone, name="outer", return_elements=[node.name + ":0"])[0]
+    return handles
 
 
 def handles_of(nodes):
