@@ -195,7 +195,8 @@ class SecondOrder:
             found = []
             for inst, stop in sorted(self.stops.items()):
                 if stop.raises and flat.functions[inst] is not None and \
-                        self._crossed(inst, reach, on_path):
+                        self._crossed(inst, reach, on_path) and \
+                        self._second_pass_arrives(inst, set(key[1])):
                     found += _named(flat, inst, stop, True)
             self._call_raising[key] = found
         return self._call_raising[key]
@@ -286,9 +287,10 @@ class SecondOrder:
                 continue
             values, structural = self._downstream(inst, reach)
             # any target the tape sees G read makes G recorded: TF raises for all
-            if stop.raises and ((whole_call and flat.functions[inst] is not None)
-                                or _float_upstream(flat, structural + _own_values(
-                                    flat, inst, structural=True)) & sources):
+            if stop.raises and self._second_pass_arrives(inst, sources) and (
+                    (whole_call and flat.functions[inst] is not None)
+                    or _float_upstream(flat, structural + _own_values(
+                        flat, inst, structural=True)) & sources):
                 raising += _named(flat, inst, stop, True)
                 inner_of.setdefault("*", set()).update(inner)
             if stop.drops:
@@ -298,6 +300,38 @@ class SecondOrder:
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
                         inner_of.setdefault(t.name, set()).update(inner)
         return raising, dropping, inner_of
+
+    def _second_pass_arrives(self, inst: int, sources: set[int]) -> bool:
+        """Whether the second pass brings a gradient to ``inst``'s gradient ops: their
+        outputs are the first gradient on its way back to the targets, and TF looks
+        a gradient op's gradient function up (and raises) only where a gradient
+        arrives at it. A gradient op registered with no gradient on every path back
+        (a bilinear resize before a bicubic one: ResizeBilinearGrad) stops the second
+        pass before it: the term is dropped, not raising."""
+        flat = self.flat
+        closed = {i for i, stop in self.stops.items()
+                  if i != inst and stop.drops and not stop.raises
+                  and all(reason != KERNEL_DEFECT[1] for _, reason in stop.blockers)}
+        seen: set[int] = set()
+        stack = [r for p, r in enumerate(flat.inputs[inst])
+                 if r is not None and flat.carries_gradient(r) and passes(flat, inst, p) is None]
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in sources:
+                return True
+            i = t & INST
+            if i in closed:
+                continue
+            if i in flat.transparent:
+                stack.extend(r for r in flat.transparent[i].get(t >> OUT, ())
+                             if flat.carries_gradient(r))
+                continue
+            stack.extend(r for p, r in enumerate(flat.inputs[i]) if r is not None
+                         and flat.carries_gradient(r) and passes(flat, i, p) is None)
+        return False
 
     def _stopped_values(self, keepers: dict[int, set[int]], targets: list[Any],
                         dropping: dict[str, list[SecondOrderOp]],
