@@ -179,6 +179,46 @@ def test_a_resize_without_gradient_before_a_missing_one_drops_and_does_not_raise
         ("ResizeBilinear", "ResizeBilinearGrad", "no_gradient")}
 
 
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_custom_gradient_whose_backward_stops_the_second_pass(stopped, tmp_path):
+    """``tf.custom_gradient`` with the backward ``dy * stop_gradient(1 - y * y)``: right
+    at first order, but the second pass differentiates the backward's ops and the
+    StopGradient drops y's term (eager and traced alike differ from finite
+    differences). check --order 2 says ``dropped``, naming the custom gradient's
+    IdentityN via StopGradient, live and saved; the same backward without the stop is
+    exact."""
+    import numpy as np
+    import tensorflow as tf
+
+    import opregistry
+
+    x, d = (tf.constant(np.random.default_rng(5).normal(size=programs.SHAPE))
+            for _ in range(2))
+
+    @tf.custom_gradient
+    def custom_tanh(t: Any) -> Any:
+        y = tf.tanh(t)
+        factor = (lambda v: tf.stop_gradient(v)) if stopped else (lambda v: v)
+        return y, lambda dy: dy * factor(1.0 - y * y)
+
+    def f(xv: Any) -> Any:
+        return tf.reduce_sum(custom_tanh(xv) * xv)
+
+    eager, traced, numeric = _second(f, x, d)
+    assert traced == pytest.approx(eager, rel=1e-9)
+    assert (abs(eager - numeric) > 1e-3 * abs(numeric)) == stopped, (eager, numeric)
+    module = tf.Module()
+    module.f = tf.function(f, input_signature=[tf.TensorSpec(programs.SHAPE, tf.float64)])
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures=module.f.get_concrete_function())
+    for result in (opregistry.check(tf.function(f), x, order=2),
+                   opregistry.check(tmp_path / "m", order=2)):
+        [verdict] = result.outputs[0].second_order.values()
+        assert verdict == ("dropped" if stopped else "exact")
+        named = {(b.op, b.gradient_op, b.reason) for f in result.second_order or ()
+                 for b in f.blocking_ops}
+        assert named == ({("IdentityN", "StopGradient", "no_gradient")} if stopped else set())
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> differential.Report:
     return differential.run(QUICK, 0, tmp_path_factory.mktemp("second_order_quick"))

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
-from opregistry.model.function_library import VALUE_FREE_OPS
+from opregistry.model.function_library import VALUE_FREE_OPS, reaches_args
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import gradient_reach, output_passes, passes
 
@@ -276,6 +276,7 @@ class SecondOrder:
         # as a whole: a gradient op without a gradient function raises wherever it is
         whole_call = flat.model.format == "savedmodel"
         self._kept_outputs(targets, reach, on_path, dropping, inner_of)
+        self._custom_gradients(targets, reach, on_path, dropping, inner_of)
         for inst, stop in sorted(self.stops.items()):
             positions = [p for p, ref in enumerate(flat.inputs[inst])
                          if ref is not None and ref in on_path and passes(flat, inst, p) is None]
@@ -388,6 +389,53 @@ class SecondOrder:
                             node.name, op, flat.functions[inst], "partial_input",
                             gradient_op=op))
                         inner_of.setdefault(t.name, set()).update(inner)
+
+    def _custom_gradients(self, targets: list[Any], reach: set[int], on_path: set[int],
+                          dropping: dict[str, list[SecondOrderOp]],
+                          inner_of: dict[str, set[str]]) -> None:
+        """The terms a ``tf.custom_gradient``'s backward drops: the first pass runs its
+        saved gradient function, the second differentiates that function's ops, and a
+        StopGradient in it over a value it captured from the forward pass (not the
+        upstream gradient: ``dy * stop_gradient(1 - y * y)``) loses the value's term,
+        silently. The captured values are taken to change with every target the custom
+        function's inputs are computed from."""
+        flat, state = self.flat, self.state
+        for inst, node in enumerate(flat.nodes):
+            if flat.ops[inst] != "IdentityN" or "_gradient_op_type" not in node.attr or \
+                    not any(o in reach for o in _outputs(flat, inst)):
+                continue
+            stop = self._custom_stop(node)
+            inputs = flat.inputs[inst]
+            passing = [p for p, ref in enumerate(inputs) if ref is not None and ref in on_path
+                       and passes(flat, inst, p) is None]
+            if stop is None or not passing:
+                continue
+            inner = {t.name for t in targets if any(
+                s in state.upstream(inputs[p]) for p in passing for s in t.sources)}
+            moving = _float_upstream(flat, _floats(flat, inputs))
+            for t in targets:
+                if inner and any(s in moving for s in t.sources):
+                    dropping.setdefault(t.name, []).append(SecondOrderOp(
+                        node.name, node.op, flat.functions[inst], "no_gradient",
+                        gradient_op=stop))
+                    inner_of.setdefault(t.name, set()).update(inner)
+
+    def _custom_stop(self, node: Any) -> str | None:
+        """The op type of a StopGradient in a custom gradient's saved function that
+        reads a captured value (None: none, or the function is not saved)."""
+        model = self.flat.model
+        bound = model.gradient_bindings.get(node.attr["_gradient_op_type"].s.decode(
+            "utf-8", "replace"))
+        body = model.functions.get(bound) if bound else None
+        if body is None:
+            return None
+        upstream = len([i for i in node.input if not i.startswith("^")])
+        captured = {arg for arg, _ in body.input_args[upstream:]}
+        for name, inner in body.nodes.items():
+            if inner.op == "StopGradient" and inner.input and \
+                    reaches_args(body, inner.input[0], captured):
+                return str(inner.op)
+        return None
 
     def _downstream(self, inst: int, reach: set[int]) -> tuple[list[int], list[int]]:
         """(values, structural) that the gradient functions of the ops between
