@@ -431,7 +431,7 @@ class SecondOrder:
             return None
         upstream = len([i for i in node.input if not i.startswith("^")])
         captured = {arg for arg, _ in body.input_args[upstream:]}
-        for name, inner in body.nodes.items():
+        for inner in body.nodes.values():
             if inner.op == "StopGradient" and inner.input and \
                     reaches_args(body, inner.input[0], captured):
                 return str(inner.op)
