@@ -45,7 +45,7 @@ PARTS = ("saved", "export")
 BATCH = 25
 # central differences in float64: (step, rtol, atol), and for a program that computes
 # part in float32 (TF resizes in float32), a larger step and a looser tolerance
-PRECISE, SINGLE = (1e-5, 1e-5, 1e-8), (1e-3, 3e-3, 1e-5)
+PRECISE, SINGLE = (1e-5, 1e-5, 1e-8), (1e-3, 1e-3, 1e-5)
 
 
 @dataclass
@@ -116,7 +116,7 @@ class Answer:
 
     verdict: str
     traced_wrong: bool = False
-    numbers: tuple[float, ...] = ()  # (eager, traced, finite differences)
+    numbers: tuple[float, ...] = ()  # (eager, traced, finite differences, their error)
 
 
 def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
@@ -133,8 +133,9 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
     moves = [tf.constant(rng.normal(size=programs.SHAPE)) for _ in names]
     step, rtol, atol = SINGLE if single else PRECISE
 
-    def close(a: float, b: float) -> bool:
-        return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+    def close(a: float, b: float, error: float = 0.0) -> bool:
+        """``error``: the finite differences' own, estimated from a second step."""
+        return abs(a - b) <= atol + rtol * max(abs(a), abs(b)) + 2 * error
 
     def q(xv: Any, output: str) -> Any:
         """The first gradients of the output, projected: as a penalty uses them."""
@@ -159,12 +160,13 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
         """``f`` of every output in one tf.function (one trace for the signature)."""
         return tf.function(lambda xv: tf.stack([f(xv, o) for o in outputs]))
 
-    def raising(f: Any, outputs: list[str]) -> set[str]:
-        """The outputs whose ``f`` TF refuses (LookupError...): one trace for all, one per
-        output only where that raises."""
+    def concrete(f: Any, outputs: list[str]) -> tuple[Any, list[str], set[str]]:
+        """``f`` of the outputs TF differentiates, traced once (a concrete function,
+        reused for every number: each trace builds the loaded function's backward
+        functions again), its outputs, and the outputs TF refuses (LookupError...):
+        one trace for all, one per output only where that raises."""
         try:
-            traced(f, outputs).get_concrete_function(x)
-            return set()
+            return traced(f, outputs).get_concrete_function(x), outputs, set()
         except Exception:  # noqa: BLE001 - a StagingError around TF's LookupError
             found = set()
             for o in outputs:
@@ -174,39 +176,45 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
                     if "gradient" not in str(exc).lower():
                         raise
                     found.add(o)
-            return found
+            rest = [o for o in outputs if o not in found]
+            return (traced(f, rest).get_concrete_function(x) if rest else None), rest, found
 
     out: dict[str, dict[str, Answer] | str] = {}
-    alive = list(fn.structured_outputs)
-    for o in raising(q, alive):  # TF refuses the first order (ResizeArea)
+    first, firsts, refused = concrete(q, list(fn.structured_outputs))
+    for o in refused:  # TF refuses the first order (ResizeArea)
         out[o] = "first_order_raises"
-    alive = [o for o in alive if o not in out]
-    for o in raising(second, alive):
+    if first is None:
+        return out
+    tapes_of, alive, refused = concrete(second, firsts)
+    for o in refused:
         out[o] = {n: Answer("raises") for n in names}
-    alive = [o for o in alive if o not in out]
-    if not alive:
+    if tapes_of is None:
         return out
     # the tapes traced (as a training step runs them), finite differences of the first
     # gradients of every output at once; the eager tapes where the two differ
-    tapes = traced(second, alive)(x).numpy()
-    first = traced(q, alive)
-    numeric = [_central(tf, first, x, variables[k] if k < len(variables) else None,
-                        moves[k], step) for k in range(len(names))]
+    tapes = tapes_of(x).numpy()
+    numeric, coarse = ([_central(tf, first, x, variables[k] if k < len(variables) else None,
+                                 moves[k], h) for k in range(len(names))] for h in (step, 2 * step))
     for row, output in enumerate(alive):
         found: dict[str, Answer] = {}
         eager = None
         for k, name in enumerate(names):
-            tape, fd = float(tapes[row][k]), float(numeric[k][row])
-            numbers = (tape, tape, fd)  # (eager, traced, finite differences)
+            at = firsts.index(output)
+            # Richardson's extrapolation of the two steps, and their difference: about
+            # three times the first step's truncation error (where the output saturates,
+            # a tanh of a large value, it exceeds the tape's tiny number)
+            fine, rough = float(numeric[k][at]), float(coarse[k][at])
+            tape, fd, error = float(tapes[row][k]), (4 * fine - rough) / 3, abs(fine - rough)
+            numbers = (tape, tape, fd, error)  # (eager, traced, finite differences, their error)
             wrong = False
-            if not close(tape, fd):
+            if not close(tape, fd, error):
                 if eager is None:
                     eager = second(x, output).numpy()
-                numbers = (float(eager[k]), tape, fd)
+                numbers = (float(eager[k]), tape, fd, error)
                 # finite differences side with the eager tape: the traced one is wrong
-                wrong = close(numbers[0], fd)
+                wrong = close(numbers[0], fd, error)
                 tape = numbers[0] if wrong else tape
-            if not close(tape, fd):
+            if not close(tape, fd, error):
                 found[name] = Answer("dropped", wrong, numbers)
             elif abs(fd) <= atol and abs(tape) <= atol:
                 found[name] = Answer("zero", wrong, numbers)

@@ -222,6 +222,57 @@ def test_the_guard_on_nested_tapes(method, traced):
         assert "has no gradient function (missing)" in text
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_guard_warns_of_the_traced_max_pool_defect_only_traced(stride):
+    """A penalty through a max pooling whose output has its input's size (stride 1,
+    SAME): TF's CPU MaxPoolGradGrad makes the traced number wrong, eager is right
+    (float64 finite differences decide). The guard warns once, traced only, naming the
+    pool's line; a stride-2 pool (traced as right as eager) gets no warning."""
+    rng = np.random.default_rng(56)
+    v = tf.Variable(rng.normal(size=(1, 4, 4, 2)), name="v")
+    x, move = (tf.constant(rng.normal(size=(1, 4, 4, 2))) for _ in range(2))
+
+    def d(xv: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(tf.tanh(tf.nn.max_pool2d(v * xv, 2, stride, "SAME")))  # POOL
+
+    def penalty() -> tf.Tensor:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            out = d(x)
+        g = inner.gradient(out, x)
+        return tf.reduce_sum(g * g)
+
+    def step() -> tf.Tensor:
+        with tf.GradientTape() as outer:
+            p = penalty()
+        return tf.reduce_sum(outer.gradient(p, v) * move)
+
+    base, eps = v.numpy(), 1e-6
+    numbers = []
+    for sign in (1, -1):
+        v.assign(base + sign * eps * move.numpy())
+        numbers.append(float(penalty()))
+    v.assign(base)
+    numeric = (numbers[0] - numbers[1]) / (2 * eps)
+    said = {}
+    for traced in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with opregistry.guard(summary=False):
+                value = float((tf.function(step) if traced else step)())
+        said[traced] = [str(c.message) for c in caught
+                        if issubclass(c.category, SecondOrderWarning)]
+        right = value == pytest.approx(numeric, rel=1e-5)
+        assert right == (not traced or stride == 2), (traced, value, numeric)
+    assert said[False] == []
+    if stride == 2:
+        assert said[True] == []
+        return
+    [text] = said[True]
+    assert "MaxPoolGradGrad" in text and "traced_kernel_defect" in text, text
+    assert line_of(d, "POOL").rsplit("/", 1)[1] in text and "variable 'v'" in text
+
+
 def test_the_guard_in_a_keras_train_step_with_a_gradient_penalty():
     import keras
 

@@ -26,7 +26,9 @@ PENDING_SIZE = 32  # inner gradient calls remembered per session (oldest dropped
 
 class SecondOrderWarning(UserWarning):
     """Differentiating a gradient crosses an op whose gradient op has no gradient: the
-    result is silently wrong (no_gradient) or TensorFlow is about to raise (missing)."""
+    result is silently wrong (no_gradient) or TensorFlow is about to raise (missing);
+    or, traced, one whose gradient op's kernel makes it wrong (a same-size max pooling:
+    MaxPoolGradGrad, ``traced_kernel_defect``)."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Hazard:
     """An op of an inner gradient call whose gradient op stops the second pass."""
 
     op: SecondOrderOp  # with the line that created the forward op
-    verdict: str  # dropped | raises
+    verdict: str  # dropped | raises | traced_wrong (in a graph only)
     # the outer targets whose derivative loses a term (dropped): by name as analysed,
     # by source_key once bound to a call's sources
     targets: frozenset[Hashable]
@@ -98,15 +100,21 @@ def hazards(result: CheckResult, keys: Mapping[str, Hashable], site_of: SiteOf
 def message(pending: Pending, found: list[Hazard], outer: str) -> str:
     inner_site = f" at {shown(pending.site)}" if pending.site else ""
     lines = [f"this gradient differentiates the gradient of {pending.differentiated} "
-             f"taken{inner_site} (second order), through ops whose gradient has no "
-             f"gradient of its own:"]
+             f"taken{inner_site} (second order), through ops whose gradient's own "
+             f"gradient is missing, none or wrong:"]
     for h in found:
         where = f" at {h.op.site}" if h.op.site else ""
+        named = ", ".join(h.names)
         if h.verdict == "raises":
             what = (f"its gradient op {h.op.gradient_op} has no gradient function "
                     f"({h.op.reason}): TensorFlow raises LookupError differentiating it")
+        elif h.verdict == "traced_wrong":
+            what = (f"its gradient op {h.op.gradient_op}'s CPU kernel takes the incoming "
+                    f"gradient's buffer for its output and zeroes it first in a graph "
+                    f"({h.op.reason}; eager is right): the second-order term through it "
+                    f"is silently wrong, so the derivative with respect to {named} in "
+                    f"{outer} may be wrong")
         else:
-            named = ", ".join(h.names)
             what = (f"its gradient op {h.op.gradient_op} is registered with no gradient "
                     f"({h.op.reason}): TensorFlow silently drops every second-order term "
                     f"through it, so the derivative with respect to {named} in {outer} "

@@ -157,7 +157,8 @@ class Session:
                     self.cache.eager.pop(next(iter(self.cache.eager)))
                 model, site_of = self._log_model(tf, log, targets, flat_sources, names)
                 self.cache.eager[key] = self._hazards(model, site_of, names)
-            found = self.cache.eager[key]
+            # eager, TF's MaxPoolGradGrad keeps its own buffer: the number is right
+            found = tuple(h for h in self.cache.eager[key] if h.verdict != "traced_wrong")
             ref = log.producer.get(getattr(targets[0], "_id", -1))
             differentiated = f"{log.ops[ref[0]][0]} '{log.node_name(ref[0])}'" \
                 if ref is not None and ref[0] >= 0 else "the target"

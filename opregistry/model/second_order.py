@@ -41,60 +41,27 @@ reason ``traced_kernel_defect``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
-from opregistry.model.function_library import VALUE_FREE_OPS
+from opregistry.model.function_library import reaches_args
+from opregistry.model.gradient_values import (
+    HARMLESS_BLOCKERS,
+    float_upstream,
+    floats,
+    kept_values,
+    op_outputs,
+    own_values,
+    reach_all,
+)
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
-from opregistry.model.walks import gradient_reach, output_passes, passes
+from opregistry.model.walks import output_passes, passes
 
 # second-order verdicts per (output, target), worst first
 VERDICTS = ("raises", "dropped", "exact", "zero")
 
-# ops whose Jacobian is constant (their gradient functions keep no value, only shapes)
-LINEAR_OPS = frozenset({
-    "Identity", "IdentityN", "Snapshot", "EnsureShape", "PreventGradient", "Add", "AddV2",
-    "AddN", "Sub", "Neg", "Sum", "Mean", "Reshape", "Transpose", "ConcatV2", "Concat",
-    "Slice", "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "ExpandDims", "Squeeze",
-    "Pack", "Unpack", "Split", "SplitV", "BroadcastTo", "ReverseV2", "Cumsum", "BiasAdd",
-    "Cast", "ReadVariableOp", "GatherV2", "Gather", "ResourceGather", "GatherNd",
-    "UnsortedSegmentSum", "SegmentSum", "SparseSegmentSum", "SparseSegmentMean",
-    "SparseSegmentSqrtN", "ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic",
-    "ResizeArea", "AvgPool", "AvgPool3D", "SpaceToDepth", "DepthToSpace", "SpaceToBatchND",
-    "BatchToSpaceND", "TensorListFromTensor", "TensorListStack", "TensorListGetItem",
-    "TensorListSetItem", "TensorListPushBack", "TensorListPopBack", "TensorListReserve",
-    "TensorListElementShape", "ZerosLike", "OnesLike", "StopGradient", "Fill",
-    "ScatterNd", "TensorScatterAdd", "MatrixDiag", "MatrixDiagV3", "MatrixDiagPartV3",
-    "Real", "Imag", "Conj", "Complex", "AvgPoolGrad", "Copy",
-})
-# ops whose Jacobian for one input is another input: their gradient keeps the others
-BILINEAR_OPS = frozenset({
-    "Mul", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D",
-    "Conv1D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv3DBackpropInputV2",
-    "DepthwiseConv2dNativeBackpropInput", "Einsum", "Conv2DBackpropFilter",
-})
-# ops whose Jacobian is piecewise constant: a second derivative through them is zero
-# (structurally: their gradient still reads their input, so a tape records it)
-PIECEWISE_LINEAR_OPS = frozenset({
-    "Relu", "Relu6", "LeakyRelu", "MaxPool", "MaxPoolV2", "MaxPool3D", "Maximum", "Minimum",
-    "Abs", "ClipByValue", "Select", "SelectV2", "Max", "Min", "SegmentMax", "SegmentMin",
-    "UnsortedSegmentMax", "UnsortedSegmentMin", "ReluGrad", "Relu6Grad", "MaxPoolGrad",
-    "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars",
-    "FakeQuantWithMinMaxVarsPerChannel", "Sign", "Floor", "Ceil", "Round", "Rint",
-})
-# gradient ops whose own gradient is rightly absent: what they compute does not change
-# with their inputs' values, or only by steps
-HARMLESS_BLOCKERS = VALUE_FREE_OPS | {"StopGradient", "Sign", "Floor", "FloorDiv", "Round",
-                                      "Ceil", "Rint", "FloorMod", "Cast"}
-# ops whose gradient op takes only the incoming gradient (and shapes, sizes, indices):
-# none of the op's floating tensors
-GRADIENT_KEEPS_NO_VALUES = frozenset({
-    "ResizeNearestNeighbor", "FractionalAvgPool", "AvgPool", "AvgPool3D", "SparseSegmentSum",
-    "SparseSegmentMean", "SparseSegmentSqrtN", "SparseSegmentSumWithNumSegments",
-    "SparseSegmentMeanWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
-})
 _RAISING = ("missing", "raises")
 # (see the module's doc) the gradient op TF's kernel makes wrong when traced, its reason
 KERNEL_DEFECT = ("MaxPoolGradGrad", "traced_kernel_defect")
@@ -104,6 +71,13 @@ KERNEL_DEFECT = ("MaxPoolGradGrad", "traced_kernel_defect")
 # per the probes' per-output facts) loses its term silently
 KEPT_OUTPUTS = {"SoftmaxCrossEntropyWithLogits": (1,),
                 "SparseSoftmaxCrossEntropyWithLogits": (1,)}
+
+
+class _Target(Protocol):
+    """A target as the walks see it (analysis._Source)."""
+
+    name: str
+    sources: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -179,7 +153,7 @@ class SecondOrder:
                     continue
                 if inst in flat.transparent or passes(flat, inst, position) is not None:
                     continue
-                stack.extend(o for o in _outputs(flat, inst) if flat.carries_gradient(o))
+                stack.extend(o for o in op_outputs(flat, inst) if flat.carries_gradient(o))
         return seen
 
     def call_raising(self, outputs: list[int], targets: list[Any]) -> list[SecondOrderOp]:
@@ -195,7 +169,8 @@ class SecondOrder:
             found = []
             for inst, stop in sorted(self.stops.items()):
                 if stop.raises and flat.functions[inst] is not None and \
-                        self._crossed(inst, reach, on_path):
+                        self._crossed(inst, reach, on_path) and \
+                        self._second_pass_arrives(inst, set(key[1])):
                     found += _named(flat, inst, stop, True)
             self._call_raising[key] = found
         return self._call_raising[key]
@@ -203,7 +178,7 @@ class SecondOrder:
     def _crossed(self, inst: int, reach: set[int], on_path: set[int]) -> bool:
         """Whether a first gradient goes through ``inst`` to a target."""
         flat = self.flat
-        return any(o in reach for o in _outputs(flat, inst)) and any(
+        return any(o in reach for o in op_outputs(flat, inst)) and any(
             ref is not None and ref in on_path and passes(flat, inst, p) is None
             for p, ref in enumerate(flat.inputs[inst]))
 
@@ -220,15 +195,15 @@ class SecondOrder:
         kept: list[int] = []
         keepers: dict[int, set[int]] = {}  # kept StopGradient output -> what keeps it
         for inst in {t & INST for t in on_path}:
-            for t in _outputs(flat, inst):
+            for t in op_outputs(flat, inst):
                 for consumer, position in self.state.consumers().get(t, ()):
                     if position >= 0 and consumer not in flat.transparent:
-                        values = _values(flat, consumer, position, structural=False)
+                        values = kept_values(flat, consumer, position, structural=False)
                         kept += values
                         for v in values:
                             if flat.ops[v & INST] == "StopGradient":
                                 keepers.setdefault(v, set()).add(t)
-        curved = _reach_all(flat, kept)
+        curved = reach_all(flat, kept)
         raising, dropping, inner_of = self._stops(targets, reach, on_path)
         self._stopped_values(keepers, targets, dropping, inner_of)
         if call is not None and targets and flat.model.format == "savedmodel":
@@ -275,10 +250,11 @@ class SecondOrder:
         # as a whole: a gradient op without a gradient function raises wherever it is
         whole_call = flat.model.format == "savedmodel"
         self._kept_outputs(targets, reach, on_path, dropping, inner_of)
+        self._custom_gradients(targets, reach, on_path, dropping, inner_of)
         for inst, stop in sorted(self.stops.items()):
             positions = [p for p, ref in enumerate(flat.inputs[inst])
                          if ref is not None and ref in on_path and passes(flat, inst, p) is None]
-            if not positions or not any(o in reach for o in _outputs(flat, inst)):
+            if not positions or not any(o in reach for o in op_outputs(flat, inst)):
                 continue
             upstream = set().union(*(state.upstream(flat.inputs[inst][p]) for p in positions))
             inner = {t.name for t in targets if any(s in upstream for s in t.sources)}
@@ -286,18 +262,51 @@ class SecondOrder:
                 continue
             values, structural = self._downstream(inst, reach)
             # any target the tape sees G read makes G recorded: TF raises for all
-            if stop.raises and ((whole_call and flat.functions[inst] is not None)
-                                or _float_upstream(flat, structural + _own_values(
-                                    flat, inst, structural=True)) & sources):
+            if stop.raises and self._second_pass_arrives(inst, sources) and (
+                    (whole_call and flat.functions[inst] is not None)
+                    or float_upstream(flat, structural + own_values(
+                        flat, inst, structural=True)) & sources):
                 raising += _named(flat, inst, stop, True)
                 inner_of.setdefault("*", set()).update(inner)
             if stop.drops:
-                changing = _reach_all(flat, values + _own_values(flat, inst, structural=False))
+                changing = reach_all(flat, values + own_values(flat, inst, structural=False))
                 for t in targets:
                     if any(s in changing for s in t.sources):
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
                         inner_of.setdefault(t.name, set()).update(inner)
         return raising, dropping, inner_of
+
+    def _second_pass_arrives(self, inst: int, sources: set[int]) -> bool:
+        """Whether the second pass brings a gradient to ``inst``'s gradient ops: their
+        outputs are the first gradient on its way back to the targets, and TF looks
+        a gradient op's gradient function up (and raises) only where a gradient
+        arrives at it. A gradient op registered with no gradient on every path back
+        (a bilinear resize before a bicubic one: ResizeBilinearGrad) stops the second
+        pass before it: the term is dropped, not raising."""
+        flat = self.flat
+        closed = {i for i, stop in self.stops.items()
+                  if i != inst and stop.drops and not stop.raises
+                  and all(reason != KERNEL_DEFECT[1] for _, reason in stop.blockers)}
+        seen: set[int] = set()
+        stack = [r for p, r in enumerate(flat.inputs[inst])
+                 if r is not None and flat.carries_gradient(r) and passes(flat, inst, p) is None]
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in sources:
+                return True
+            i = t & INST
+            if i in closed:
+                continue
+            if i in flat.transparent:
+                stack.extend(r for r in flat.transparent[i].get(t >> OUT, ())
+                             if flat.carries_gradient(r))
+                continue
+            stack.extend(r for p, r in enumerate(flat.inputs[i]) if r is not None
+                         and flat.carries_gradient(r) and passes(flat, i, p) is None)
+        return False
 
     def _stopped_values(self, keepers: dict[int, set[int]], targets: list[Any],
                         dropping: dict[str, list[SecondOrderOp]],
@@ -314,7 +323,7 @@ class SecondOrder:
             source = flat.inputs[inst][0] if flat.inputs[inst] else None
             if source is None:
                 continue
-            moving = _float_upstream(flat, [source])
+            moving = float_upstream(flat, [source])
             inner = {t.name for t in targets
                      if any(s in state.upstream(r) for r in through for s in t.sources)}
             node = flat.nodes[inst]
@@ -333,7 +342,7 @@ class SecondOrder:
         for inst, op in enumerate(flat.ops):
             kept = KEPT_OUTPUTS.get(op)
             if kept is None or inst in flat.transparent or \
-                    not any(o in reach for o in _outputs(flat, inst)):
+                    not any(o in reach for o in op_outputs(flat, inst)):
                 continue
             inputs = flat.inputs[inst]
             passing = [p for p, ref in enumerate(inputs) if ref is not None and ref in on_path
@@ -355,6 +364,52 @@ class SecondOrder:
                             gradient_op=op))
                         inner_of.setdefault(t.name, set()).update(inner)
 
+    def _custom_gradients(self, targets: Sequence[_Target], reach: set[int], on_path: set[int],
+                          dropping: dict[str, list[SecondOrderOp]],
+                          inner_of: dict[str, set[str]]) -> None:
+        """The terms a ``tf.custom_gradient``'s backward drops: the first pass runs its
+        saved gradient function, the second differentiates that function's ops, and a
+        StopGradient in it over a value it captured from the forward pass (not the
+        upstream gradient: ``dy * stop_gradient(1 - y * y)``) loses the value's term,
+        silently. The captured values are taken to change with every target the custom
+        function's inputs are computed from."""
+        flat, state = self.flat, self.state
+        for inst, node in enumerate(flat.nodes):
+            if flat.ops[inst] != "IdentityN" or "_gradient_op_type" not in node.attr or \
+                    not any(o in reach for o in op_outputs(flat, inst)):
+                continue
+            stop = self._custom_stop(node.attr["_gradient_op_type"].s, list(node.input))
+            inputs = flat.inputs[inst]
+            passing = [p for p, ref in enumerate(inputs) if ref is not None and ref in on_path
+                       and passes(flat, inst, p) is None]
+            if stop is None or not passing:
+                continue
+            inner = {t.name for t in targets if any(
+                s in state.upstream(inputs[p]) for p in passing for s in t.sources)}
+            moving = float_upstream(flat, floats(flat, inputs))
+            for t in targets:
+                if inner and any(s in moving for s in t.sources):
+                    dropping.setdefault(t.name, []).append(SecondOrderOp(
+                        node.name, node.op, flat.functions[inst], "no_gradient",
+                        gradient_op=stop))
+                    inner_of.setdefault(t.name, set()).update(inner)
+
+    def _custom_stop(self, op_type: bytes, inputs: list[str]) -> str | None:
+        """The op type of a StopGradient in a custom gradient's saved function that
+        reads a captured value (None: none, or the function is not saved)."""
+        model = self.flat.model
+        bound = model.gradient_bindings.get(op_type.decode("utf-8", "replace"))
+        body = model.functions.get(bound) if bound else None
+        if body is None:
+            return None
+        upstream = len([i for i in inputs if not i.startswith("^")])
+        captured = {arg for arg, _ in body.input_args[upstream:]}
+        for inner in body.nodes.values():
+            if inner.op == "StopGradient" and inner.input and \
+                    reaches_args(body, inner.input[0], captured):
+                return str(inner.op)
+        return None
+
     def _downstream(self, inst: int, reach: set[int]) -> tuple[list[int], list[int]]:
         """(values, structural) that the gradient functions of the ops between
         ``inst`` and the output keep: what the gradient arriving at ``inst`` is made of."""
@@ -362,7 +417,7 @@ class SecondOrder:
         values: list[int] = []
         structural: list[int] = []
         seen: set[int] = set()
-        stack = [o for o in _outputs(flat, inst) if o in reach]
+        stack = [o for o in op_outputs(flat, inst) if o in reach]
         while stack:
             t = stack.pop()
             if t in seen:
@@ -376,11 +431,11 @@ class SecondOrder:
                     continue
                 if consumer in flat.transparent or passes(flat, consumer, position) is not None:
                     continue
-                outs = [o for o in _outputs(flat, consumer) if o in reach]
+                outs = [o for o in op_outputs(flat, consumer) if o in reach]
                 if not outs:
                     continue
-                values += _values(flat, consumer, position, structural=False)
-                structural += _values(flat, consumer, position, structural=True)
+                values += kept_values(flat, consumer, position, structural=False)
+                structural += kept_values(flat, consumer, position, structural=True)
                 stack.extend(outs)
         return values, structural
 
@@ -399,65 +454,6 @@ def _named(flat: Flat, inst: int, stop: _Stop, raises: bool) -> list[SecondOrder
     node = flat.nodes[inst]
     return [SecondOrderOp(node.name, node.op, flat.functions[inst], reason, gradient_op=op)
             for op, reason in stop.blockers if (reason in _RAISING) == raises]
-
-
-def _outputs(flat: Flat, inst: int) -> list[int]:
-    return [tensor_id(inst, i) for i in range(max(1, len(flat.out_types[inst])))]
-
-
-def _floats(flat: Flat, refs: Iterable[int | None]) -> list[int]:
-    return [r for r in refs if r is not None and flat.carries_gradient(r)]
-
-
-def _values(flat: Flat, inst: int, position: int, structural: bool) -> list[int]:
-    """The tensors ``inst``'s gradient for input ``position`` keeps: for their values
-    (``structural`` False: what its Jacobian changes with) or at all (what a tape sees
-    it read)."""
-    op = flat.ops[inst]
-    if op in LINEAR_OPS:
-        return []
-    if op in BILINEAR_OPS:
-        return _floats(flat, [r for p, r in enumerate(flat.inputs[inst]) if p != position])
-    if op in PIECEWISE_LINEAR_OPS and not structural:
-        return []
-    return _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
-
-
-def _own_values(flat: Flat, inst: int, structural: bool) -> list[int]:
-    """What a blocked op's own gradient op reads of the op's tensors."""
-    op = flat.ops[inst]
-    if structural:
-        return [] if op in GRADIENT_KEEPS_NO_VALUES else \
-            _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
-    if op in LINEAR_OPS or op in PIECEWISE_LINEAR_OPS:
-        return []
-    return _floats(flat, [*flat.inputs[inst], *_outputs(flat, inst)])
-
-
-def _reach_all(flat: Flat, tensors: list[int]) -> set[int]:
-    """What a gradient arriving at any of ``tensors`` reaches (one walk)."""
-    if not tensors:
-        return set()
-    return gradient_reach(flat, tensors[0], more=tensors[1:])[0]
-
-
-def _float_upstream(flat: Flat, tensors: list[int]) -> set[int]:
-    """Every tensor ``tensors`` are computed from along floating edges, through any op
-    (what a tape records, whether or not the op has a gradient)."""
-    seen: set[int] = set()
-    stack = [t for t in tensors if flat.carries_gradient(t)]
-    while stack:
-        t = stack.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        inst = t & INST
-        if inst in flat.transparent:
-            stack.extend(flat.transparent[inst].get(t >> OUT, ()))
-            continue
-        stack.extend(r for r in flat.inputs[inst]
-                     if r is not None and flat.carries_gradient(r))
-    return seen
 
 
 def _unique(ops: list[SecondOrderOp]) -> list[SecondOrderOp]:
