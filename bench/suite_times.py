@@ -19,6 +19,7 @@ a server, a real-model corpus).
 Run:  python bench/suite_times.py [--top 30] [--markdown] [--save run.json] [-- PYTEST ARGS]
       python bench/suite_times.py --load run.json [--markdown]
       python bench/suite_times.py --record record.jsonl [--markdown]
+      ... [--compare before.json|before.jsonl]  (and each file's time before and after)
 Without PYTEST ARGS it runs the README's test command's pytest part
 (``-n auto --dist loadfile``) over everything.
 
@@ -138,6 +139,54 @@ def render(figures: dict[str, Any], wall: float | None, top: int, markdown: bool
     return "\n".join(lines)
 
 
+def compare(before: dict[str, Any], after: dict[str, Any], markdown: bool) -> str:
+    """Each file's time and CPU time in two runs (a change's before and after), the
+    files of either, longest after first; a file only one run has shows ``-`` in the
+    other. CPU seconds are the figures to compare when the two runs did not have the
+    machine alike (one process against two workers, or a shared machine)."""
+    def totals(figures: dict[str, Any]) -> tuple[float, float, int]:
+        tests = figures["tests"].values()
+        return (sum(t["seconds"] for t in tests), sum(t["cpu"] for t in tests), len(tests))
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    header = ["file", "tests before", "seconds before", "CPU before", "tests after",
+              "seconds after", "CPU after", "CPU after / before"]
+    rows = []
+    names = set(before["files"]) | set(after["files"])
+    for name in sorted(names, key=lambda n: (-after["files"].get(n, [0.0])[0], n)):
+        b, a = before["files"].get(name), after["files"].get(name)
+        ratio = f"{a[2] / b[2]:.2f}" if a and b and b[2] > 0 else "-"
+        rows.append([f"`{name}`" if markdown else name,
+                     str(int(b[1])) if b else "-", cell(b[0] if b else None),
+                     cell(b[2] if b else None), str(int(a[1])) if a else "-",
+                     cell(a[0] if a else None), cell(a[2] if a else None), ratio])
+    (bs, bc, bn), (as_, ac, an) = totals(before), totals(after)
+    rows.append(["all" if not markdown else "**all**", str(bn), f"{bs:.1f}", f"{bc:.1f}",
+                 str(an), f"{as_:.1f}", f"{ac:.1f}", f"{ac / bc:.2f}" if bc else "-"])
+    lines = ["Per file, before and after (longest after first)"]
+    if markdown:
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join("---" for _ in header) + "|")
+        lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    else:
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in [header, *rows])
+    return "\n".join(lines)
+
+
+def read(path: Path) -> tuple[list[dict[str, Any]], float]:
+    """A saved run (``--save``: JSON with its wall time) or a raw record (JSON lines)."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in text.splitlines()]
+        return lines, sessions_wall(lines)
+    saved = json.loads(text)
+    return saved["lines"], saved["wall"]
+
+
 def run(pytest_args: list[str]) -> tuple[list[dict[str, Any]], float, int]:
     with tempfile.TemporaryDirectory(prefix="suite-times-") as folder:
         record = Path(folder) / "record.jsonl"
@@ -166,20 +215,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=Path, help="print a saved record, run nothing")
     parser.add_argument("--record", type=Path,
                         help="print a raw record (SUITE_TIMES_RECORD), run nothing")
+    parser.add_argument("--compare", type=Path, metavar="BEFORE",
+                        help="also each file's figures against a saved run or record")
     options = parser.parse_args(argv)
     code = 0
     if options.record:
-        lines = [json.loads(line) for line in options.record.read_text().splitlines()]
-        wall = sessions_wall(lines)
+        lines, wall = read(options.record)
     elif options.load:
-        saved = json.loads(options.load.read_text())
-        lines, wall = saved["lines"], saved["wall"]
+        lines, wall = read(options.load)
     else:
         lines, wall, code = run(pytest_args or ["-n", "auto", "--dist", "loadfile", "-q"])
         if options.save:
             options.save.write_text(json.dumps({"lines": lines, "wall": wall,
                                                 "args": pytest_args}))
     print(render(summarise(lines), wall, options.top, options.markdown))
+    if options.compare:
+        before, before_wall = read(options.compare)
+        print(f"\nBefore: {options.compare.name}, wall time {before_wall:.0f} s\n")
+        print(compare(summarise(before), summarise(lines), options.markdown))
     return code
 
 

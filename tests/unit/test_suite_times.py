@@ -78,3 +78,32 @@ def test_no_bench_script_is_named_like_a_standard_module():
     names = {p.stem for p in bench.rglob("*.py")}
     assert "suite_times" in names
     assert sorted(names & set(sys.stdlib_module_names)) == []
+
+
+def _line(test_id: str, seconds: float, cpu: float) -> dict[str, object]:
+    return {"id": test_id, "seconds": seconds, "cpu": cpu, "marks": [], "when": "call",
+            "outcome": "passed"}
+
+
+def test_compare_puts_each_file_of_either_run_beside_the_other() -> None:
+    before = suite_times.summarise([_line("tests/test_a.py::t1", 10.0, 8.0),
+                                    _line("tests/test_a.py::t2", 5.0, 4.0),
+                                    _line("tests/test_gone.py::t", 3.0, 3.0)])
+    after = suite_times.summarise([_line("tests/test_a.py::t1", 4.0, 3.0),
+                                   _line("tests/test_new.py::t", 7.0, 6.0)])
+    text = suite_times.compare(before, after, markdown=True)
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    # longest after first; a file of one run only shows - in the other
+    assert rows == ["| `tests/test_new.py` | - | - | - | 1 | 7.0 | 6.0 | - |",
+                    "| `tests/test_a.py` | 2 | 15.0 | 12.0 | 1 | 4.0 | 3.0 | 0.25 |",
+                    "| `tests/test_gone.py` | 1 | 3.0 | 3.0 | - | - | - | - |"]
+    assert text.splitlines()[-1] == "| **all** | 3 | 18.0 | 15.0 | 2 | 11.0 | 9.0 | 0.60 |"
+
+
+def test_compare_reads_a_saved_run_and_a_raw_record(tmp_path: Path) -> None:
+    lines = [{"session": "start", "time": 1.0}, _line("tests/test_a.py::t", 2.0, 1.0),
+             {"session": "finish", "time": 4.0}]
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    (tmp_path / "s.json").write_text(json.dumps({"lines": lines, "wall": 9.0, "args": []}))
+    assert suite_times.read(tmp_path / "r.jsonl") == (lines, 3.0)
+    assert suite_times.read(tmp_path / "s.json") == (lines, 9.0)
