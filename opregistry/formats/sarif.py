@@ -278,16 +278,15 @@ def check_sarif(result: CheckResult) -> str:
     justification), as SARIF viewers and GitHub code scanning expect."""
     uri = artifact_uri(result.source)
     pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
-        *(("finding", f, f.blocking_ops) for f in result.findings),
-        *(("partial_path", p, p.ops) for p in result.partial_paths)]
+        *(("finding", f, f.stops) for f in result.findings),
+        *(("partial_path", p, p.stops) for p in result.partial_paths)]
     results = [_pair_result(kind, item, ops, uri) for kind, item, ops in pairs]
     results += [_second_order_result(f, uri) for f in result.second_order or ()]
     results += [_xla_result(x, uri) for x in result.xla or ()]
     for ignored in result.ignored:
         item = ignored.item
         done = _xla_result(item, uri) if ignored.kind == "xla" else _pair_result(
-            ignored.kind, item, item.blocking_ops if ignored.kind == "finding" else item.ops,
-            uri)
+            ignored.kind, item, item.stops, uri)
         done["suppressions"] = [{
             "kind": "external", "status": "accepted",
             "justification": printable(ignored.rule.cited),
@@ -338,7 +337,7 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
 
     where = f"{f.signature}/{f.output}" if f.signature else f.output
     named = ", ".join(f"{b.node} ({b.op} via {b.gradient_op}: {b.reason})"
-                      for b in f.blocking_ops)
+                      for b in f.stops)
     of = ", ".join(f.gradient_of)
     what = "is silently wrong" if f.verdict == "dropped" else "raises"
     return {
@@ -351,20 +350,20 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
                      "fullyQualifiedName": _qualified(f.signature, f.output)}] +
         [{"name": b.node, "kind": "function",
           "fullyQualifiedName": _qualified(f.signature, b.function, b.node)}
-         for b in f.blocking_ops],
-        "ops": f.blocking_ops,
+         for b in f.stops],
+        "ops": f.stops,
         # the remedies are the gradient op's (register a gradient for it, or another form)
         "fix_ops": [GradientStop(b.node, b.gradient_op, b.function, b.reason, b.site)
-                    for b in f.blocking_ops],
+                    for b in f.stops],
         "partialFingerprints": {"opregistrySecondOrder/v1": _fingerprint(
             uri, f.meta_graph, f.signature, f.output, f.target_kind, f.target, f.verdict,
-            sorted((b.node, b.op, b.gradient_op, b.reason) for b in f.blocking_ops))},
+            sorted((b.node, b.op, b.gradient_op, b.reason) for b in f.stops))},
         "properties": {"signature": f.signature, "output": f.output,
                        "target_kind": f.target_kind, "target": f.target,
                        "meta_graph": f.meta_graph, "verdict": f.verdict,
                        "gradient_of": list(f.gradient_of),
-                       "ops": [b.op for b in f.blocking_ops],
-                       "gradient_ops": [b.gradient_op for b in f.blocking_ops]},
+                       "ops": [b.op for b in f.stops],
+                       "gradient_ops": [b.gradient_op for b in f.stops]},
     }
 
 
@@ -408,7 +407,7 @@ def gradcheck_sarif(result: GradcheckResult, target: str | None = None) -> str:
     scope = signature.group(1) if signature else None
     results = []
     for c in result.problems:
-        ops = c.blocking_ops
+        ops = c.stops
         results.append({
             "ruleId": f"gradcheck/{c.verdict}",
             "level": "warning" if c.verdict == "non-smooth" else "error",

@@ -12,9 +12,9 @@ from opregistry.model.results import GradientStop, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,
     add_consumers,
-    blocking_ops,
     depends_on,
     gradient_reach,
+    path_stops,
     subgraph,
 )
 
@@ -61,7 +61,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
         if source is None:
             out[(output, target)] = (False, False, [])
             continue
-        found = [("stops", b) for b in blocking_ops(flat, consumers, source, dep,
+        found = [("stops", b) for b in path_stops(flat, consumers, source, dep,
                                                       dep_insts)]
         stopping = {b.node for _, b in found}
         nodes, _ = subgraph(flat, consumers, source, tensor, dep_insts)

@@ -268,8 +268,8 @@ def gradient_reach(flat: Flat, output: int, record: bool = False, more: Sequence
     return reached, stopped
 
 
-def blocking_ops(flat: Flat, consumers: Consumers, source: int, dep: set[int],
-                  dep_insts: set[int]) -> list[GradientStop]:
+def path_stops(flat: Flat, consumers: Consumers, source: int, dep: set[int],
+               dep_insts: set[int]) -> list[GradientStop]:
     """Every op where a gradient path from a blocked ``source`` stops while the output
     still depends on what the op produces."""
     seen: set[int] = set()
