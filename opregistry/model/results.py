@@ -306,7 +306,9 @@ class CheckResult(Shown):
                 **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]}),
                 "remedies": [r.to_dict() for r in self.remedies_shown],
                 **({} if self.second_order is None else
-                   {"second_order": [asdict(s) for s in self.second_order]})}
+                   {"second_order": [asdict(s) for s in self.second_order]}),
+                "serving_version": None if self.serving_version is None
+                else self.serving_version.to_dict()}
 
 
 def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[GradientStop]
