@@ -10,7 +10,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -30,6 +30,20 @@ from opregistry.formats.remedies import help_markdown, sarif_fixes
 from opregistry.model.kinds import model_file
 from opregistry.model.results import REASONS, shown_remedies
 from opregistry.text import printable
+
+
+class _Located(Protocol):
+    """What a result is located by: an op where a gradient stops, or an XLA finding."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def site(self) -> str | None: ...
+
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/opregistry/opregistry"
@@ -210,24 +224,24 @@ def _function_line(source: str) -> int | None:
         node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
 
 
-def _region(source: str, uri: str, ops: Iterable[GradientStop]) -> dict[str, int]:
+def _region(source: str, uri: str, ops: Iterable[_Located]) -> dict[str, int]:
     """Where in the artifact: the line of the first op the artifact itself locates (a
     node's line in a .pbtxt, the line of a traced target's file that created the op),
     else a ``file.py:function`` target's def line, else line 1 (a binary model file:
     GitHub code scanning needs a start line)."""
     for b in ops:
-        found = _site(getattr(b, "site", None) or "")
+        found = _site(b.site or "")
         if found and artifact_uri(found[0]) == uri:
             return {"startLine": found[1]}
     return {"startLine": _function_line(source) or 1}
 
 
-def _related(ops: Iterable[GradientStop]) -> list[dict[str, Any]]:
+def _related(ops: Iterable[_Located]) -> list[dict[str, Any]]:
     """Where each op was created, where known (code traced by opregistry: a gradcheck
     target, a live object; a node's line in a .pbtxt): SARIF's related locations."""
     related: list[dict[str, Any]] = []
     for b in ops:
-        found = _site(getattr(b, "site", None) or "")
+        found = _site(b.site or "")
         if not found:
             continue
         related.append({"id": len(related), "message": {"text": f"{b.op} node {b.node}"},
@@ -369,8 +383,6 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
 
 def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
     """A ``check --xla`` finding: rule xla/fails (or xla/unknown), at the op."""
-    from opregistry.model.results import GradientStop
-
     where = f"{x.signature}/{x.output}" if x.signature else x.output
     what = {"forward": "the op does not compile", "gradient": "its gradient does not compile",
             "structure": "the structure does not compile"}[x.part] if x.status == "fails" \
@@ -386,7 +398,7 @@ def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
                      "fullyQualifiedName": _qualified(x.signature, x.output)},
                     {"name": x.node, "kind": "function",
                      "fullyQualifiedName": _qualified(x.signature, x.function, x.node)}],
-        "ops": [GradientStop(x.node, x.op, x.function, f"xla_{x.part}", x.site)],
+        "ops": [x],
         "fix_ops": [],  # the remedies are for gradients that stop, not for XLA
         "partialFingerprints": {"opregistryXla/v1": _fingerprint(
             uri, x.meta_graph, x.signature, x.output, x.node, x.op, x.part, x.status,

@@ -41,7 +41,7 @@ from opregistry.model.results import (
     with_sites,
 )
 from opregistry.model.second_order import SecondOrder
-from opregistry.model.walks import WalkState, path_stops, subgraph
+from opregistry.model.walks import Stop, WalkState, path_stops, subgraph
 from opregistry.model.whole_call import Between, fatal_ops, raises_in_call, raising_at_top
 from opregistry.model.xla_check import signature_call, step_findings, xla_findings
 from opregistry.model.xla_check import verdict as xla_verdict
@@ -156,7 +156,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                        second_order=order2_found if order2 is not None else None)
 
 
-def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, str]],
+def _ops_reached(flat: Flat, state: WalkState, stops: list[Stop],
                  sources: tuple[int, ...], concern: bool = False) -> list[GradientStop]:
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops

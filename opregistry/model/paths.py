@@ -17,6 +17,7 @@ from opregistry.model.walks import (
     path_stops,
     subgraph,
 )
+from opregistry.vocabulary import Reason
 
 # ops whose derivative jumps: finite differences straddling the point disagree
 NON_SMOOTH_OPS = frozenset({
@@ -69,7 +70,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
             inst = by_key[key]
             node = flat.nodes[inst]
 
-            def blocking(reason: str, node: Any = node, op: str = op, inst: int = inst
+            def blocking(reason: Reason, node: Any = node, op: str = op, inst: int = inst
                          ) -> GradientStop:
                 return GradientStop(node.name, op, flat.functions[inst], reason)
 

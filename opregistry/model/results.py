@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
-from opregistry.vocabulary import REASONS
+from opregistry.vocabulary import REASONS, Reason
 
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
@@ -29,7 +29,7 @@ class GradientStop:
     function: str | None
     # one of REASONS; gradcheck's ops behind a problem add python_function,
     # custom_gradient, gradient_flagged_by_probe, non_smooth; the guard outside_tape
-    reason: str  # (vocabulary.Reason once every producer is typed: walks, analysis)
+    reason: Reason
     # "file:line" where the op is, where known: the line of traced code that created it,
     # or its node's line in a .pbtxt
     site: str | None = None

@@ -21,7 +21,7 @@ class UpgradeResult(DiffResult):
 
     serving_version: ServingVersion | None = field(default=None, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "serving_version": None if self.serving_version is None
                 else self.serving_version.to_dict()}
 
