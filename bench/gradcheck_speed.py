@@ -117,7 +117,7 @@ def kinks() -> None:
         verdicts: dict[str, int] = {}
         for c in result.checks:
             verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
-        ops = sorted({b.op for c in result.problems for b in c.blocking_ops})
+        ops = sorted({b.op for c in result.problems for b in c.stops})
         print(f"MobileNetV2 {label}: {verdicts} in {took:.1f} s"
               + (f"; ops named: {', '.join(ops)}" if ops else ""))
         for v in model.trainable_variables:

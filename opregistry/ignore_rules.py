@@ -285,17 +285,14 @@ def apply_to_check(result: CheckResult, policy: Policy) -> CheckResult:
     ignores; those are in ``result.ignored``, each with the rule that ignored it."""
     from dataclasses import replace
 
-    from opregistry.model.results import PartialPath
-
     kept: list[Any] = []
     kept_partial: list[Any] = []
     ignored: list[Ignored] = []
     for kind, items, keep in (("finding", result.findings, kept),
                               ("partial_path", result.partial_paths, kept_partial)):
         for item in items:
-            ops = item.ops if isinstance(item, PartialPath) else item.blocking_ops
             rule = policy.rule_for([item.output, f"{item.signature}:{item.output}"],
-                                   item.target, [(b.op, b.node) for b in ops])
+                                   item.target, [(b.op, b.node) for b in item.stops])
             if rule is None:
                 keep.append(item)
             else:
@@ -323,7 +320,7 @@ def apply_to_gradcheck(result: GradcheckResult, policy: Policy) -> GradcheckResu
     for c in result.checks:
         if c.verdict in _problems():
             rule = policy.rule_for([c.output], c.target,
-                                   [(b.op, b.node) for b in c.blocking_ops])
+                                   [(b.op, b.node) for b in c.stops])
             if rule is not None:
                 c = replace(c, ignored_by=rule.cited)
         checks.append(c)

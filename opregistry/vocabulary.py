@@ -17,8 +17,9 @@ StopReason = Literal["no_gradient", "missing", "none", "partial_input", "integer
 Reason = Literal[StopReason, "python_function", "custom_gradient",
                  "gradient_flagged_by_probe", "non_smooth", "outside_tape",
                  # check --order 2: a gradient op TF's kernel gets wrong in a graph
-                 # (MaxPoolGradGrad: opregistry.model.second_order)
-                 "traced_kernel_defect"]
+                 # (MaxPoolGradGrad: opregistry.model.second_order), or whose gradient
+                 # raises (the registry's OpStop.reason)
+                 "traced_kernel_defect", "raises"]
 # gradcheck's verdict per (output, target): the same words as check and the guard
 Verdict = Literal["ok", "mismatch", "none", "zero", "non-smooth", "unrelated"]
 # XLA's verdict per op, gradient and training step
@@ -31,3 +32,10 @@ REASONS: tuple[StopReason, ...] = get_args(StopReason)
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 XLA_STATUSES: tuple[XlaStatus, ...] = get_args(XlaStatus)
 GRADCHECK_MODES: tuple[GradcheckMode, ...] = get_args(GradcheckMode)
+_REASON_WORDS: dict[str, Reason] = {word: word for word in get_args(Reason)}
+
+
+def as_reason(word: str) -> Reason | None:
+    """``word`` as a Reason (a word read from the database or a document), None if it is
+    none."""
+    return _REASON_WORDS.get(word)

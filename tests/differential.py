@@ -677,7 +677,7 @@ def compare(name: str, path: Path, result: Any, answers: list[TFOutput]) -> Comp
     by_path = {t.path or t.name: t for t in result.targets if t.kind == "variable"}
     fatal = {(f.meta_graph or "serve", f.signature, f.output)
              for f in result.findings if any(b.reason in FATAL_REASONS
-                                             for b in f.blocking_ops)}
+                                             for b in f.stops)}
     seen_outputs, seen_pairs, failing = set(), set(), set()
     for answer in answers:
         where = (answer.meta_graph, answer.signature, answer.output)

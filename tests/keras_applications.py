@@ -49,7 +49,7 @@ def check_one(name: str, folder: Path, **options: Any) -> tuple[Any, float]:
 
 def problems(result: Any) -> list[str]:
     """What a .keras result must not have: sites (no user line made its ops)."""
-    sites = [b.site for b in result.stopping_ops if b.site] + \
+    sites = [b.site for b in result.stops if b.site] + \
         [x.site for x in result.xla or () if x.site]
     return [f"a site: {s}" for s in sites]
 

@@ -281,7 +281,7 @@ def bare_graph_comparison(name: str, path: Path, result: Any) -> Any:
                                       f", TF {names}")
         checked = {o.output: o for o in result.outputs}
         raising = {(f.output, f.target) for f in result.findings
-                   if "gradient_raises" in {b.reason for b in f.blocking_ops}}
+                   if "gradient_raises" in {b.reason for b in f.stops}}
         # (a control input consumes no value: an init op's Assigns stay outputs)
         consumed = {text.split(":")[0] for node in graph_def.node for text in node.input
                     if not text.startswith("^")}

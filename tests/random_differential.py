@@ -141,7 +141,7 @@ def compare_check(report: Report, program: programs.Program, part: str, path: Pa
         report.family_pairs[name] += pairs
     if part == "check-saved":
         for finding in result.findings:
-            for op in {b.op for b in finding.blocking_ops}:
+            for op in {b.op for b in finding.stops}:
                 report.op_findings[op] += 1
     report.disagreements += found
 
@@ -505,7 +505,7 @@ def judge_gradcheck(program: programs.Program, checks: list[Any],
             allowed, answer = {"unrelated"}, "raises (unrelated)"
         elif truth[key] == "raises":
             allowed, answer = {"none (gradient_raises)"}, "raises"
-            reasons = {b.reason for b in c.blocking_ops}
+            reasons = {b.reason for b in c.stops}
             if verdict == "none" and "gradient_raises" in reasons:
                 verdict = "none (gradient_raises)"
         elif truth[key] == "zero by value":  # the derivative is 0 too, by the same mask

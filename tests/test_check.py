@@ -182,7 +182,7 @@ def test_findings_name_every_blocking_op(tmp_path, harvested_db):
     by_output: dict[str, set[tuple[str, str]]] = {}
     for finding in result.findings:
         by_output.setdefault(finding.output, set()).update(
-            (b.op, b.reason) for b in finding.blocking_ops)
+            (b.op, b.reason) for b in finding.stops)
     assert ("ArgMax", "none") in by_output["argmax"]
     assert ("Round", "none") in by_output["rounded"]
     assert any(op == "Cast" and reason == "integer_edge" for op, reason in by_output["cast"])
@@ -197,7 +197,7 @@ def test_loop_carried_dependencies_are_followed(tmp_path, harvested_db):
     rounded = next(o for o in result.outputs if o.output == "rounded")
     assert "c" in rounded.blocked and "d" in rounded.unrelated  # blocked, not unrelated
     (finding,) = [f for f in result.findings if f.target == "c"]
-    assert {b.op for b in finding.blocking_ops} == {"Round"}
+    assert {b.op for b in finding.stops} == {"Round"}
 
 
 def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
@@ -209,14 +209,14 @@ def test_custom_gradient_saved_or_not(tmp_path, harvested_db):
     partial = check(_save(PartialCustomGradient(), tmp_path / "partial"), db=harvested_db)
     (finding,) = partial.findings
     assert (finding.output, finding.target) == ("y", "v")
-    assert [(b.op, b.reason) for b in finding.blocking_ops] == [
+    assert [(b.op, b.reason) for b in finding.stops] == [
         ("IdentityN", "custom_gradient_none")]
     # not saved: a loaded model looks the gradient up by its op type and raises, for
     # every output of the signature (tests/test_check_corpus.py asks TF itself)
     unsaved = check(_save(PartialCustomGradient(), tmp_path / "unsaved",
                           custom_gradients=False), db=harvested_db)
     assert unsaved.unsaved_custom_gradients and not unsaved.ok
-    assert {b.reason for f in unsaved.findings for b in f.blocking_ops} == {
+    assert {b.reason for f in unsaved.findings for b in f.stops} == {
         "custom_gradient_not_saved"}
     assert {(f.output, f.target) for f in unsaved.findings} == {
         ("y", "u"), ("y", "v"), ("y", "w"), ("y", "x"), ("direct", "v"), ("direct", "x")}
@@ -229,8 +229,8 @@ def test_cli_check_exit_codes_and_json(tmp_path, harvested_db, cli):
     data = json.loads(done.stdout)
     assert data["release"] and data["findings"]
     finding = data["findings"][0]
-    assert {"signature", "output", "target_kind", "target", "blocking_ops"} <= set(finding)
-    assert {"node", "op", "function", "reason"} <= set(finding["blocking_ops"][0])
+    assert {"signature", "output", "target_kind", "target", "stops"} <= set(finding)
+    assert {"node", "op", "function", "reason"} <= set(finding["stops"][0])
     clean = cli("check", str(path), "--output", "clean", "--db", str(harvested_db))
     assert clean.returncode == 0, clean.stderr
 
@@ -271,7 +271,7 @@ def test_frozen_graphdef_binary_and_text(tmp_path, harvested_db, suffix):
     assert by_output["smooth:0"].with_gradient == ["x"]
     assert by_output["stepped:0"].blocked == ["x"]
     (finding,) = result.findings
-    assert {b.op for b in finding.blocking_ops} == {"ArgMax"}
+    assert {b.op for b in finding.stops} == {"ArgMax"}
 
 
 def _keras_two_heads():
@@ -460,7 +460,7 @@ def test_every_meta_graph_is_checked_unless_tags_name_one(tmp_path, harvested_db
             static[(report.meta_graph, name)] = False
     assert static == truth  # both graphs, every target: as tf.gradients says
     assert {f.meta_graph for f in result.findings} == {"train"}
-    assert all({b.op for b in f.blocking_ops} == {"ArgMax"} for f in result.findings)
+    assert all({b.op for b in f.stops} == {"ArgMax"} for f in result.findings)
 
     served_only = check(path, db=harvested_db, tags="serve")
     assert served_only.ok and served_only.meta_graphs == ["serve"]
@@ -513,6 +513,6 @@ def test_a_python_function_no_output_uses_still_fails_the_loaded_signature(tmp_p
     done = differential.compare("unused", path, result,
                                 differential.answers_in_fresh_process([path])[str(path)])
     assert done.failing_outputs == 1 and not done.disagreements, done.disagreements
-    assert {b.reason for f in result.findings for b in f.blocking_ops} == \
+    assert {b.reason for f in result.findings for b in f.stops} == \
         {"python_function_not_saved"}
     assert [(o.output, o.blocked) for o in result.outputs] == [("y", ["Variable", "x"])]

@@ -122,7 +122,7 @@ def test_live_module_with_unnamed_variables_names_them_by_attribute(harvested_db
 def test_what_a_loaded_model_cannot_differentiate_is_a_finding(corpus_by_name,
                                                               harvested_db, cli):
     not_saved = check(corpus_by_name["custom_gradient_not_saved"].path, db=harvested_db)
-    reasons = {b.reason for f in not_saved.findings for b in f.blocking_ops}
+    reasons = {b.reason for f in not_saved.findings for b in f.stops}
     assert reasons == {"custom_gradient_not_saved"}
     assert {f.output for f in not_saved.findings} == {"custom", "partial", "plain"}
     saved = check(corpus_by_name["custom_gradient_saved"].path, db=harvested_db)
@@ -130,7 +130,7 @@ def test_what_a_loaded_model_cannot_differentiate_is_a_finding(corpus_by_name,
     for kind in ("py_function", "numpy_function"):
         path = corpus_by_name[kind].path
         result = check(path, db=harvested_db)
-        assert {b.reason for f in result.findings for b in f.blocking_ops} == {
+        assert {b.reason for f in result.findings for b in f.stops} == {
             "python_function_not_saved"}
         assert {f.output for f in result.findings} == {"python", "plain"}
         done = cli("check", str(path), "--db", str(harvested_db))
@@ -142,7 +142,7 @@ def test_live_python_functions_keep_their_meaning(corpus_by_name, harvested_db):
         entry = corpus_by_name[kind]
         result = check(entry.live, *entry.inputs, db=harvested_db)
         python = [f for f in result.findings if f.output == "python"]
-        assert sorted({b.op for f in python for b in f.blocking_ops}) == expected
+        assert sorted({b.op for f in python for b in f.stops}) == expected
         assert not [f for f in result.findings if f.output == "plain"]
 
 
@@ -151,7 +151,7 @@ def test_blocking_ops_are_where_a_gradient_path_stops(corpus_by_name, harvested_
     result = check(corpus_by_name["partial_path"].path, db=harvested_db)
     hard = [f for f in result.findings if f.output == "hard"]
     assert {f.target for f in hard} == {"w", "x"}
-    assert all([b.op for b in f.blocking_ops] == ["ArgMax"] for f in hard)
+    assert all([b.op for b in f.stops] == ["ArgMax"] for f in hard)
 
 
 def test_partial_paths_are_reported_and_strict_makes_them_fail(corpus_by_name,
@@ -170,7 +170,7 @@ def test_partial_paths_are_reported_and_strict_makes_them_fail(corpus_by_name,
     assert "2 partial paths" in done.stderr
     assert cli(*args, "--strict").returncode == 1
     as_json = json.loads(cli(*args, "--format", "json").stdout)
-    assert [p["ops"][0]["op"] for p in as_json["partial_paths"]] == ["ArgMax", "ArgMax"]
+    assert [p["stops"][0]["op"] for p in as_json["partial_paths"]] == ["ArgMax", "ArgMax"]
 
 
 def test_an_output_that_names_nothing_is_a_usage_error(corpus_by_name, harvested_db, cli):

@@ -55,7 +55,7 @@ def test_without_rules_the_blocked_model_fails(models, tmp_path):
     assert done.returncode == 1, done.stderr
     findings = json.loads(done.stdout)["findings"]
     assert {(f["output"], f["target"]) for f in findings} >= {("score", "head")}
-    assert {b["op"] for f in findings for b in f["blocking_ops"]} == {"ArgMax"}
+    assert {b["op"] for f in findings for b in f["stops"]} == {"ArgMax"}
 
 
 @pytest.mark.parametrize("pattern, left", [

@@ -19,13 +19,13 @@ def _by_target(result, order=1):
 
 
 def _ops(check):
-    return {b.op for b in check.blocking_ops}
+    return {b.op for b in check.stops}
 
 
 def _stops(check):
     """(op, the op in its gradient that stops it): a custom gradient is named by its
     IdentityN, via the StopGradient its backward holds."""
-    return {(b.op, b.gradient_op) for b in check.blocking_ops}
+    return {(b.op, b.gradient_op) for b in check.stops}
 
 
 @pytest.mark.parametrize("wrap", ["numpy_function", "py_function"])
@@ -125,8 +125,8 @@ def test_wrong_custom_gradient_is_a_mismatch_naming_the_custom_gradient(harveste
         assert checks[target].verdict == "mismatch"
         assert checks[target].max_rel_error == pytest.approx(1.0, rel=1e-4)  # 2x: +100%
         assert _ops(checks[target]) == {"IdentityN"}
-        assert {b.reason for b in checks[target].blocking_ops} == {"custom_gradient"}
-        assert {type(b) for b in checks[target].blocking_ops} == {GradientStop}  # as check's
+        assert {b.reason for b in checks[target].stops} == {"custom_gradient"}
+        assert {type(b) for b in checks[target].stops} == {GradientStop}  # as check's
 
 
 def test_round_is_reported_honestly(harvested_db):
@@ -282,7 +282,7 @@ def test_cli_gradcheck_python_target_savedmodel_and_keras(tmp_path, harvested_db
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
     (check,) = data["checks"]
-    assert check["verdict"] == "mismatch" and check["blocking_ops"][0]["op"] == "PyFunc"
+    assert check["verdict"] == "mismatch" and check["stops"][0]["op"] == "PyFunc"
     assert data["tolerance"]["why"] and data["dtype"] == "float32"
     as_module = cli("gradcheck", "sinh_model:example", "--db", str(harvested_db),
                     cwd=tmp_path)  # module:function, imported from the working directory
@@ -317,7 +317,7 @@ def test_without_the_release_in_the_database_blocked_and_unrelated_still_differ(
     verdicts = {(c.output, c.target): c.verdict for c in result.checks}
     assert verdicts[("loss", "w")] == "none"  # from the gradient itself
     assert verdicts[("other", "w")] == "unrelated"  # from the graph alone
-    assert all(not c.blocking_ops for c in result.checks)
+    assert all(not c.stops for c in result.checks)
 
 
 def test_training_mode_differentiates_through_batch_statistics(harvested_db):

@@ -99,7 +99,7 @@ def _check(path, db):
     for name in result.unused_variables:  # not captured by the function at all
         words.update({(r.output, _short(name)): "unrelated" for r in result.outputs})
     for f in result.findings:
-        reasons[(f.output, _short(f.target))] = {b.reason for b in f.blocking_ops}
+        reasons[(f.output, _short(f.target))] = {b.reason for b in f.stops}
     return words, reasons
 
 
@@ -142,7 +142,7 @@ def test_gradcheck_names_the_op_whose_gradient_raises_as_check_does(name, how, m
     wrong = []
     for pair, answer in sorted(truth.items()):
         c = checks[pair]
-        ops = {f"{b.op}:{b.reason}" for b in c.blocking_ops}
+        ops = {f"{b.op}:{b.reason}" for b in c.stops}
         word = words.get(pair)
         if answer == "raises" and word == "unrelated":
             expected = WORD[c.verdict] == "unrelated"

@@ -28,6 +28,6 @@ def test_a_keras_files_findings_name_no_site(tmp_path):
     path = tmp_path / "round.keras"
     model.save(path)
     result = opregistry.check(path)
-    ops = result.stopping_ops
+    ops = result.stops
     assert {b.op for b in ops} == {"Round"}
     assert all(b.site is None for b in ops), ops  # not this file's line

@@ -140,7 +140,7 @@ def test_check_of_a_text_model_names_the_library_and_agrees_with_tensorflow(
     assert TEXT_OPS <= set(result.library_ops)
     assert set(result.library_ops.values()) == {
         f"tensorflow-text {__import__('tensorflow_text').__version__}"}
-    blocked = {(f.output, f.target): f.blocking_ops for f in result.findings}
+    blocked = {(f.output, f.target): f.stops for f in result.findings}
     assert {b.op for b in blocked[("labelled", "emissions")]} == {"ConstrainedSequence"}
     assert blocked[("labelled", "emissions")][0].library.startswith("tensorflow-text")
     comparison, = differential.run([Entry("text", text_model)], db=text_db,

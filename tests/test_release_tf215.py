@@ -65,7 +65,7 @@ SCRIPT = textwrap.dedent("""
         graded = opregistry.gradcheck(module, *inputs)
     print(json.dumps({
         "tf": tf.__version__, "raised": raised,
-        "check": [checked.release, sorted({b.op for f in checked.findings for b in f.blocking_ops})],
+        "check": [checked.release, sorted({b.op for f in checked.findings for b in f.stops})],
         "gradcheck": [graded.release, graded.ok],
         "warnings": [str(w.message) for w in said if w.category is ReleaseWarning],
     }))

@@ -178,7 +178,7 @@ def test_save_custom_gradients(tmp_path: Path) -> None:
     save = _define(catalogue().remedy("save-custom-gradients").snippet, "save")
     save(Module(), str(tmp_path / "fixed"))
     reasons = {name: {b.reason for f in opregistry.check(str(tmp_path / name)).findings
-                      for b in f.blocking_ops} for name in ("plain", "fixed")}
+                      for b in f.stops} for name in ("plain", "fixed")}
     assert reasons == {"plain": {"custom_gradient_not_saved"}, "fixed": set()}
     script = textwrap.dedent("""
         import sys
@@ -263,7 +263,7 @@ def test_stop_gradient_policy_rule(tmp_path: Path) -> None:
         return tf.stop_gradient(x * w) * 2.0
 
     result = opregistry.check(model, tf.TensorSpec([2], tf.float32))
-    assert {b.op for f in result.findings for b in f.blocking_ops} == {"StopGradient"}
+    assert {b.op for f in result.findings for b in f.stops} == {"StopGradient"}
     found = len(result.findings)
     result = apply_to_check(result, load_policy(path=policy_path))
     assert not result.findings and len(result.ignored) == found

@@ -168,9 +168,9 @@ def flagged(harvested_db: Any, tmp_path_factory: pytest.TempPathFactory
     result = check(str(path), db=harvested_db)
     out: dict[str, set[tuple[str, str]]] = {name: set() for name in CONSTRUCTS}
     for finding in result.findings:
-        out[keys[finding.signature]] |= {(b.op, b.reason) for b in finding.blocking_ops}
+        out[keys[finding.signature]] |= {(b.op, b.reason) for b in finding.stops}
     for partial in result.partial_paths:
-        out[keys[partial.signature]] |= {(b.op, b.reason) for b in partial.ops}
+        out[keys[partial.signature]] |= {(b.op, b.reason) for b in partial.stops}
     return out
 
 

@@ -174,9 +174,9 @@ def test_check_strict_is_clean_on_every_remedied_savedmodel(remedied: Path,
     from opregistry import check
 
     result = check(str(remedied), db=harvested_db)
-    assert [(f.signature, f.target, [b.op for b in f.blocking_ops])
+    assert [(f.signature, f.target, [b.op for b in f.stops])
             for f in result.findings] == []
-    assert [(p.signature, p.target, [b.op for b in p.ops]) for p in result.partial_paths] == []
+    assert [(p.signature, p.target, [b.op for b in p.stops]) for p in result.partial_paths] == []
     assert len(result.outputs) == len(FUNCTION_REMEDIES) - len(NOT_SAVED)
     for report in result.outputs:
         assert "Variable" in report.with_gradient or report.with_gradient, report

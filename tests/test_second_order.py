@@ -100,7 +100,7 @@ def test_check_order_2_names_the_resize_for_the_penalty_and_w(method, verdict, o
     assert set(found) == {"w", "x"}
     for f in found.values():
         assert f.verdict == verdict and f.gradient_of == ("w", "x")
-        [b] = f.blocking_ops
+        [b] = f.stops
         assert (b.op, b.gradient_op, b.reason) == (op, gradient_op, reason)
         assert site(b) == line_of(d, "RESIZE")
 
@@ -166,7 +166,7 @@ def test_the_command_line_on_saved_models_every_format(saved, tmp_path):
     data = json.loads(run_cli("check", saved["bilinear"], "--order", "2", "-f", "json").stdout)
     pair = next(f for f in data["second_order"] if f["target"] == "w")
     assert pair["verdict"] == "dropped"
-    assert pair["blocking_ops"][0]["gradient_op"] == "ResizeBilinearGrad"
+    assert pair["stops"][0]["gradient_op"] == "ResizeBilinearGrad"
     sarif = json.loads(run_cli("check", saved["nearest"], "--order", "2", "-f", "sarif").stdout)
     rules = {r["ruleId"] for r in sarif["runs"][0]["results"]}
     assert rules == {"second_order/raises"}
@@ -318,7 +318,7 @@ def test_gradcheck_order_2_agrees_with_check():
     for target in dropped:
         c = second[target]
         assert c.verdict in ("mismatch", "none"), c
-        [b] = c.blocking_ops
+        [b] = c.stops
         assert isinstance(b, opregistry.SecondOrderOp), b
         assert (b.op, b.gradient_op, b.reason) == ("ResizeBilinear", "ResizeBilinearGrad",
                                                    "no_gradient")

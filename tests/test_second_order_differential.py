@@ -97,7 +97,7 @@ def _second(f: Any, x: Any, d: Any) -> tuple[float, float, float]:
 
 def _named(result: Any, target: str, verdict: str) -> set[tuple[str, str, str]]:
     return {(b.op, b.gradient_op, b.reason) for f in result.second_order or ()
-            if f.target == target and f.verdict == verdict for b in f.blocking_ops}
+            if f.target == target and f.verdict == verdict for b in f.stops}
 
 
 @pytest.mark.parametrize("stride, same_size", [(1, True), (2, False)])
@@ -215,7 +215,7 @@ def test_a_custom_gradient_whose_backward_stops_the_second_pass(stopped, tmp_pat
         [verdict] = result.outputs[0].second_order.values()
         assert verdict == ("dropped" if stopped else "exact")
         named = {(b.op, b.gradient_op, b.reason) for f in result.second_order or ()
-                 for b in f.blocking_ops}
+                 for b in f.stops}
         assert named == ({("IdentityN", "StopGradient", "no_gradient")} if stopped else set())
 
 

@@ -84,7 +84,7 @@ def _check_verdicts(result) -> dict[tuple[str, str], str]:
     (blocked otherwise), unrelated (no data path: TF gives None, or raises where the
     call raises, as the random-program differential accepts) or gradient."""
     raising = {(f.output, f.target) for f in result.findings
-               if {b.reason for b in f.blocking_ops} == {"gradient_raises"}}
+               if {b.reason for b in f.stops} == {"gradient_raises"}}
     verdicts = {}
     for report in result.outputs:
         output = report.output.split(":")[0]

@@ -4,7 +4,7 @@ from typing import List, Optional
 
 import typer
 
-from opregistry.cli.check_run import CheckFormat, run_check, say_serving_version
+from opregistry.cli.check_run import CheckFormat, run_check
 from opregistry.cli.options import (
     CheckIgnoreOption,
     DbOption,
@@ -81,21 +81,23 @@ def upgrade_check_command(
 ) -> None:
     """What upgrading TensorFlow changes for this model's ops: gradient status,
     per-input differentiability, implementations, and ops the target lacks."""
+    from opregistry.formats.check import serving_version_line
     from opregistry.formats.diff import upgrade_rows, upgrade_summary
     from opregistry.ignore_rules import apply_to_changes
-    from opregistry.model.check import upgrade_check
+    from opregistry.model.upgrade import upgrade_check
 
     guard_output(output_file, db=db, paths=[model], policy=(policy_file,))
     policy = load_cli_policy(ignore, policy_file)
     chosen = chosen_release(before, db)  # the default-release rule, as check's
-    path = say_serving_version(model)
     try:
-        result = upgrade_check(path, chosen.version, after, db=db, tags=tags,
+        result = upgrade_check(model, chosen.version, after, db=db, tags=tags,
                                sources=source)
     except OpregistryError as exc:
         raise fail(exc) from None
     rows, ignored = apply_to_changes(upgrade_rows(result), policy)
     emit(output_file, render(result, fmt, source=source, rows=rows))
+    if result.serving_version is not None:  # the version the reader chose: said first
+        note(serving_version_line(model, result.serving_version))
     note(f"--from: {chosen.note}")
     note(upgrade_summary(result, rows))
     report_policy(policy, len(ignored), "change")

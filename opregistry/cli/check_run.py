@@ -56,15 +56,3 @@ def run_check(model: str, release: str | None, output: Sequence[str] | None,
 
     return EXIT_FINDINGS if fails(result, strict) or (strict and policy.stale) else 0
 
-
-def say_serving_version(model: str) -> str:
-    """A TF Serving model base path is read at its newest version: say which, and
-    return the path to read (the version's folder: resolved once, here)."""
-    from opregistry.formats.check import serving_version_line
-    from opregistry.model.readers.versions import serving_version
-
-    newest = serving_version(model)
-    if newest is None:
-        return model
-    note(serving_version_line(model, newest))
-    return str(newest.path)

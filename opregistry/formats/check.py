@@ -21,8 +21,8 @@ def finding_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per (finding or partial path, op): blocked pairs first, each pair's ops
     in order; a blocked pair with no op to name gets one row saying so."""
     pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
-        *(("blocked", f, f.blocking_ops) for f in result.findings),
-        *(("partial_path", p, p.ops) for p in result.partial_paths)]
+        *(("blocked", f, f.stops) for f in result.findings),
+        *(("partial_path", p, p.stops) for p in result.partial_paths)]
     rows = []
     for status, item, ops in pairs:
         base = {"meta_graph": item.meta_graph, "signature": item.signature,
@@ -47,7 +47,7 @@ def second_order_rows(result: CheckResult) -> list[dict[str, Any]]:
              "function": b.function, "reason": b.reason, "library": b.library,
              "gradient_op": b.gradient_op, "gradient_of": ", ".join(f.gradient_of),
              "site": b.site}
-            for f in result.second_order or () for b in f.blocking_ops]
+            for f in result.second_order or () for b in f.stops]
 
 
 def second_order_columns(result: CheckResult) -> list[str]:
@@ -165,7 +165,7 @@ class CheckRenderer(Renderer["CheckResult"]):
     def columns(self, result: CheckResult) -> list[str]:
         # the MetaGraph column only when there is a choice of MetaGraphs to tell apart
         columns = (["meta_graph"] if len(result.meta_graphs) > 1 else []) + COLUMNS
-        if any(f.library for f in _ops(result)):  # which op library a blocking op is from
+        if any(b.library for b in result.stops):  # which op library a stop is from
             columns = [*columns, "library"]
         # check --order 2: the gradient op, whose gradient, the line; check --xla: what
         # XLA refuses, where the op was created, the accepting rule
@@ -195,10 +195,6 @@ class CheckRenderer(Renderer["CheckResult"]):
         from opregistry.formats.sarif import check_sarif
 
         return check_sarif(result)
-
-
-def _ops(result: CheckResult) -> list[GradientStop]:
-    return result.stopping_ops
 
 
 class CheckedModelsRenderer(Renderer["CheckedModels"]):
@@ -234,7 +230,7 @@ class CheckedModelsRenderer(Renderer["CheckedModels"]):
 
 
 def _remedies(result: CheckedModels) -> list[OpRemedies]:
-    """The remedies of every model's stopping ops, each (op, reason) once."""
+    """The remedies of every model's stops, each (op, reason) once."""
     seen: dict[tuple[str, str], OpRemedies] = {}
     for _, checked in result.results:
         for advice in checked.remedies_shown:

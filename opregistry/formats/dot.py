@@ -1,5 +1,5 @@
 """Graphviz for ``check --format dot``: per finding, the subgraph between the blocked
-target and the output, blocking ops in red, the target in green, the output in blue."""
+target and the output, its stops in red, the target in green, the output in blue."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -12,11 +12,11 @@ if TYPE_CHECKING:
 
 def check_result_dot(result: CheckResult) -> str:
     """Graphviz: per finding, the subgraph between the blocked target and the output,
-    blocking ops in red, the target in green, the output in blue."""
+    its stops in red, the target in green, the output in blue."""
     lines = ["digraph gradient_findings {", "  rankdir=LR;",
              '  node [shape=box, fontname="Helvetica", fontsize=10];']
     for index, (finding, (nodes, edges)) in enumerate(zip(result.findings, result.subgraphs)):
-        blocking = {b.node for b in finding.blocking_ops}
+        blocking = {b.node for b in finding.stops}
         lines.append(f"  subgraph cluster_{index} {{")
         where = f"{finding.signature}:" if finding.signature else ""
         lines.append(f'    label="{_dot_escape(where + finding.output)} <- '
@@ -51,7 +51,7 @@ def _second_order_clusters(result: CheckResult) -> list[str]:
                   f'    label="{_dot_escape(where + f.output)} <- {_dot_escape(f.target)} '
                   f'({f.target_kind}): second order {f.verdict}";']
         color = "salmon" if f.verdict == "dropped" else "plum"
-        for b in f.blocking_ops:
+        for b in f.stops:
             name = b.node.rsplit("/", 1)[-1]
             lines.append(f'    "o2_{index}:{_dot_escape(b.node)}:{_dot_escape(b.gradient_op)}" '
                          f'[label="{_dot_escape(name)}\\n{_dot_escape(b.op)}\\nvia '

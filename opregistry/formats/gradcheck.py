@@ -19,7 +19,7 @@ def rows(result: GradcheckResult) -> list[dict[str, Any]]:
              "target": c.target, "verdict": c.verdict, "method": c.method,
              "max_abs_error": _g(c.max_abs_error), "max_rel_error": _g(c.max_rel_error),
              "tolerance": _g(c.tolerance),
-             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops),
+             "ops": ", ".join(f"{b.node} ({b.op}: {b.reason})" for b in c.stops),
              "note": c.note} for c in result.checks]
 
 
@@ -61,11 +61,11 @@ def message(result: GradcheckResult) -> str:
             text += (f" (gradient {_num(c.analytic)}, finite differences "
                      f"{_num(c.numeric)}, error {_num(c.max_abs_error)} > "
                      f"{_num(c.tolerance)})")
-        if c.blocking_ops:
+        if c.stops:
             text += "; ops: " + ", ".join(
-                f"{b.node} ({b.op}: {b.reason})" for b in c.blocking_ops[:6])
-            if len(c.blocking_ops) > 6:
-                text += f", ... {len(c.blocking_ops) - 6} more"
+                f"{b.node} ({b.op}: {b.reason})" for b in c.stops[:6])
+            if len(c.stops) > 6:
+                text += f", ... {len(c.stops) - 6} more"
         if c.note:
             text += f"; {c.note}"
         lines.append(text)

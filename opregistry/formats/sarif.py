@@ -10,7 +10,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -30,6 +30,20 @@ from opregistry.formats.remedies import help_markdown, sarif_fixes
 from opregistry.model.kinds import model_file
 from opregistry.model.results import REASONS, shown_remedies
 from opregistry.text import printable
+
+
+class _Located(Protocol):
+    """What a result is located by: an op where a gradient stops, or an XLA finding."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def site(self) -> str | None: ...
+
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/opregistry/opregistry"
@@ -210,24 +224,24 @@ def _function_line(source: str) -> int | None:
         node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name), None)
 
 
-def _region(source: str, uri: str, ops: Iterable[GradientStop]) -> dict[str, int]:
+def _region(source: str, uri: str, ops: Iterable[_Located]) -> dict[str, int]:
     """Where in the artifact: the line of the first op the artifact itself locates (a
     node's line in a .pbtxt, the line of a traced target's file that created the op),
     else a ``file.py:function`` target's def line, else line 1 (a binary model file:
     GitHub code scanning needs a start line)."""
     for b in ops:
-        found = _site(getattr(b, "site", None) or "")
+        found = _site(b.site or "")
         if found and artifact_uri(found[0]) == uri:
             return {"startLine": found[1]}
     return {"startLine": _function_line(source) or 1}
 
 
-def _related(ops: Iterable[GradientStop]) -> list[dict[str, Any]]:
+def _related(ops: Iterable[_Located]) -> list[dict[str, Any]]:
     """Where each op was created, where known (code traced by opregistry: a gradcheck
     target, a live object; a node's line in a .pbtxt): SARIF's related locations."""
     related: list[dict[str, Any]] = []
     for b in ops:
-        found = _site(getattr(b, "site", None) or "")
+        found = _site(b.site or "")
         if not found:
             continue
         related.append({"id": len(related), "message": {"text": f"{b.op} node {b.node}"},
@@ -278,16 +292,15 @@ def check_sarif(result: CheckResult) -> str:
     justification), as SARIF viewers and GitHub code scanning expect."""
     uri = artifact_uri(result.source)
     pairs: list[tuple[str, Finding | PartialPath, tuple[GradientStop, ...]]] = [
-        *(("finding", f, f.blocking_ops) for f in result.findings),
-        *(("partial_path", p, p.ops) for p in result.partial_paths)]
+        *(("finding", f, f.stops) for f in result.findings),
+        *(("partial_path", p, p.stops) for p in result.partial_paths)]
     results = [_pair_result(kind, item, ops, uri) for kind, item, ops in pairs]
     results += [_second_order_result(f, uri) for f in result.second_order or ()]
     results += [_xla_result(x, uri) for x in result.xla or ()]
     for ignored in result.ignored:
         item = ignored.item
         done = _xla_result(item, uri) if ignored.kind == "xla" else _pair_result(
-            ignored.kind, item, item.blocking_ops if ignored.kind == "finding" else item.ops,
-            uri)
+            ignored.kind, item, item.stops, uri)
         done["suppressions"] = [{
             "kind": "external", "status": "accepted",
             "justification": printable(ignored.rule.cited),
@@ -338,7 +351,7 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
 
     where = f"{f.signature}/{f.output}" if f.signature else f.output
     named = ", ".join(f"{b.node} ({b.op} via {b.gradient_op}: {b.reason})"
-                      for b in f.blocking_ops)
+                      for b in f.stops)
     of = ", ".join(f.gradient_of)
     what = "is silently wrong" if f.verdict == "dropped" else "raises"
     return {
@@ -351,27 +364,25 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
                      "fullyQualifiedName": _qualified(f.signature, f.output)}] +
         [{"name": b.node, "kind": "function",
           "fullyQualifiedName": _qualified(f.signature, b.function, b.node)}
-         for b in f.blocking_ops],
-        "ops": f.blocking_ops,
+         for b in f.stops],
+        "ops": f.stops,
         # the remedies are the gradient op's (register a gradient for it, or another form)
         "fix_ops": [GradientStop(b.node, b.gradient_op, b.function, b.reason, b.site)
-                    for b in f.blocking_ops],
+                    for b in f.stops],
         "partialFingerprints": {"opregistrySecondOrder/v1": _fingerprint(
             uri, f.meta_graph, f.signature, f.output, f.target_kind, f.target, f.verdict,
-            sorted((b.node, b.op, b.gradient_op, b.reason) for b in f.blocking_ops))},
+            sorted((b.node, b.op, b.gradient_op, b.reason) for b in f.stops))},
         "properties": {"signature": f.signature, "output": f.output,
                        "target_kind": f.target_kind, "target": f.target,
                        "meta_graph": f.meta_graph, "verdict": f.verdict,
                        "gradient_of": list(f.gradient_of),
-                       "ops": [b.op for b in f.blocking_ops],
-                       "gradient_ops": [b.gradient_op for b in f.blocking_ops]},
+                       "ops": [b.op for b in f.stops],
+                       "gradient_ops": [b.gradient_op for b in f.stops]},
     }
 
 
 def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
     """A ``check --xla`` finding: rule xla/fails (or xla/unknown), at the op."""
-    from opregistry.model.results import GradientStop
-
     where = f"{x.signature}/{x.output}" if x.signature else x.output
     what = {"forward": "the op does not compile", "gradient": "its gradient does not compile",
             "structure": "the structure does not compile"}[x.part] if x.status == "fails" \
@@ -387,7 +398,7 @@ def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
                      "fullyQualifiedName": _qualified(x.signature, x.output)},
                     {"name": x.node, "kind": "function",
                      "fullyQualifiedName": _qualified(x.signature, x.function, x.node)}],
-        "ops": [GradientStop(x.node, x.op, x.function, f"xla_{x.part}", x.site)],
+        "ops": [x],
         "fix_ops": [],  # the remedies are for gradients that stop, not for XLA
         "partialFingerprints": {"opregistryXla/v1": _fingerprint(
             uri, x.meta_graph, x.signature, x.output, x.node, x.op, x.part, x.status,
@@ -408,7 +419,7 @@ def gradcheck_sarif(result: GradcheckResult, target: str | None = None) -> str:
     scope = signature.group(1) if signature else None
     results = []
     for c in result.problems:
-        ops = c.blocking_ops
+        ops = c.stops
         results.append({
             "ruleId": f"gradcheck/{c.verdict}",
             "level": "warning" if c.verdict == "non-smooth" else "error",

@@ -47,8 +47,13 @@ class TargetCheck:
     numeric: float | None  # the same from finite differences
     gradient: str = "value"  # what TensorFlow returned: none | zero | value
     note: str = ""
-    blocking_ops: tuple[GradientStop, ...] = ()  # the ops the static analysis names
+    stops: tuple[GradientStop, ...] = ()  # the ops the static analysis names
     ignored_by: str | None = None  # "pattern: reason" of the policy rule that ignores it
+
+    @property
+    def blocking_ops(self) -> tuple[GradientStop, ...]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,7 +96,7 @@ class GradcheckResult(Shown):
 
     @property
     def remedies_shown(self) -> tuple[OpRemedies, ...]:
-        return shown_remedies(self.remedies, self.stopping_ops)
+        return shown_remedies(self.remedies, self.stops)
 
     @property
     def ok(self) -> bool:
@@ -103,9 +108,14 @@ class GradcheckResult(Shown):
         return [c for c in self.checks if c.verdict in PROBLEMS and not c.ignored_by]
 
     @property
-    def stopping_ops(self) -> list[GradientStop]:
+    def stops(self) -> list[GradientStop]:
         """The ops the static analysis names behind every problem."""
-        return [b for c in self.problems for b in c.blocking_ops]
+        return [b for c in self.problems for b in c.stops]
+
+    @property
+    def stopping_ops(self) -> list[GradientStop]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
     @property
     def ignored(self) -> list[TargetCheck]:

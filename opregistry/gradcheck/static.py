@@ -87,11 +87,11 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
                 info = explained.get(key)
                 # as check: no data path (or a variable the call does not capture)
                 if (not info[0]) if info is not None else _flat(c):
-                    checks.append(replace(c, verdict="unrelated", blocking_ops=(), note=_join(
+                    checks.append(replace(c, verdict="unrelated", stops=(), note=_join(
                         c.note, "the output does not depend on it")))
                 else:
                     checks.append(replace(c, verdict="none", gradient="none",
-                                          blocking_ops=raising or c.blocking_ops))
+                                          stops=raising or c.stops))
                 continue
             c = _revised(c, blocked.get(key), explained.get(key), facts is not None, order)
             checks.append(c)
@@ -102,7 +102,7 @@ def explain(result: GradcheckResult, subject: Subject, release: str | None, db: 
 
     # a second pass's stop: the gradient op's remedies (a gradient to register for it)
     remedies = advise([(getattr(b, "gradient_op", None) or b.op, b.reason)
-                       for c in checks for b in c.blocking_ops],
+                       for c in checks for b in c.stops],
                       {op: f.definition for op, f in (facts or {}).items()},
                       {op: f.gradient for op, f in (facts or {}).items()})
     return replace(result, checks=checks, release=version, remedies=remedies,
@@ -133,9 +133,9 @@ def _second_order_named(checks: list[TargetCheck], model: Model, facts: dict[str
             # a dropped term is a wrong number, whatever the one-sided differences say
             verdict = "mismatch" if f.verdict == "dropped" and c.verdict == "non-smooth" \
                 else c.verdict
-            c = replace(c, verdict=verdict, blocking_ops=f.blocking_ops, note=_join(
+            c = replace(c, verdict=verdict, stops=f.stops, note=_join(
                 c.note, f"second order {said}: " + ", ".join(
-                    f"{b.op} via {b.gradient_op} ({b.reason})" for b in f.blocking_ops)))
+                    f"{b.op} via {b.gradient_op} ({b.reason})" for b in f.stops)))
         out.append(c)
     return out
 
@@ -147,7 +147,7 @@ def _revised(c: TargetCheck, blocking: tuple[GradientStop, ...] | None,
     pair blocked), ``info`` (related, gradient path, ops on the paths) for a problem;
     ``named``: the release's facts were available."""
     if blocking is not None and c.verdict not in ("none", "unrelated"):
-        c = replace(c, verdict="none", blocking_ops=blocking,
+        c = replace(c, verdict="none", stops=blocking,
                     note=_join(c.note, "no gradient path in the model: TensorFlow "
                                "gives none, whatever the finite differences say"))
     if info is None:
@@ -160,8 +160,8 @@ def _revised(c: TargetCheck, blocking: tuple[GradientStop, ...] | None,
             and _flat(c):
         # no path in the graph, as check decides, and the finite differences agree
         c = replace(c, verdict="unrelated", note="the output does not depend on it")
-    elif c.verdict in PROBLEMS and named and not c.blocking_ops:
-        c = replace(c, blocking_ops=tuple(_relevant(c.verdict, ops)))
+    elif c.verdict in PROBLEMS and named and not c.stops:
+        c = replace(c, stops=tuple(_relevant(c.verdict, ops)))
     return c
 
 
@@ -190,8 +190,8 @@ def _names(subject: Subject, owner: Subject) -> dict[int, str]:
 
 
 def _blocked_pairs(result: CheckResult) -> dict[tuple[str, str], tuple[GradientStop, ...]]:
-    """(output, target) -> blocking ops, for every pair the analysis finds blocked."""
-    return {(f.output, f.target): f.blocking_ops for f in result.findings}
+    """(output, target) -> stops, for every pair the analysis finds blocked."""
+    return {(f.output, f.target): f.stops for f in result.findings}
 
 
 def _output_names_of(model: Traceable, outputs: list[str]) -> dict[str, str]:

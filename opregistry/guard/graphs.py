@@ -107,7 +107,7 @@ def judge(model: Model, facts: Facts, site_of: SiteOf
     for finding in result.findings:
         if finding.target in verdicts and verdicts[finding.target].status == "gradient":
             continue
-        for op in finding.blocking_ops:
+        for op in finding.stops:
             stops.setdefault(finding.target, {})[(op.node, op.function)] = op
     for name, ops in stops.items():
         placed = tuple(replace(op, site=shown_site(site_of(op.node, op.function)))

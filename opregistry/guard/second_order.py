@@ -86,7 +86,7 @@ def hazards(result: CheckResult, keys: Mapping[str, Hashable], site_of: SiteOf
     by_op: dict[tuple[str, str | None, str, str],
                 tuple[SecondOrderOp, str, set[Hashable], list[str]]] = {}
     for f in result.second_order or ():
-        for b in f.blocking_ops:
+        for b in f.stops:
             entry = by_op.setdefault((b.node, b.function, b.gradient_op, f.verdict), (
                 replace(b, site=b.site or shown_site(site_of(b.node, b.function))),
                 f.verdict, set(), []))

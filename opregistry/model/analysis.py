@@ -41,7 +41,7 @@ from opregistry.model.results import (
     with_sites,
 )
 from opregistry.model.second_order import SecondOrder
-from opregistry.model.walks import WalkState, blocking_ops, subgraph
+from opregistry.model.walks import Stop, WalkState, path_stops, subgraph
 from opregistry.model.whole_call import Between, fatal_ops, raises_in_call, raising_at_top
 from opregistry.model.xla_check import signature_call, step_findings, xla_findings
 from opregistry.model.xla_check import verdict as xla_verdict
@@ -123,8 +123,8 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                     blocking = list(fatal)
                 else:
                     blocking = _ops_reached(flat, state, stops[output], sources) or \
-                        blocking_ops(flat, state.consumers(), source, state.dep(tensor),
-                                      dep_insts)
+                        path_stops(flat, state.consumers(), source, state.dep(tensor),
+                                   dep_insts)
                 findings.append(Finding(signature, output, target.kind, target.name,
                                         tuple(blocking), meta_graph))
                 subgraphs.append(subgraph(flat, state.consumers(), source, tensor,
@@ -138,12 +138,12 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                 order2_found += found2
             reports.append(report)
     if model.sites:
-        findings = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
+        findings = [replace(f, stops=with_sites(model.sites, f.stops))
                     for f in findings]
-        partials = [replace(p, ops=with_sites(model.sites, p.ops)) for p in partials]
+        partials = [replace(p, stops=with_sites(model.sites, p.stops)) for p in partials]
         xla_found = [replace(x, site=model.sites.get(x.node)) if x.function is None else x
                      for x in xla_found]
-        order2_found = [replace(f, blocking_ops=with_sites(model.sites, f.blocking_ops))
+        order2_found = [replace(f, stops=with_sites(model.sites, f.stops))
                         for f in order2_found]
     all_targets = [t.public for t in variables] + [t.public for sig in sorted(inputs)
                                                     for t in inputs[sig]]
@@ -156,7 +156,7 @@ def analyse(model: Model, facts: dict[str, Any], release: str,
                        second_order=order2_found if order2 is not None else None)
 
 
-def _ops_reached(flat: Flat, state: WalkState, stops: list[tuple[int, int, int, str]],
+def _ops_reached(flat: Flat, state: WalkState, stops: list[Stop],
                  sources: tuple[int, ...], concern: bool = False) -> list[GradientStop]:
     """The stops that a gradient path from ``sources`` runs into. With ``concern``,
     the ones worth a word on a path that still gets a gradient elsewhere (not ops

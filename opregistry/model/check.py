@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opregistry.db.location import DbLike
 from opregistry.model.analysis import analyse
@@ -11,17 +10,6 @@ from opregistry.model.readers import savedmodel
 from opregistry.model.results import CheckResult
 from opregistry.registry.facts import OpFacts, op_facts
 from opregistry.tf_types import Tensor, Traceable
-
-if TYPE_CHECKING:
-    from opregistry.registry.diff import DiffResult
-
-
-class _HasOp(Protocol):
-    @property
-    def op(self) -> str: ...
-
-
-_Item = TypeVar("_Item", bound=_HasOp)  # a DiffResult entry: every kind names its op
 
 
 def default_release(release: str | None, db: DbLike = None) -> str:
@@ -164,26 +152,3 @@ class _no_gc:
 
         if self.was_enabled:
             gc.enable()
-
-
-def upgrade_check(model: Traceable, before: str | None = None, after: str = "latest", *,
-                  db: DbLike = None, tags: str | None = None, sources: bool = False
-                  ) -> DiffResult:
-    """What moving ``model`` from release ``before`` to ``after`` changes for its ops
-    (every MetaGraph unless ``tags`` names one; a live object is traced as in ``check``):
-    the release diff restricted to the model's op types, plus the model's ops that the
-    target release does not have. ``before``: by default the release the model runs on
-    now by the default rule (``default_release``: nearest to the installed TensorFlow,
-    else the newest); ``after``: by default the newest."""
-    from dataclasses import fields, replace
-
-    from opregistry.registry.diff import diff
-
-    ops: set[str] = set().union(*(m.op_types for m in load_models(model, tags=tags)))
-    result = diff(default_release(before, db), after, db=db, sources=sources)
-    # every list of the diff (each item names its op), XLA's included: a field added
-    # to DiffResult later is restricted too, never passed whole
-    lists: dict[str, Any] = {
-        f.name: tuple(i for i in getattr(result, f.name) if i.op in ops)
-        for f in fields(result) if isinstance(getattr(result, f.name), tuple)}
-    return replace(result, **lists)

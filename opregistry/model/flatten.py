@@ -18,6 +18,7 @@ from opregistry.model.readers import schema
 from opregistry.model.readers.structure import InvalidGraph
 
 if TYPE_CHECKING:
+    from opregistry.model.walks import Passing
     from opregistry.registry.facts import OpFacts
 
 MAX_OUTPUTS = 1 << 20  # outputs of one node, and values of one list argument
@@ -131,7 +132,7 @@ class Flat:
         # op -> (attr name, type -> output types), one lookup without building a key
         self._by_type: dict[str, tuple[str, dict[int, list[int]]]] = {}
         # passes_key(node) -> position -> why no gradient passes (None: it passes)
-        self.passes_cache: dict[Any, dict[int, str | None]] = {}
+        self.passes_cache: dict[Any, dict[int, Passing | None]] = {}
         # op types with per-output facts that stop some path (walks.per_output_ops)
         self.per_output: frozenset[str] | None = None
         self._variadic: dict[str, tuple[str, ...]] = {}  # op -> its variadic attrs

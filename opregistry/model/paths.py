@@ -12,11 +12,12 @@ from opregistry.model.results import GradientStop, with_sites
 from opregistry.model.walks import (
     PYTHON_OPS,
     add_consumers,
-    blocking_ops,
     depends_on,
     gradient_reach,
+    path_stops,
     subgraph,
 )
+from opregistry.vocabulary import Reason
 
 # ops whose derivative jumps: finite differences straddling the point disagree
 NON_SMOOTH_OPS = frozenset({
@@ -61,7 +62,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
         if source is None:
             out[(output, target)] = (False, False, [])
             continue
-        found = [("stops", b) for b in blocking_ops(flat, consumers, source, dep,
+        found = [("stops", b) for b in path_stops(flat, consumers, source, dep,
                                                       dep_insts)]
         stopping = {b.node for _, b in found}
         nodes, _ = subgraph(flat, consumers, source, tensor, dep_insts)
@@ -69,7 +70,7 @@ def path_ops(model: Model, facts: dict[str, Any], pairs: list[tuple[str, str]],
             inst = by_key[key]
             node = flat.nodes[inst]
 
-            def blocking(reason: str, node: Any = node, op: str = op, inst: int = inst
+            def blocking(reason: Reason, node: Any = node, op: str = op, inst: int = inst
                          ) -> GradientStop:
                 return GradientStop(node.name, op, flat.functions[inst], reason)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
-from opregistry.vocabulary import REASONS
+from opregistry.vocabulary import REASONS, Reason
 
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
@@ -29,7 +29,7 @@ class GradientStop:
     function: str | None
     # one of REASONS; gradcheck's ops behind a problem add python_function,
     # custom_gradient, gradient_flagged_by_probe, non_smooth; the guard outside_tape
-    reason: str  # (vocabulary.Reason once every producer is typed: walks, analysis)
+    reason: Reason
     # "file:line" where the op is, where known: the line of traced code that created it,
     # or its node's line in a .pbtxt
     site: str | None = None
@@ -74,11 +74,16 @@ class SecondOrderFinding:
     # dropped | raises, or traced_wrong: right eager, but TF's kernel can make it zero
     # inside a tf.function (the pair's verdict is the true one)
     verdict: str
-    blocking_ops: tuple[SecondOrderOp, ...]
+    stops: tuple[SecondOrderOp, ...]
     # the targets whose first-order gradient of the output crosses the ops: d/dw of
     # ||dy/dx||² is wrong when x is one of them
     gradient_of: tuple[str, ...] = ()
     meta_graph: str = ""
+
+    @property
+    def blocking_ops(self) -> tuple[SecondOrderOp, ...]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,13 @@ class Finding:
     output: str
     target_kind: str  # variable | input
     target: str
-    blocking_ops: tuple[GradientStop, ...]
+    stops: tuple[GradientStop, ...]
     meta_graph: str = ""  # the SavedModel MetaGraph's tags ("serve"); "" for other formats
+
+    @property
+    def blocking_ops(self) -> tuple[GradientStop, ...]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
 
 @dataclass(frozen=True)
@@ -114,8 +124,13 @@ class PartialPath:
     output: str
     target_kind: str
     target: str
-    ops: tuple[GradientStop, ...]
+    stops: tuple[GradientStop, ...]
     meta_graph: str = ""
+
+    @property
+    def ops(self) -> tuple[GradientStop, ...]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
 
 # what does not compile under XLA (XlaFinding.part): the op itself in the forward pass,
@@ -204,13 +219,13 @@ class CheckResult(Shown):
         """A new result carrying the remedies of every op where a gradient stops
         (``definitions``: op -> OpDef, ``gradients``: op -> registry status; see
         ``remedies.advise``)."""
-        pairs = [(b.op, b.reason) for b in self.stopping_ops]
+        pairs = [(b.op, b.reason) for b in self.stops]
         return replace(self, remedies=advise(pairs, definitions, gradients))
 
     @property
     def remedies_shown(self) -> tuple[OpRemedies, ...]:
         """The remedies of the ops still reported (a policy may have ignored some)."""
-        return shown_remedies(self.remedies, self.stopping_ops)
+        return shown_remedies(self.remedies, self.stops)
 
     def with_libraries(self, library_ops: dict[str, str]) -> CheckResult:
         """A new result naming, for each op of an op library, the library."""
@@ -220,11 +235,12 @@ class CheckResult(Shown):
                          for b in ops)
 
         return replace(self, library_ops=dict(sorted(library_ops.items())),
-                       findings=[replace(f, blocking_ops=named(f.blocking_ops))
+                       findings=[replace(f, stops=named(f.stops))
                                  for f in self.findings],
-                       partial_paths=[replace(p, ops=named(p.ops)) for p in self.partial_paths],
+                       partial_paths=[replace(p, stops=named(p.stops))
+                                      for p in self.partial_paths],
                        second_order=None if self.second_order is None else [
-                           replace(s, blocking_ops=named(s.blocking_ops))
+                           replace(s, stops=named(s.stops))
                            for s in self.second_order])
 
     @property
@@ -237,14 +253,19 @@ class CheckResult(Shown):
         return [x for x in self.xla or () if x.status == "fails"]
 
     @property
-    def stopping_ops(self) -> list[GradientStop]:
+    def stops(self) -> list[GradientStop]:
         """Every op where a gradient stops, findings first, then partial paths, then
         the gradient ops that stop a second pass (what a remedy is for: registering a
         gradient for ResizeNearestNeighborGrad, not for ResizeNearestNeighbor)."""
-        return [b for f in self.findings for b in f.blocking_ops] + \
-            [b for p in self.partial_paths for b in p.ops] + \
+        return [b for f in self.findings for b in f.stops] + \
+            [b for p in self.partial_paths for b in p.stops] + \
             [GradientStop(b.node, b.gradient_op, b.function, b.reason, b.site, b.library)
-             for s in self.second_order or () for b in s.blocking_ops]
+             for s in self.second_order or () for b in s.stops]
+
+    @property
+    def stopping_ops(self) -> list[GradientStop]:
+        """``stops``: its name before 0.5, readable as before."""
+        return self.stops
 
     @property
     def meta_graphs(self) -> list[str]:
@@ -285,7 +306,9 @@ class CheckResult(Shown):
                 **({} if self.xla is None else {"xla": [asdict(x) for x in self.xla]}),
                 "remedies": [r.to_dict() for r in self.remedies_shown],
                 **({} if self.second_order is None else
-                   {"second_order": [asdict(s) for s in self.second_order]})}
+                   {"second_order": [asdict(s) for s in self.second_order]}),
+                "serving_version": None if self.serving_version is None
+                else self.serving_version.to_dict()}
 
 
 def shown_remedies(remedies: tuple[OpRemedies, ...], stopping: Iterable[GradientStop]

@@ -58,13 +58,14 @@ from opregistry.model.gradient_values import (
 )
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import output_passes, passes
+from opregistry.vocabulary import Reason, as_reason
 
 # second-order verdicts per (output, target), worst first
 VERDICTS = ("raises", "dropped", "exact", "zero")
 
 _RAISING = ("missing", "raises")
 # (see the module's doc) the gradient op TF's kernel makes wrong when traced, its reason
-KERNEL_DEFECT = ("MaxPoolGradGrad", "traced_kernel_defect")
+KERNEL_DEFECT: tuple[str, Reason] = ("MaxPoolGradGrad", "traced_kernel_defect")
 # ops whose gradient function keeps some of their own outputs (the softmax of a
 # cross-entropy): differentiating the first gradient goes back through the op from
 # those outputs, and an input the op's gradient gives nothing from them (the labels,
@@ -85,7 +86,7 @@ class _Stop:
     """An op of the graph whose gradient function stops the second pass."""
 
     inst: int
-    blockers: tuple[tuple[str, str], ...]  # (gradient op, reason)
+    blockers: tuple[tuple[str, Reason], ...]  # (gradient op, reason)
 
     @property
     def raises(self) -> bool:
@@ -96,19 +97,22 @@ class _Stop:
         return any(reason not in _RAISING for _, reason in self.blockers)
 
 
-def relevant_blockers(facts: Any, blocker_facts: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def relevant_blockers(facts: Any, blocker_facts: dict[str, Any]
+                      ) -> tuple[tuple[str, Reason], ...]:
     """The (gradient op, reason) of an op's second-order blockers that make a number
     wrong or raise: not a zeros_like or a sign (rightly without a gradient), not an op
     that takes nothing a gradient could carry (TensorListReserve's sizes)."""
-    out = []
+    out: list[tuple[str, Reason]] = []
     for b in getattr(facts, "second_order_blockers", ()):
-        if b.op in HARMLESS_BLOCKERS or b.reason not in ("no_gradient", "none", *_RAISING):
+        reason = as_reason(b.reason)  # (a word of the database)
+        if reason is None or b.op in HARMLESS_BLOCKERS or \
+                reason not in ("no_gradient", "none", *_RAISING):
             continue
         known = blocker_facts.get(b.op)
         if known is not None and known.inputs and \
                 not any(i.carries_gradient for i in known.inputs):
             continue
-        out.append((b.op, b.reason))
+        out.append((b.op, reason))
     return tuple(out)
 
 

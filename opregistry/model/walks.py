@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from opregistry.model.flatten import IDENTITY_LIKE, INST, OUT, Flat, tensor_id
 from opregistry.model.graph import STATIC_FORMATS, Node
 from opregistry.model.readers.schema import GRADIENT_CARRIERS
 from opregistry.model.results import GradientStop
+from opregistry.vocabulary import StopReason
 
 if TYPE_CHECKING:
     from opregistry.registry.facts import OpFacts
@@ -18,9 +19,14 @@ if TYPE_CHECKING:
 
 # tensor -> [(instance, input position or -1 - output index)]: who reads it
 Consumers = dict[int, list[tuple[int, int]]]
+# what ``passes`` says of an input: a reason its gradient stops, or that a custom
+# gradient replaces it (REPLACED); None: it passes
+Passing = Literal[StopReason, "replaced_by_custom_gradient"]
+# (instance, input position, input tensor, reason): where an output's gradient stops
+Stop = tuple[int, int, int, StopReason]
 
 
-def passes(flat: Flat, inst: int, position: int) -> str | None:
+def passes(flat: Flat, inst: int, position: int) -> Passing | None:
     """None if ``inst`` passes a gradient from input ``position``, else the reason."""
     node = flat.nodes[inst]
     op = node.op
@@ -47,22 +53,24 @@ def passes(flat: Flat, inst: int, position: int) -> str | None:
 _MISSING = object()
 # a custom gradient's forward results: their gradient is the custom one, so the walks
 # neither pass nor report them
-REPLACED = "replaced_by_custom_gradient"
-_NO_REASONS: dict[int, str | None] = {}  # never filled: look the reason up with passes
+REPLACED: Final = "replaced_by_custom_gradient"
+_NO_REASONS: dict[int, Passing | None] = {}  # never filled: look the reason up with passes
 
 
 def _text(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
-def op_passes(flat: Flat, node: Node, position: int) -> str | None:
+def op_passes(flat: Flat, node: Node, position: int) -> StopReason | None:
     if node.op in PYTHON_OPS and flat.model.format in STATIC_FORMATS:
         return "python_function_not_saved"
     facts = flat.facts.get(node.op)
     if facts is None:
         return "unknown_op"
-    if facts.gradient in ("no_gradient", "missing"):
-        return facts.gradient
+    if facts.gradient == "no_gradient":
+        return "no_gradient"
+    if facts.gradient == "missing":
+        return "missing"
     if facts.effective == "none":
         return "none"
     if facts.inputs:
@@ -97,7 +105,8 @@ def per_output_ops(flat: Flat) -> frozenset[str]:
     return flat.per_output
 
 
-def output_passes(flat: Flat, inst: int, out_index: int, position: int) -> str | None:
+def output_passes(flat: Flat, inst: int, out_index: int, position: int
+                  ) -> StopReason | None:
     """None if ``inst``'s gradient passes to input ``position`` what arrives at its
     output ``out_index`` (or nothing is known per output), else ``partial_input``.
     Only asked where ``passes`` says the input gets a gradient at all."""
@@ -117,13 +126,12 @@ def output_passes(flat: Flat, inst: int, out_index: int, position: int) -> str |
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 
-def relevant_stops(flat: Flat, raw: list[tuple[int, int, int, int]]
-                    ) -> list[tuple[int, int, int, str]]:
+def relevant_stops(flat: Flat, raw: list[tuple[int, int, int, int]]) -> list[Stop]:
     """From the edges where a gradient walk stopped, the stops that matter: an edge that
     could carry a gradient into an op that passes none, or an integer edge whose value
     an op would pass a gradient for (``cast(argmax(h))``: followed back to ArgMax). An
     integer that only reaches a condition, an index or a shape is not followed."""
-    found: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+    found: dict[tuple[int, int], Stop] = {}
     values: list[int] = []  # integer tensors whose value the gradient region uses
     for inst, position, ref, out in raw:
         if flat.carries_gradient(ref):
@@ -268,8 +276,8 @@ def gradient_reach(flat: Flat, output: int, record: bool = False, more: Sequence
     return reached, stopped
 
 
-def blocking_ops(flat: Flat, consumers: Consumers, source: int, dep: set[int],
-                  dep_insts: set[int]) -> list[GradientStop]:
+def path_stops(flat: Flat, consumers: Consumers, source: int, dep: set[int],
+               dep_insts: set[int]) -> list[GradientStop]:
     """Every op where a gradient path from a blocked ``source`` stops while the output
     still depends on what the op produces."""
     seen: set[int] = set()
@@ -343,7 +351,7 @@ class WalkState:
     def __init__(self, flat: Flat):
         self.flat = flat
         self._reach: dict[int, set[int]] = {}
-        self._stops: dict[int, list[tuple[int, int, int, str]]] = {}
+        self._stops: dict[int, list[Stop]] = {}
         self._upstream: dict[int, set[int]] = {}
         self._dep: dict[int, set[int]] = {}
         self._dep_insts: dict[int, set[int]] = {}
@@ -362,7 +370,7 @@ class WalkState:
                 gradient_reach(self.flat, tensor)[0]
         return self._upstream[tensor]
 
-    def stops(self, tensor: int) -> list[tuple[int, int, int, str]]:
+    def stops(self, tensor: int) -> list[Stop]:
         """(instance, position, input tensor, reason) of every op where the gradient
         of ``tensor`` stops while the output's value still depends on the op through
         edges a gradient could use (not only through a condition, index or shape)."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 from opregistry.model.flatten import INST, Flat, tensor_id
 from opregistry.model.graph import STATIC_FORMATS
 from opregistry.model.results import GradientStop
-from opregistry.model.walks import PYTHON_OPS, WalkState, depends_on, forward_reach
+from opregistry.model.walks import PYTHON_OPS, Stop, WalkState, depends_on, forward_reach
 
 
 def fatal_ops(flat: Flat, state: WalkState, outputs: list[tuple[str, int]],
-              stops: dict[str, list[tuple[int, int, int, str]]], whole_call: bool = True
+              stops: dict[str, list[Stop]], whole_call: bool = True
               ) -> tuple[GradientStop, ...]:
     """Ops that make a model fail to differentiate every output of a signature: a
     custom gradient whose function was not saved (TF looks it up by its op type and
@@ -65,7 +65,7 @@ class Between:
 
 
 def raising_at_top(flat: Flat, state: WalkState, tensor: int,
-                   stops: list[tuple[int, int, int, str]], between: Between,
+                   stops: list[Stop], between: Between,
                    fatal: tuple[GradientStop, ...]) -> tuple[GradientStop, ...]:
     """``fatal`` and the top-level ops of a GraphDef that make TF raise for this
     output's gradient call, ``tf.gradients(output, targets)`` (an Estimator graph

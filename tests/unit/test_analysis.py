@@ -92,7 +92,7 @@ def test_a_py_function_in_a_file_is_not_saved(tmp_path):
     path = _graph(tmp_path, _x(), ("py", "EagerPyFunc", ["x"], {"Tin": F, "Tout": F}),
                   ("out", "AddV2", ["py", "x"], {"T": F}))
     result = check(path, release="2.21")
-    assert {b.reason for f in result.findings for b in f.blocking_ops} == {
+    assert {b.reason for f in result.findings for b in f.stops} == {
         "python_function_not_saved"}
 
 
@@ -128,5 +128,5 @@ def test_a_library_function_called_as_an_op_is_not_an_unknown_op(tmp_path):
     path.write_bytes(graph.SerializeToString())
     result = check(path, release="2.21")
     assert result.unknown_ops == []
-    assert [(f.target, [b.op for b in f.blocking_ops]) for f in result.findings] == \
+    assert [(f.target, [b.op for b in f.stops]) for f in result.findings] == \
         [("x", ["Round"])]

@@ -85,7 +85,7 @@ def _gradcheck_results() -> list[Any]:
     ok = TargetCheck(1, "y", "input", "x", "ok", "jacobian", 1e-9, 1e-8, 1e-6, 2.0, 2.0)
     none = TargetCheck(1, "z", "variable", "w\x1b", "none", "directional", None, None, 1e-6,
                        None, 0.5, gradient="none", note="no gradient path",
-                       blocking_ops=(GradientStop("am", "ArgMax", "f", "none",
+                       stops=(GradientStop("am", "ArgMax", "f", "none",
                                                 site="model.py:7"),))
     mismatch = TargetCheck(2, "y", "input", "x", "mismatch", "jacobian", 0.5, 0.25, 1e-6,
                            1.0, 1.5)

@@ -37,9 +37,9 @@ def test_naming_op_libraries_returns_a_new_result():
     result = _check()
     named = result.with_libraries({"CaseFoldUTF8": "tensorflow-text 2.21.1"})
     assert named is not result
-    assert named.findings[0].blocking_ops[0].library == "tensorflow-text 2.21.1"
+    assert named.findings[0].stops[0].library == "tensorflow-text 2.21.1"
     assert named.library_ops == {"CaseFoldUTF8": "tensorflow-text 2.21.1"}
-    assert result.findings[0].blocking_ops[0].library is None and result.library_ops == {}
+    assert result.findings[0].stops[0].library is None and result.library_ops == {}
 
 
 def test_results_call_no_formatter():

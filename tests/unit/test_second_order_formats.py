@@ -42,7 +42,7 @@ def test_rows_summary_and_every_format():
     # the remedy is the gradient op's: a gradient registered for the gradient op
     assert "fix: ResizeNearestNeighborGrad (missing)" in table
     data = json.loads(render(result, "json"))
-    assert data["second_order"][0]["blocking_ops"][0]["gradient_op"] == "ResizeBilinearGrad"
+    assert data["second_order"][0]["stops"][0]["gradient_op"] == "ResizeBilinearGrad"
     assert data["outputs"][0]["second_order"] == {"w": "dropped", "x": "zero"}
     assert "ResizeNearestNeighborGrad" in json.dumps(data["remedies"])
     for fmt in ("csv", "markdown"):

@@ -4,6 +4,7 @@ class of the package repeats its fields. No TensorFlow."""
 from __future__ import annotations
 
 import ast
+import re
 import typing
 import warnings
 from pathlib import Path
@@ -19,14 +20,53 @@ PACKAGE = Path(opregistry.__file__).parent
 
 def test_check_gradcheck_and_the_guard_hold_the_same_stop_type():
     stops = tuple[GradientStop, ...]
-    assert typing.get_type_hints(Finding)["blocking_ops"] == stops
-    assert typing.get_type_hints(PartialPath)["ops"] == stops
-    assert typing.get_type_hints(TargetCheck)["blocking_ops"] == stops
+    assert typing.get_type_hints(Finding)["stops"] == stops
+    assert typing.get_type_hints(PartialPath)["stops"] == stops
+    assert typing.get_type_hints(TargetCheck)["stops"] == stops
     assert typing.get_type_hints(Lost)["stops"] == stops
     assert typing.get_type_hints(Verdict)["stops"] == stops
     for owner in (CheckResult, GradcheckResult):
-        hints = typing.get_type_hints(getattr(owner, "stopping_ops").fget)
+        hints = typing.get_type_hints(getattr(owner, "stops").fget)
         assert hints["return"] == list[GradientStop], owner
+
+
+def test_every_collection_of_stops_is_named_stops():
+    """One name for the concept in the Python API and so in JSON (``to_dict`` and
+    ``asdict`` take field names): every field or property of the package holding
+    GradientStops (SecondOrderOps too) is ``stops``, bar the names before 0.5."""
+    held = re.compile(r"(tuple|list)\[(GradientStop|SecondOrderOp), \.\.\.\]|"
+                      r"list\[(GradientStop|SecondOrderOp)\]")
+    old = {"blocking_ops", "stopping_ops", "ops"}  # properties returning ``stops``
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for cls in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for s in cls.body:
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                    name, annotation = s.target.id, s.annotation
+                elif isinstance(s, ast.FunctionDef) and s.returns is not None and any(
+                        isinstance(d, ast.Name) and d.id == "property"
+                        for d in s.decorator_list):
+                    name, annotation = s.name, s.returns
+                    if name in old and ast.unparse(s.body[-1]) == "return self.stops":
+                        continue
+                else:
+                    continue
+                if held.fullmatch(ast.unparse(annotation)) and name != "stops":
+                    found.append(f"{path.relative_to(PACKAGE)}:{cls.name}.{name}")
+    assert found == []
+
+
+def test_the_names_before_0_5_still_read():
+    stop = GradientStop("am", "ArgMax", None, "none")
+    finding = Finding("s", "y", "variable", "w", (stop,))
+    partial = PartialPath("s", "y", "variable", "w", (stop,))
+    result = CheckResult("2.21.0", "m", [finding], [], [], partial_paths=[partial])
+    assert finding.blocking_ops == finding.stops == (stop,) and partial.ops == (stop,)
+    assert result.stopping_ops == result.stops == [stop, stop]
+    assert "stops" in result.to_dict()["findings"][0]
+    assert "blocking_ops" not in result.to_dict()["findings"][0]
 
 
 def test_no_other_class_repeats_the_stop_fields():

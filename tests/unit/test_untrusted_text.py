@@ -86,7 +86,7 @@ def test_check_escapes_node_names(tmp_path, model, fmt):
 def test_check_json_keeps_node_names_exact(tmp_path, model):
     done = _cli("check", str(model), "--format", "json", cwd=tmp_path)
     (finding,) = json.loads(done.stdout)["findings"]
-    assert finding["blocking_ops"][0]["node"] == HOSTILE
+    assert finding["stops"][0]["node"] == HOSTILE
 
 
 def test_check_files_escapes_the_file_name_and_nodes(tmp_path, model):

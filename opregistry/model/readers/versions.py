@@ -16,6 +16,10 @@ class ServingVersion:
     versions: int  # numbered folders in the base path
     ignored: tuple[str, ...]  # folders whose names are no version number
 
+    def to_dict(self) -> dict[str, object]:
+        return {"path": str(self.path), "version": self.version, "versions": self.versions,
+                "ignored": list(self.ignored)}
+
 
 def serving_version(path: str | os.PathLike[str]) -> ServingVersion | None:
     """The newest version under a TF Serving model base path: a folder without
