@@ -73,6 +73,10 @@ def families(tf: Any, rng: random.Random, name: str) -> list[tuple[str, Any, lis
             ("complex_image", tf.complex64, [2, 2 * n, 2 * n, 3])]
 
 
+class NoArgument(Exception):
+    """A parameter no generator makes: no family will do."""
+
+
 def argument(tf: Any, name: str, dtype: Any, shape: list[Any], rng: random.Random) -> Any:
     """The argument for a parameter called ``name`` in one family (placeholders for
     tensors: what a model's traced function holds)."""
@@ -105,7 +109,31 @@ def argument(tf: Any, name: str, dtype: Any, shape: list[Any], rng: random.Rando
         return lambda *args: args[0] * 2
     if name == "boxes":
         return tf.compat.v1.placeholder(tf.float32, [rows, 4])
-    raise LookupError(f"no generated argument for parameter {name!r}")
+    rank = len(shape)
+    if name in ("ksize", "strides", "dilations"):  # a 2x2 window over an image batch
+        return [1, 2, 2, 1] if rank == 4 and name == "ksize" else [1] * rank
+    if name == "padding":
+        return "SAME"
+    if name in ("filters", "filter"):  # 3x3, the input's channels to two
+        return tf.compat.v1.placeholder(dtype, [3, 3, shape[-1], 2])
+    if name in ("bias", "biases", "real", "imag", "img1", "img2", "sorted_sequence"):
+        return placeholder([shape[-1]] if name.startswith("bias") else shape)
+    if name == "mask":
+        return tf.compat.v1.placeholder(tf.bool, shape)
+    if name in ("t_list", "tup", "arrays"):
+        return [placeholder(), placeholder()]
+    if name in ("fft_length", "reps"):
+        return [shape[-1]] if name == "fft_length" else [2] * rank
+    if name in ("frame_length", "window_length", "num_rows", "num_samples", "num_buckets",
+                "repeats", "shift", "frame_step"):
+        return 2
+    if name in ("begin", "paddings"):
+        return [0] * rank if name == "begin" else [[1, 1]] * rank
+    if name in ("max_val", "a_min", "a_max", "p", "low", "min", "max", "min_range",
+                "max_range"):
+        return round(rng.uniform(0.1, 0.9), 2) + (0.0 if name.startswith(("min", "a_min"))
+                                                   else 1.0)
+    raise NoArgument(f"no generated argument for parameter {name!r}")
 
 
 def called(name: str) -> bool:
@@ -131,7 +159,7 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
                 args = {p.name: argument(tf, p.name, dtype, shape, rng) for p in required}
                 fn(*[args[p.name] for p in required if p.kind != p.KEYWORD_ONLY],
                    **{p.name: args[p.name] for p in required if p.kind == p.KEYWORD_ONLY})
-        except LookupError as error:  # a parameter we cannot make: no family will do
+        except NoArgument as error:
             return {"family": None, "why": str(error)}
         except Exception as error:  # noqa: BLE001 - arguments the function refuses
             why = f"refuses the generated arguments ({type(error).__name__})"

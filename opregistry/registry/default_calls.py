@@ -108,6 +108,20 @@ _calls("tf.compat.v1.metrics.root_mean_squared_error", "Sqrt", "DivNoNan")
 _calls("tf.compat.v1.metrics.true_positives tf.compat.v1.metrics.true_negatives "
        "tf.compat.v1.metrics.false_positives tf.compat.v1.metrics.false_negatives",
        "Sum", "LogicalAnd")
+# mode="CONSTANT" with 0: Pad (another constant: PadV2; REFLECT, SYMMETRIC: MirrorPad)
+_calls("tf.pad", "Pad", "PadV2", "MirrorPad")
+# pools of any rank: a 4-D input (an image batch) is MaxPool
+_calls("tf.nn.max_pool tf.compat.v1.nn.max_pool_v2", "MaxPool", "MaxPool3D")
+_calls("tf.compat.v1.nn.relu_layer", "Relu", "MatMul", "BiasAdd")
+_calls("tf.compat.v1.nn.xw_plus_b", "BiasAdd", "MatMul")
+_calls("tf.nn.nce_loss", "MatMul", "LogUniformCandidateSampler", "SparseToDense")
+_calls("tf.image.psnr", "Log", "Mean", "SquaredDifference")
+_calls("tf.ragged.boolean_mask", "GatherV2", "Where")
+_calls("tf.repeat tf.experimental.numpy.repeat", "Tile")
+_calls("tf.signal.frame", "GatherV2")
+_calls("tf.signal.overlap_and_add", "Pad", "Sum")
+_calls("tf.signal.kaiser_window tf.signal.kaiser_bessel_derived_window", "BesselI0e",
+       "Sqrt")
 # tf.experimental.numpy: written in TF ops (the harvest reaches their helpers)
 _calls("tf.experimental.numpy.average", "Mean")
 _calls("tf.experimental.numpy.compress", "GatherV2", "Where")
@@ -129,6 +143,9 @@ _calls("tf.experimental.numpy.signbit", "Less")
 _calls("tf.experimental.numpy.size", "Size")
 _calls("tf.experimental.numpy.take tf.experimental.numpy.take_along_axis", "GatherV2")
 _calls("tf.experimental.numpy.var", "Mean", "Square", "Sub")
+_calls("tf.experimental.numpy.dstack", "ConcatV2")
+_calls("tf.experimental.numpy.stack", "Pack")
+_calls("tf.experimental.numpy.random.randint", "RandomUniformInt")
 
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
