@@ -5,8 +5,14 @@ the site's order: tests/unit/test_site_shipped.py, beside the site it reads)."""
 from __future__ import annotations
 
 import opregistry
-from opregistry.registry.names import (default_call, helpers_last, implemented_by,
-                                      newest_first, ranked, same_name)
+from opregistry.registry.names import (
+    default_call,
+    helpers_last,
+    implemented_by,
+    newest_first,
+    ranked,
+    same_name,
+)
 
 
 def test_lookup_of_a_name_gives_the_op_it_is_implemented_by():
