@@ -6,8 +6,10 @@ function), ``calls_wrapper`` (a hand-written function that reaches one op), and
 ``..._multi`` when the code reaches several. A ``_multi`` name is *implemented by* the
 op whose name is the function's (``tf.argmax`` -> ArgMax, not the Cast it also makes;
 ``tf.accumulate_n`` -> AccumulateNV2, not AddN); a ``_multi`` name that matches none of
-its ops (``tf.nn.dropout``, ``tf.metrics.specificity_at_sensitivity``) only *creates*
-them and leads to none. This works on the shipped database as it is.
+its ops (``tf.clip_by_norm``, ``tf.metrics.specificity_at_sensitivity``) only *creates*
+them and leads to none. Where the usual call builds ops the harvest cannot tell
+(``tf.norm`` -> Sqrt), ``default_calls`` says which. This works on the shipped database
+as it is.
 """
 from __future__ import annotations
 
