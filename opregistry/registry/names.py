@@ -6,8 +6,10 @@ function), ``calls_wrapper`` (a hand-written function that reaches one op), and
 ``..._multi`` when the code reaches several. A ``_multi`` name is *implemented by* the
 op whose name is the function's (``tf.argmax`` -> ArgMax, not the Cast it also makes;
 ``tf.accumulate_n`` -> AccumulateNV2, not AddN); a ``_multi`` name that matches none of
-its ops (``tf.nn.dropout``, ``tf.metrics.specificity_at_sensitivity``) only *creates*
-them and leads to none. This works on the shipped database as it is.
+its ops (``tf.clip_by_norm``, ``tf.metrics.specificity_at_sensitivity``) only *creates*
+them and leads to none. Where the usual call builds ops the harvest cannot tell
+(``tf.norm`` -> Sqrt), ``default_calls`` says which. This works on the shipped database
+as it is.
 """
 from __future__ import annotations
 
@@ -15,50 +17,20 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from opregistry.registry.default_calls import DEFAULT_CALLS, default_call
+
+__all__ = ["DEFAULT_CALLS", "HELPER_OPS", "default_call", "helpers_last", "implemented_by",
+           "newest_first", "rank", "ranked", "same_name"]
+
 _VERSION_SUFFIX = re.compile(r"v\d+$")
+_VERSION = re.compile(r"V(\d+)$")
 
-# Python names whose usual call builds another op than the harvest can tell from the
-# function's code (which records every op it can reach): the ops a call with the
-# default arguments builds, the one on the gradient path first. Checked against the
-# ops TF traces for each call (tests/test_python_name_calls.py).
-DEFAULT_CALLS: dict[str, tuple[str, ...]] = {
-    # tf.where(c, x, y) (the form on a gradient path); tf.where(c) alone is Where
-    "tf.where": ("SelectV2", "Where"),
-    "tf.compat.v1.where": ("Select", "Where"),
-    # method="bilinear" by default; area, bicubic, nearest... only when asked
-    "tf.image.resize": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
-                        "ResizeNearestNeighbor", "ScaleAndTranslate"),
-    "tf.compat.v1.image.resize": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
-                                  "ResizeNearestNeighbor"),
-    "tf.image.resize_images": ("ResizeBilinear", "ResizeArea", "ResizeBicubic",
-                               "ResizeNearestNeighbor"),
-    # sorted by top_k over the whole last axis (ascending: of -x)
-    "tf.sort": ("TopKV2",),
-    "tf.argsort": ("TopKV2",),
-    # side="left" by default: LowerBound; side="right": UpperBound
-    "tf.searchsorted": ("LowerBound", "UpperBound"),
-    # DenseBincount (the code also reaches Bincount, and Cast before it: not the count)
-    "tf.math.bincount": ("DenseBincount", "Bincount"),
-    "tf.compat.v1.bincount": ("DenseBincount", "Bincount"),
-    # TF 2's extract_glimpse is V2 (tf.compat.v1.image.extract_glimpse: ExtractGlimpse)
-    "tf.image.extract_glimpse": ("ExtractGlimpseV2", "ExtractGlimpse"),
-    # composites whose code the harvest sees reach MatrixBandPart alone: the solve
-    # (lu_solve), the product (lu_reconstruct), the Cholesky solve (lstsq, fast=True)
-    "tf.linalg.lu_solve": ("MatrixTriangularSolve",),
-    "tf.linalg.lu_reconstruct": ("MatMul",),
-    "tf.linalg.lstsq": ("Cholesky", "MatrixSolveLs"),
-    # TF 2 adds with AddV2 and divides floats with RealDiv (the code also reaches Add, Cast)
-    "tf.add": ("AddV2", "Add"),
-    "tf.math.add": ("AddV2", "Add"),
-    "tf.truediv": ("RealDiv",),
-    "tf.math.truediv": ("RealDiv",),
-}
-
-
-# ops a function's code makes around its work (casts, shapes, checks, packing): where a
-# ``_multi`` name is named after none of its ops, the others come first (tf.truediv ->
-# RealDiv, not Cast; tf.image.flip_left_right -> ReverseV2, not Equal), checked against
-# what TF traces (tests/test_python_name_calls.py)
+# ops a function's code makes around its work (casts, shapes, checks, packing; TF 1's
+# control flow and reference variables, which TF 2 builds as If/While and resource ops):
+# where a ``_multi`` name is named after none of its ops, the others come first
+# (tf.truediv -> RealDiv, not Cast; tf.image.flip_left_right -> ReverseV2, not Equal;
+# tf.image.stateless_random_flip_left_right -> ReverseV2, not Enter), checked against
+# what TF traces (tests/test_python_name_traces.py)
 HELPER_OPS = frozenset({
     "Cast", "Shape", "ShapeN", "Size", "Rank", "Identity", "IdentityN", "Assert", "Const",
     "Range", "Pack", "Unpack", "Fill", "Reshape", "ExpandDims", "Squeeze", "ZerosLike",
@@ -66,12 +38,24 @@ HELPER_OPS = frozenset({
     "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "All", "Any",
     "StridedSlice", "Slice", "Concat", "ConcatV2", "NoOp", "Conj", "Real", "Imag",
     "Complex", "Transpose", "ConjugateTranspose", "IsInf", "IsNan", "IsFinite", "CheckNumerics",
-    "CheckNumericsV2"})
+    "CheckNumericsV2", "Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond",
+    "RefEnter", "RefExit", "RefMerge", "RefSwitch", "RefNextIteration", "RefIdentity",
+    "ControlTrigger", "Assign", "AssignAdd", "AssignSub", "Variable", "VariableV2"})
 
 
-def helpers_last(op: str) -> tuple[bool, str]:
-    """Sort key of a name's ops where none is named after it: helpers last, then by name."""
-    return op in HELPER_OPS, op
+def newest_first(op: str) -> tuple[str, int]:
+    """Sort key of ops by name, the newest version of an op first (AddV2 before Add,
+    MatrixDiagV3 before MatrixDiag: what TF 2 builds)."""
+    version = _VERSION.search(op)
+    if version is None:
+        return op, -1
+    return op[:version.start()], -int(version.group(1))
+
+
+def helpers_last(op: str) -> tuple[bool, str, int]:
+    """Sort key of a name's ops where none is named after it: helpers last, then
+    :func:`newest_first`."""
+    return (op in HELPER_OPS, *newest_first(op))
 
 
 def _bare(text: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from opregistry.db.store import Store, ascii_lower
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.names import DEFAULT_CALLS, helpers_last, implemented_by
+from opregistry.registry.names import default_call, helpers_last, implemented_by, newest_first
 
 # unknown names given a "did you mean" (difflib over every name: slow), and named in
 # the one error of a lookup of many
@@ -35,7 +35,7 @@ class NameIndex:
             self.folded.setdefault(ascii_lower(op), []).append(op)
         candidates = {c for n in names if not self._is_op(n) for c in _candidates(n)}
         # the ops the usual call of a Python name builds (tf.where -> SelectV2)
-        called = {op for c in candidates for op in DEFAULT_CALLS.get(c, ())}
+        called = {op for c in candidates for op in default_call(c)}
         self.called = set(store.op_names_in(called)) if called else set()
         self.python: dict[str, list[dict[str, Any]]] = {}
         for row in store.python_names_in(candidates) if candidates else ():
@@ -57,7 +57,7 @@ class NameIndex:
         if ascii_lower(bare) in self.folded:
             return "op_case_insensitive", [(op, None) for op in self.folded[ascii_lower(bare)]]
         for candidate in _candidates(name):
-            called = [op for op in DEFAULT_CALLS.get(candidate, ()) if op in self.called]
+            called = [op for op in default_call(candidate) if op in self.called]
             if called:  # what the usual call builds, its gradient path's op first
                 return "python_name", [(op, "default_call") for op in called]
             found = self.python.get(candidate) or \
@@ -68,7 +68,8 @@ class NameIndex:
             if found:
                 ops: dict[str, str] = {}
                 for row in sorted(found, key=lambda r: (
-                        (False, r["op_name"]) if named else helpers_last(r["op_name"]),
+                        (False, *newest_first(r["op_name"])) if named
+                        else helpers_last(r["op_name"]),
                         r["method"])):
                     ops.setdefault(row["op_name"], row["method"])
                 return "python_name", list(ops.items())

@@ -1,0 +1,113 @@
+"""Every public Python name the tool accepts, called as TensorFlow traces it: the op
+``lookup`` and ``explain`` give first for the name is one the call really builds.
+
+The names are the installed release's (the shipped database's ``tf.*`` names of TF
+2.21.0: 2,171, without ``tf.raw_ops.*``, which are op names). One child process
+(tests/name_traces.py: it calls arbitrary public functions, some of which change TF's
+global state) calls each function once (aliases share it) with arguments generated
+from its signature by parameter name, in families of shapes and dtypes, seeded per
+function, and records every op of the traced graph and of its functions (cond and
+loop bodies). 1,155 names build an op that way. The other 1,016 cannot be called
+with generated arguments: 117 are not functions of this installation (generated
+wrappers of ops that modules the harvest imported had loaded: ``tf.compat.v1.xla_*``,
+``rpc_*``; a class), 91 are never called (``tf.config``, ``tf.summary``, ``tf.data``,
+``tf.keras``, ``tf.train``, ``enable_*``...: they change the process, touch files, or
+need a writer or a cluster), 530 take a parameter no generator makes (a sparse tensor,
+a file's contents, sampled classes, a callable of a given form...), 230 refuse every
+family of generated arguments (shapes or dtypes they do not take), and 48 build
+nothing but plumbing with them (a cast to the same dtype, a static shape).
+
+A name's first op not among the ops its call builds is a wrong mapping: fixed in
+``opregistry/registry/default_calls.py`` (the ops a call builds where the harvest
+cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad) and in
+``names.HELPER_OPS`` / ``names.newest_first`` (TF 1's Enter/Exit and reference
+variables last; AddV2 before Add). ``EXCEPTIONS`` holds the few names whose generated
+call is not their usual one. Cost: one TF import and about 12 CPU seconds of
+tracing, in the child; about 30 CPU seconds for the file.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opregistry.db.store import using
+from opregistry.registry.names import DEFAULT_CALLS
+from opregistry.registry.resolve import NameIndex
+
+# names whose generated call (the required arguments only) builds another form than
+# the usual one: the op they lead to first is the usual call's, tested by hand
+EXCEPTIONS = {
+    # tf.where(c) alone is Where; tf.where(c, x, y), the form on a gradient path, is
+    # SelectV2 (tests/test_python_name_calls.py calls it so)
+    "tf.where": "Where",
+    "tf.compat.v1.where_v2": "Where",
+    "tf.compat.v1.where": "Where",  # where(c, x, y): Select
+}
+# names the generator calls today (1,155): fewer means a generator or a family broke
+CALLED_AT_LEAST = 1100
+
+
+def release_names() -> list[str]:
+    """The installed TensorFlow's public ``tf.*`` names in the shipped database."""
+    with using(None) as store:
+        rows = store.rows(
+            "SELECT DISTINCT pn.name FROM release_python_names rpn "
+            "JOIN python_names pn ON pn.id = rpn.python_name_id "
+            "JOIN releases r ON r.id = rpn.release_id "
+            "WHERE r.version = :v AND r.library = ''", v=version("tensorflow"))
+    return sorted(r["name"] for r in rows
+                  if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, dict[str, Any]]:
+    names = release_names()
+    if not names:
+        pytest.skip(f"the shipped database has no TensorFlow {version('tensorflow')}")
+    child = subprocess.run([sys.executable, str(Path(__file__).with_name("name_traces.py"))],
+                           input=json.dumps(names), capture_output=True, text=True,
+                           timeout=1800, check=False)
+    assert child.returncode == 0, child.stderr[-3000:]
+    found: dict[str, dict[str, Any]] = json.loads(child.stdout)
+    return found
+
+
+def first_ops(names: list[str]) -> dict[str, list[str]]:
+    """The ops ``lookup``/``explain`` give for each name, in their order."""
+    with using(None) as store:
+        index = NameIndex(store, names)
+        resolved = {name: index.resolve(name) for name in names}
+    return {name: [op for op, _ in found[1]] for name, found in resolved.items() if found}
+
+
+def test_every_called_name_leads_first_to_an_op_its_call_builds(
+        traces: dict[str, dict[str, Any]]) -> None:
+    called = {name: set(t["ops"]) for name, t in traces.items() if t["family"]}
+    assert len(called) >= CALLED_AT_LEAST, len(called)
+    ours = first_ops(sorted(called))
+    assert set(called) <= set(ours)  # every name of the release resolves
+    wrong = {name: (ours[name][:4], sorted(ops)) for name, ops in called.items()
+             if ours[name][0] not in ops and name not in EXCEPTIONS}
+    assert not wrong, "\n".join(f"{n}: we say {o}, TF builds {t}" for n, (o, t) in
+                                sorted(wrong.items()))
+    for name, built in EXCEPTIONS.items():  # still so, else the entry goes
+        assert name in called and ours[name][0] not in called[name], name
+        assert built in called[name] and built in ours[name], (name, ours[name])
+
+
+def test_each_default_call_is_traced_or_called_by_hand(
+        traces: dict[str, dict[str, Any]]) -> None:
+    """An entry of ``DEFAULT_CALLS`` is checked against TF: by this generator, or by
+    tests/test_python_name_calls.py's hand-written calls, or it is a name of another
+    release only."""
+    from test_python_name_calls import CALLS
+
+    unchecked = [name for name in DEFAULT_CALLS
+                 if name in traces and not traces[name]["family"] and name not in CALLS]
+    assert not unchecked, unchecked
