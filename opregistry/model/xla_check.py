@@ -76,7 +76,8 @@ def xla_findings(flat: Flat, state: WalkState, signature: str, output: str, tens
         found.append(XlaFinding(signature, output, node.name, node.op, flat.functions[inst],
                                 part, status, cause, message, meta_graph=meta_graph))
 
-    _collect(flat, state.dep_insts(tensor), below, below, state.reach(tensor), add, None)
+    _collect(flat, state.dep_insts(tensor), below, below, state.reach(tensor), add, None,
+             state)
     return found
 
 
@@ -124,7 +125,7 @@ def step_findings(flat: Flat, state: WalkState, signature: str, call: int,
                                    meta_graph=meta_graph))
 
         _collect(flat, state.dep_insts(tensor) | mine_needed, mine_below, below_all, reach,
-                 add, state)
+                 add, state, state)
     return found
 
 
@@ -201,7 +202,7 @@ def _below(flat: Flat, state: WalkState, sources: Iterable[int], cache: Cache) -
 
 
 def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[int],
-             reach: set[int], add: Add, loaded: WalkState | None) -> None:
+             reach: set[int], add: Add, loaded: WalkState | None, state: WalkState) -> None:
     """The findings of the forward ops ``insts`` in graph order; ``loaded`` (the
     analysis state) for a loaded call, whose loops and branches its backward rewrites."""
     ordered = sorted(insts, key=flat.keys.__getitem__)
@@ -241,6 +242,14 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
             if message is not None:
                 add(inst, "structure", "fails", rules.TENSOR_ARRAY_PAST_SIZE, message)
                 continue
+        if op in rules.LIST_VALUES:
+            # compiles, and computes other numbers: XLA keeps a dynamic TensorArray's size
+            message = rules.writes_past_size(
+                flat, inst, state.consumers(),
+                lambda j: j in below and rules.reached(flat, j, reach))
+            if message is not None:
+                add(inst, "structure", "differs", rules.TENSOR_ARRAY_WRITES_PAST_SIZE,
+                    message)
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
         if facts is not None and xla is not None and xla.variants:  # this node's setting
@@ -291,9 +300,10 @@ def _harvested_with_xla(flat: Flat) -> bool:
 
 
 def verdict(findings: list[XlaFinding]) -> str:
-    """An output's XLA status from its findings: fails, unknown or compiles."""
+    """An output's XLA status from its findings: fails (TF raises or aborts), differs
+    (compiles and computes other numbers than without XLA), unknown or compiles."""
     statuses = {x.status for x in findings}
-    return "fails" if "fails" in statuses else "unknown" if statuses else "compiles"
+    return next((s for s in ("fails", "differs", "unknown") if s in statuses), "compiles")
 
 
 def downstream(flat: Flat, consumers: dict[int, list[tuple[int, int]]],
