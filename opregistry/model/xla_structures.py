@@ -372,16 +372,18 @@ def int_constant(flat: Flat, ref: int | None, first: bool = False) -> int | None
 
 
 def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int, int]]],
-                     on_gradient_path: Callable[[int], bool]) -> str | None:
-    """Why ``inst``, an op reading a TensorList (``LIST_VALUES``), computes other numbers
-    under XLA than without, or None: the list is a ``tf.TensorArray(dynamic_size=True)``
-    made with a constant size N and written at an index N or more (a constant index, or
-    a loop's index where the loop may run more than N times). tf2xla keeps N: a write
-    past it is clamped into element N - 1 (dropped when N is 0), so the stack, the size
-    (N), a gather or concat and a read of element N - 1 are other numbers, and TF raises
-    nothing. A read of element N or more fails (``past_list_size``); a resizing write on
-    a gradient path fails (``TensorListResize``): those findings say so instead, and so
-    does this return None for them."""
+                     on_gradient_path: Callable[[int], bool]) -> tuple[str, str] | None:
+    """(status, why) where ``inst``, an op reading a TensorList (``LIST_VALUES``), is a
+    ``tf.TensorArray(dynamic_size=True)`` made with a constant size N and written at an
+    index N or more (a constant index, or a loop's index where the loop may run more
+    than N times), off every gradient path; None otherwise. tf2xla keeps N: a write
+    past it is clamped into element N - 1 (dropped when N is 0), and so is a read, so
+    the step compiles and computes other numbers (``differs``) for the stack, the size
+    (N), a gather or concat and the read of element N - 1 or past it unless that is the
+    last element written; TF refuses (``fails``) a gather of a list it sizes at 0 and a
+    gather or concat of a list a loop without maximum_iterations wrote. A read of element
+    N or more of an empty list or of a stack (``past_list_size``) and a resizing write
+    on a gradient path (``TensorListResize``) fail by their own findings."""
     inputs = flat.inputs[inst]
     if not inputs or inputs[0] is None:
         return None
@@ -397,32 +399,46 @@ def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int,
     if not past:
         return None
     op = flat.ops[inst]
+    constant = [index for index, _ in past if index is not None]
+    unbounded = any(index is None and (limit is None or limit < 0) for index, limit in past)
+    # the element XLA's clamped writes leave last holds the highest index's value
+    last = max(constant) if len(constant) == len(past) else None
+
+    def kept(index: int | None) -> bool:
+        return index is not None and 0 <= index and (index < size - 1 or index == last)
+
     if op == "TensorListGetItem":
-        index = int_constant(flat, inputs[1]) if len(inputs) > 1 else None
-        if index is not None and 0 <= index < size - 1:
-            return None  # (element N or more: past_list_size)
+        if kept(int_constant(flat, inputs[1]) if len(inputs) > 1 else None):
+            return None
     if op == "TensorListStack":
         indices = [_first_index(flat, k) if flat.ops[k] == "StridedSlice" and position == 0
                    else None for k, position in consumers.get(tensor_id(inst, 0), ())]
-        if indices and all(i is not None and 0 <= i < size - 1 for i in indices):
+        if indices and all(kept(i) for i in indices):
             return None  # only elements XLA keeps as TF has them
-    read = {"TensorListStack": "its stack()", "TensorListLength": "its size()",
-            "TensorListGather": "its gather()", "TensorListConcatV2": "its concat()",
-            "TensorListGetItem": f"its read({size - 1})"}[op]
-    constant = [index for index, _ in past if index is not None]
     if constant:
         how = f"written at index {max(constant)}"
     else:
         limit = next(limit for _, limit in past)
         how = ("written in a loop without maximum_iterations" if limit is None or limit < 0
                else f"written in a loop of up to {limit} iterations")
-    kept = "drops every write" if size == 0 else \
+    made = f"a TensorArray with dynamic_size=True made with size={size}, {how}"
+    if (op == "TensorListGather" and size == 0) or (
+            op in ("TensorListGather", "TensorListConcatV2") and unbounded):
+        what = "gather" if op == "TensorListGather" else "concat"
+        return "fails", (f"{made}: XLA refuses its {what}"
+                         + (" of a list it sizes at 0 elements" if size == 0 else
+                            " (\"XLA compilation requires a fixed tensor list size\")")
+                         + "; give the TensorArray its size")
+    read = {"TensorListStack": "its stack()", "TensorListLength": "its size()",
+            "TensorListGather": "its gather()", "TensorListConcatV2": "its concat()",
+            "TensorListGetItem": "its read() of the last element"}[op]
+    clamped = "drops every write" if size == 0 else \
         f"clamps each write past it into element {size - 1}"
-    return (f"a TensorArray with dynamic_size=True made with size={size}, {how}: XLA keeps "
-            f"the size a TensorArray is made with and {kept}, so {read} gives other numbers "
-            "than TF without XLA (the step compiles, nothing raises"
-            + (", whenever the loop writes more elements than that" if not constant else "")
-            + "); give the TensorArray the size it needs")
+    return "differs", (
+        f"{made}: XLA keeps the size a TensorArray is made with and {clamped}, so {read} "
+        "gives other numbers than TF without XLA (the step compiles, nothing raises"
+        + (", whenever the loop writes more elements than that" if not constant else "")
+        + "); give the TensorArray the size it needs")
 
 
 def _written(flat: Flat, ref: int | None
