@@ -411,8 +411,12 @@ def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int,
         if kept(int_constant(flat, inputs[1]) if len(inputs) > 1 else None):
             return None
     if op == "TensorListStack":
+        slices = [(k, position) for k, position in consumers.get(tensor_id(inst, 0), ())]
+        if any(flat.ops[k] == "StridedSlice" and position == 0 and past_list_size(
+                flat, k) is not None for k, position in slices):
+            return None  # an element past the size: the step fails (past_list_size)
         indices = [_first_index(flat, k) if flat.ops[k] == "StridedSlice" and position == 0
-                   else None for k, position in consumers.get(tensor_id(inst, 0), ())]
+                   else None for k, position in slices]
         if indices and all(kept(i) for i in indices):
             return None  # only elements XLA keeps as TF has them
     if constant:
