@@ -411,7 +411,10 @@ def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int,
         if kept(int_constant(flat, inputs[1]) if len(inputs) > 1 else None):
             return None
     if op == "TensorListStack":
-        slices = [(k, position) for k, position in consumers.get(tensor_id(inst, 0), ())]
+        slices = consumers.get(tensor_id(inst, 0), [])
+        # (a traced step's forward function also returns the stack for its backward
+        # function, which reads only its shape: the direct reads decide)
+        slices = [(k, position) for k, position in slices if position >= 0] or slices
         if any(flat.ops[k] == "StridedSlice" and position == 0 and past_list_size(
                 flat, k) is not None for k, position in slices):
             return None  # an element past the size: the step fails (past_list_size)
