@@ -24,6 +24,9 @@ Reason = Literal[StopReason, "python_function", "custom_gradient",
 Verdict = Literal["ok", "mismatch", "none", "zero", "non-smooth", "unrelated"]
 # XLA's verdict per op, gradient and training step
 XlaStatus = Literal["compiles", "fails", "unknown"]
+# a training step's verdict adds differs: it compiles and computes other numbers than
+# TF without XLA (a dynamic-size TensorArray written past its size)
+XlaStepStatus = Literal[XlaStatus, "differs"]
 # how gradcheck takes its Jacobians
 GradcheckMode = Literal["auto", "full", "directional"]
 TargetKind = Literal["input", "variable"]
@@ -31,6 +34,7 @@ TargetKind = Literal["input", "variable"]
 REASONS: tuple[StopReason, ...] = get_args(StopReason)
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 XLA_STATUSES: tuple[XlaStatus, ...] = get_args(XlaStatus)
+XLA_STEP_STATUSES = ("compiles", "fails", "differs", "unknown")
 GRADCHECK_MODES: tuple[GradcheckMode, ...] = get_args(GradcheckMode)
 _REASON_WORDS: dict[str, Reason] = {word: word for word in get_args(Reason)}
 

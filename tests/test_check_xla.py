@@ -727,6 +727,12 @@ def structures(tmp_path_factory):
     return out
 
 
+# outputs whose step compiles and computes other numbers (an integer TensorArray of
+# size 0 written twice: XLA's stack is empty, its sum zeros; tests/test_xla_tensor_array.py
+# compares the numbers): check --xla says differs
+_OTHER_NUMBERS = {"array_dynamic_beside"}
+
+
 def test_the_structural_rules_say_what_tensorflow_says_per_output(structures, xla_db):
     """Per output (each its own signature, with one target, the variable v):
     check --xla's verdict is whether TF compiled the step over that loaded signature,
@@ -741,7 +747,8 @@ def test_the_structural_rules_say_what_tensorflow_says_per_output(structures, xl
                 if o.signature == "serving_default" and kind == "keras":
                     continue  # (the export's alias of its first endpoint)
                 seen.add(o.output)
-                expected = "compiles" if compiles[o.output] else "fails"
+                expected = ("differs" if o.output in _OTHER_NUMBERS else "compiles") \
+                    if compiles[o.output] else "fails"
                 if o.xla != expected:
                     disagreements.append((kind, o.signature, o.output, expected, o.xla, [
                         (x.op, x.part, x.cause) for x in result.xla or ()

@@ -13,7 +13,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from opregistry.harvest.inenv import collector, probe, probe_args  # noqa: E402 - after TF
+from opregistry.harvest.inenv import collector, probe, probe_families  # noqa: E402 - after TF
 from opregistry.harvest.inenv.op_defs import all_op_defs  # noqa: E402
 from opregistry.harvest.inenv.probe_api import failure_reason  # noqa: E402
 
@@ -57,7 +57,8 @@ REPRESENTATIVES = [
 
 @pytest.mark.parametrize("family, op", REPRESENTATIVES, ids=[r[1] for r in REPRESENTATIVES])
 def test_family_yields_a_verified_check(env, family, op):
-    assert (probe_args.family_for(op).name if probe_args.family_for(op) else None) == family
+    assert (probe_families.family_for(op).name if probe_families.family_for(op) else None) \
+        == family
     result = _check(env, op)
     assert result["status"] == "verified", result
     assert result["max_error"] <= result["tolerance"]

@@ -1,4 +1,5 @@
-"""XLA verdicts keyed by the attributes that change them (issue 37), TensorFlow deciding.
+"""XLA verdicts keyed by the attributes that change them (issue 37), TensorFlow deciding;
+and the data formats and dtypes that need no variant (traced, the shipped database).
 
 ``tf.linalg.tridiagonal_solve(..., partial_pivoting=False)`` compiles under XLA and
 ``partial_pivoting=True`` does not; ``check --xla`` said "fails" for both (one verdict
@@ -228,3 +229,54 @@ def test_resize_align_corners_on_212(tmp_path):
     shipped = {dict(v.attrs)["align_corners"]: v.xla.gradient for v in row.xla.variants
                if not dict(v.attrs)["half_pixel_centers"]}
     assert shipped == {False: "fails", True: "compiles"}
+
+
+# data formats and dtypes (issue 37): no variant is needed where TF's XLA kernels take
+# every setting; each (op, format, dtype) is one jit step, forward and gradient
+_SHAPED = {
+    "Conv2D": lambda x, f: tf.nn.conv2d(x, tf.ones([2, 2, 4, 4], x.dtype), 1, "VALID",
+                                        data_format=f),
+    "MaxPool": lambda x, f: tf.nn.max_pool2d(x, 2, 2, "VALID", data_format=f),
+    "AvgPool": lambda x, f: tf.nn.avg_pool2d(x, 2, 2, "VALID", data_format=f),
+    "BiasAdd": lambda x, f: tf.nn.bias_add(x, tf.ones([4], x.dtype), data_format=f),
+    "DepthToSpace": lambda x, f: tf.nn.depth_to_space(x, 2, data_format=f),
+    "SpaceToDepth": lambda x, f: tf.nn.space_to_depth(x, 2, data_format=f),
+    # (float16 and float64 scales: TF's Python wrapper refuses them before XLA)
+    "FusedBatchNormV3": lambda x, f: tf.compat.v1.nn.fused_batch_norm(
+        x, tf.ones([4]), tf.zeros([4]), data_format=f, is_training=True)[0],
+    "DepthwiseConv2dNative": lambda x, f: tf.nn.depthwise_conv2d(
+        x, tf.ones([2, 2, 4, 1], x.dtype), [1, 1, 1, 1], "VALID", data_format=f),
+}
+
+
+@pytest.mark.skipif(not tf.__version__.startswith("2.21."), reason="the shipped 2.21 facts")
+def test_data_formats_and_dtypes_compile_as_the_shipped_database_says():
+    """NHWC and NCHW, float32, float16 and float64 (FusedBatchNormV3: float32): TF
+    compiles every step here (forward and gradient, a fed upstream), and check --xla
+    with the shipped database, which has one verdict per op for these, says so."""
+    told = {}
+    for op, build in _SHAPED.items():
+        dtypes = (tf.float32,) if op == "FusedBatchNormV3" else (
+            tf.float32, tf.float16, tf.float64)
+        for fmt in ("NHWC", "NCHW"):
+            for dtype in dtypes:
+                x = tf.random.stateless_uniform([1, 4, 4, 4], (1, 2), dtype=dtype)
+
+                def step(x, fmt=fmt, build=build):
+                    with tf.GradientTape() as tape:
+                        tape.watch(x)
+                        y = build(x, fmt)
+                    return y, tape.gradient(y, x, output_gradients=tf.ones_like(y) * 0.5)
+
+                try:
+                    tf.function(step, jit_compile=True)(x)
+                    tf_says = "compiles"
+                except tf.errors.OpError as exc:
+                    tf_says = f"fails: {str(exc).splitlines()[0][:200]}"
+                result = opregistry.check(lambda x, fmt=fmt, build=build: build(x, fmt),
+                                          tf.TensorSpec(x.shape, dtype), release="2.21",
+                                          xla=True)
+                told[(op, fmt, dtype.name)] = (tf_says, {o.xla for o in result.outputs})
+    assert all(v == ("compiles", {"compiles"}) for v in told.values()), {
+        k: v for k, v in told.items() if v != ("compiles", {"compiles"})}
+    assert len(told) == 44

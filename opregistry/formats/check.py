@@ -56,8 +56,8 @@ def second_order_columns(result: CheckResult) -> list[str]:
 
 
 def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
-    """One row per XLA finding (``check --xla``): status ``xla_fails`` or ``xla_unknown``,
-    the forward op, the part that does not compile as the reason (forward, gradient,
+    """One row per XLA finding (``check --xla``): status ``xla_fails``, ``xla_differs``
+    or ``xla_unknown``, the forward op, the part as the reason (forward, gradient,
     structure), what XLA refuses in ``xla`` and the line that created the op; then the
     findings a policy accepts, with the rule in ``ignored_by`` (they fail nothing)."""
     accepted = [(i.item, i.rule.cited) for i in result.ignored if i.kind == "xla"]
@@ -128,10 +128,12 @@ def xla_summary(result: CheckResult) -> str:
             status = "accepted"
         counts[status] = counts.get(status, 0) + 1
     said = {"fails": "will not compile", "unknown": "unknown",
+            "differs": "compute other numbers" if counts.get("differs", 0) > 1
+            else "computes other numbers",
             "accepted": "accepted by policy",
             "compiles": "compiles" if counts.get("compiles") == 1 else "compile"}
     return ", ".join(f"{plural(counts[s], 'output')} {said[s]}"
-                     for s in ("fails", "unknown", "accepted", "compiles")
+                     for s in ("fails", "differs", "unknown", "accepted", "compiles")
                      if counts.get(s)) or "no output"
 
 

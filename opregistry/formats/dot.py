@@ -75,7 +75,7 @@ def _xla_clusters(result: CheckResult) -> list[str]:
         lines += [f"  subgraph cluster_xla_{index} {{",
                   f'    label="{_dot_escape(where + output)} under XLA";']
         for x, rule in found:
-            color = "orange" if x.status == "fails" else "lightgrey"
+            color = {"fails": "orange", "differs": "gold"}.get(x.status, "lightgrey")
             name, what = x.node.rsplit("/", 1)[-1], f"{x.part}: {x.cause or x.status}"
             style = f'style=filled, fillcolor="{color}"' if rule is None else \
                 'style=dashed'

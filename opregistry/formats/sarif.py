@@ -100,6 +100,13 @@ RULES: dict[str, tuple[str, str]] = {
                   "harvest compiled it on the CPU: the first training step fails. Replace "
                   "the op, give the loop a maximum_iterations, or train without "
                   "jit_compile."),
+    "xla/differs": ("The training step compiles under XLA and computes other numbers",
+                    "With jit_compile=True, the step compiles and runs, but computes other "
+                    "numbers than TensorFlow without XLA, with no error: a "
+                    "tf.TensorArray(dynamic_size=True) written past the size it was made "
+                    "with keeps that size under XLA (its writes past it are clamped into "
+                    "its last element, or dropped at size 0), so its stack, size, gather "
+                    "or concat differ. Give the TensorArray the size it needs."),
     "xla/unknown": ("Whether the training step compiles under XLA is unknown",
                     "The release was not harvested with XLA for an op on the training "
                     "step (or the harvest could not compile it alone): opregistry cannot "
@@ -160,6 +167,7 @@ RULE_NAMES: dict[str, str] = {
     "second_order/raises": "SecondOrderRaises",
     "second_order/traced_wrong": "SecondOrderWrongWhenTraced",
     "xla/fails": "TrainingStepDoesNotCompileUnderXla",
+    "xla/differs": "TrainingStepDiffersUnderXla",
     "xla/unknown": "XlaCompilationUnknown",
     "gradcheck/mismatch": "GradientMismatch",
     "gradcheck/none": "GradientIsNone",
@@ -382,16 +390,17 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
 
 
 def _xla_result(x: XlaFinding, uri: str) -> dict[str, Any]:
-    """A ``check --xla`` finding: rule xla/fails (or xla/unknown), at the op."""
+    """A ``check --xla`` finding: rule xla/fails (xla/differs, xla/unknown), at the op."""
     where = f"{x.signature}/{x.output}" if x.signature else x.output
     what = {"forward": "the op does not compile", "gradient": "its gradient does not compile",
             "structure": "the structure does not compile"}[x.part] if x.status == "fails" \
+        else "it compiles and computes other numbers" if x.status == "differs" \
         else f"whether its {x.part} compiles is unknown"
     cause = f" ({x.cause})" if x.cause else ""
     why = f": {x.message}" if x.message else ""
     return {
         "ruleId": f"xla/{x.status}",
-        "level": "error" if x.status == "fails" else "warning",
+        "level": "warning" if x.status == "unknown" else "error",
         "message": {"text": printable(f"the training step of {where} under XLA: {x.node} "
                                       f"({x.op}): {what}{cause}{why}")},
         "logical": [{"name": x.output, "kind": "member",

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 class XlaCompileWarning(UserWarning):
-    """A ``jit_compile`` function's training step will not compile under XLA."""
+    """A ``jit_compile`` function's training step will not compile under XLA, or
+    compiles and computes other numbers than without XLA."""
 
 
 def in_xla_context(graph: Graph) -> bool:
@@ -30,8 +31,9 @@ def in_xla_context(graph: Graph) -> bool:
 
 
 def xla_failures(model: Model, facts: Facts) -> list[XlaFinding]:
-    """What keeps the differentiated tensors' gradients from compiling (``fails`` only:
-    an op the release was not harvested with XLA for is not warned about)."""
+    """What keeps the differentiated tensors' gradients from compiling (``fails``) or
+    from computing TF's numbers (``differs``): an op the release was not harvested with
+    XLA for is not warned about."""
     from opregistry.model.analysis import analyse
 
     result = analyse(model, facts.get(model.op_types), facts.release or "installed",
@@ -43,13 +45,17 @@ def message(found: list[XlaFinding], site_of: SiteOf,
             release: str) -> str:
     """One warning for one gradient call: each op or structure, what XLA refuses, the
     line that created it."""
+    fails = any(x.status == "fails" for x in found)
     lines = [f"this jit_compile function's gradient will not compile under XLA "
-             f"(TensorFlow {release}, XLA on the CPU):"]
+             f"(TensorFlow {release}, XLA on the CPU):" if fails else
+             f"this jit_compile function compiles under XLA and computes other numbers "
+             f"than without it, with no error (TensorFlow {release}, XLA on the CPU):"]
     for x in found:
         site = site_of(x.node, x.function)
         where = f" at {shown(site)}" if site else ""
-        what = {"forward": "the op does not compile", "gradient": "its gradient does not "
-                "compile", "structure": "the structure does not compile"}[x.part]
+        what = "it compiles and computes other numbers" if x.status == "differs" else {
+            "forward": "the op does not compile", "gradient": "its gradient does not "
+            "compile", "structure": "the structure does not compile"}[x.part]
         lines.append(f"  {x.op} '{x.node}'{where}: {what}"
                      + (f" ({x.cause})" if x.cause else "") + (f": {x.message}" if x.message
                                                                 else ""))

@@ -141,9 +141,10 @@ XLA_PARTS = ("forward", "gradient", "structure")
 
 @dataclass(frozen=True)
 class XlaFinding:
-    """Why an output's training step will not compile under XLA (``status`` fails), or
-    cannot be told (``unknown``): an op of its forward pass, an op whose gradient is
-    built, or a structure of the graph."""
+    """Why an output's training step will not compile under XLA (``status`` fails),
+    compiles and computes other numbers than without XLA (``differs``), or cannot be
+    told (``unknown``): an op of its forward pass, an op whose gradient is built, or a
+    structure of the graph."""
 
     signature: str
     output: str
@@ -151,7 +152,7 @@ class XlaFinding:
     op: str  # the forward op (the While, for a structure)
     function: str | None
     part: str  # one of XLA_PARTS
-    status: str  # fails | unknown (vocabulary.XlaStatus)
+    status: str  # fails | differs | unknown (vocabulary.XlaStepStatus)
     # what XLA refuses: the first unsupported op (ResizeNearestNeighborGrad) or the
     # structure (tensor_list_unknown_size); None where unknown
     cause: str | None = None
@@ -171,7 +172,7 @@ class OutputReport:
     # target -> ops where one of its gradient paths stops (it still gets a gradient)
     partial_path: dict[str, list[str]] = field(default_factory=dict)
     # with ``check --xla``: whether the training step compiles under XLA on the CPU
-    # (compiles | fails | unknown); None when not asked
+    # (compiles | fails | differs | unknown: XLA_STEP_STATUSES); None when not asked
     xla: str | None = None
     # with ``check --order 2``: target -> exact | dropped | raises | zero (structurally
     # zero, and right) for the targets that get a gradient; None when not asked
@@ -249,8 +250,9 @@ class CheckResult(Shown):
 
     @property
     def xla_failures(self) -> list[XlaFinding]:
-        """What will not compile under XLA (not the unknowns)."""
-        return [x for x in self.xla or () if x.status == "fails"]
+        """What will not compile under XLA, or compiles to other numbers (not the
+        unknowns)."""
+        return [x for x in self.xla or () if x.status in ("fails", "differs")]
 
     @property
     def stops(self) -> list[GradientStop]:

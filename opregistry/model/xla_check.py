@@ -76,7 +76,8 @@ def xla_findings(flat: Flat, state: WalkState, signature: str, output: str, tens
         found.append(XlaFinding(signature, output, node.name, node.op, flat.functions[inst],
                                 part, status, cause, message, meta_graph=meta_graph))
 
-    _collect(flat, state.dep_insts(tensor), below, below, state.reach(tensor), add, None)
+    _collect(flat, state.dep_insts(tensor), below, below, state.reach(tensor), add, None,
+             state)
     return found
 
 
@@ -124,7 +125,7 @@ def step_findings(flat: Flat, state: WalkState, signature: str, call: int,
                                    meta_graph=meta_graph))
 
         _collect(flat, state.dep_insts(tensor) | mine_needed, mine_below, below_all, reach,
-                 add, state)
+                 add, state, state)
     return found
 
 
@@ -201,7 +202,7 @@ def _below(flat: Flat, state: WalkState, sources: Iterable[int], cache: Cache) -
 
 
 def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[int],
-             reach: set[int], add: Add, loaded: WalkState | None) -> None:
+             reach: set[int], add: Add, loaded: WalkState | None, state: WalkState) -> None:
     """The findings of the forward ops ``insts`` in graph order; ``loaded`` (the
     analysis state) for a loaded call, whose loops and branches its backward rewrites."""
     ordered = sorted(insts, key=flat.keys.__getitem__)
@@ -221,26 +222,8 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
             continue
         if inst in flat.transparent or op in FRAME_OPS:
             continue
-        if op == "TensorListSetItem" and rules.resizes(flat, inst):
-            # the harvest compiled this op's gradient without resizing: the attr decides
-            if inst in below and rules.reached(flat, inst, reach) and \
-                    not rules.resized_before(flat, inst):
-                add(inst, "structure", "fails", rules.TENSOR_ARRAY_UNKNOWN_SIZE,
-                    "a TensorArray with dynamic_size=True written on a gradient path: the "
-                    "gradient of its writes resizes the list (TensorListResize), which "
-                    "XLA cannot compile; give the TensorArray its size")
+        if _list_structures(flat, inst, below, reach, add, state):
             continue
-        if op in rules.UNSIZED_LISTS or op == "TensorArrayV3":
-            # a list's making compiles when its size is known: the structure decides
-            # (the harvest cannot build one alone: its size is an argument)
-            rules.list_structure(flat, inst, add)
-            continue
-        if op in rules.LIST_READS:
-            # an element past the size XLA gives a TensorArray: the list decides
-            message = rules.past_list_size(flat, inst)
-            if message is not None:
-                add(inst, "structure", "fails", rules.TENSOR_ARRAY_PAST_SIZE, message)
-                continue
         facts = flat.facts.get(op)
         xla = getattr(facts, "xla", None)
         if facts is not None and xla is not None and xla.variants:  # this node's setting
@@ -259,6 +242,41 @@ def _collect(flat: Flat, insts: Iterable[int], below: set[int], below_all: set[i
                 xla.gradient_reason != NOTHING_TO_COMPILE:
             add(inst, "gradient", xla.gradient,
                 xla.gradient_blocker if xla.gradient == "fails" else None, xla.gradient_reason)
+
+
+def _list_structures(flat: Flat, inst: int, below: set[int], reach: set[int], add: Add,
+                     state: WalkState) -> bool:
+    """The TensorList / TensorArray rules for ``inst``; True where they decide the op
+    (its own harvest verdict is not asked)."""
+    op = flat.ops[inst]
+    if op == "TensorListSetItem" and rules.resizes(flat, inst):
+        # the harvest compiled this op's gradient without resizing: the attr decides
+        if inst in below and rules.reached(flat, inst, reach) and \
+                not rules.resized_before(flat, inst):
+            add(inst, "structure", "fails", rules.TENSOR_ARRAY_UNKNOWN_SIZE,
+                "a TensorArray with dynamic_size=True written on a gradient path: the "
+                "gradient of its writes resizes the list (TensorListResize), which "
+                "XLA cannot compile; give the TensorArray its size")
+        return True
+    if op in rules.UNSIZED_LISTS or op == "TensorArrayV3":
+        # a list's making compiles when its size is known: the structure decides
+        # (the harvest cannot build one alone: its size is an argument)
+        rules.list_structure(flat, inst, add)
+        return True
+    if op in rules.LIST_READS:
+        # an element past the size XLA gives a TensorArray: the list decides
+        message = rules.past_list_size(flat, inst)
+        if message is not None:
+            add(inst, "structure", "fails", rules.TENSOR_ARRAY_PAST_SIZE, message)
+            return True
+    if op in rules.LIST_VALUES:
+        # compiles, and computes other numbers: XLA keeps a dynamic TensorArray's size
+        said = rules.writes_past_size(flat, inst, state.consumers(),
+                                      lambda j: j in below and rules.reached(
+                                          flat, j, reach))
+        if said is not None:
+            add(inst, "structure", said[0], rules.TENSOR_ARRAY_WRITES_PAST_SIZE, said[1])
+    return False
 
 
 def setting_verdict(xla: Xla, attrs: Mapping[str, Proto], definition: dict[str, Any]) -> Xla:
@@ -291,9 +309,10 @@ def _harvested_with_xla(flat: Flat) -> bool:
 
 
 def verdict(findings: list[XlaFinding]) -> str:
-    """An output's XLA status from its findings: fails, unknown or compiles."""
+    """An output's XLA status from its findings: fails (TF raises or aborts), differs
+    (compiles and computes other numbers than without XLA), unknown or compiles."""
     statuses = {x.status for x in findings}
-    return "fails" if "fails" in statuses else "unknown" if statuses else "compiles"
+    return next((s for s in ("fails", "differs", "unknown") if s in statuses), "compiles")
 
 
 def downstream(flat: Flat, consumers: dict[int, list[tuple[int, int]]],

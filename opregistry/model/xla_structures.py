@@ -8,7 +8,12 @@ Per output and for a loaded call alike:
   every iteration's values in TensorList accumulators of unknown size;
 * TensorLists / TensorArrays of unknown size in the forward pass;
 * the writes of a ``tf.TensorArray(dynamic_size=True)`` on a gradient path (their
-  gradient resizes the list: ``TensorListResize``, which XLA has no kernel for).
+  gradient resizes the list: ``TensorListResize``, which XLA has no kernel for);
+* a ``tf.TensorArray(dynamic_size=True)`` written past the size it was made with, off
+  every gradient path: the step compiles and computes other numbers (``differs``):
+  XLA keeps the size, so its ``stack()``, ``size()``, ``gather`` and ``concat`` and
+  the read of its last element see a list whose writes past the end were clamped
+  into its last element (or dropped, at size 0).
 
 Only for a loaded call (TF differentiates the function it loaded, not the Python that
 traced it, so what ``tf.function`` does for XLA when it traces a step does not happen):
@@ -28,7 +33,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from opregistry.model.flatten import INST, TOP, Flat, tensor_id
+from opregistry.model.flatten import INST, OUT, TOP, Flat, tensor_id
 
 # (instance, part, status, cause, message): how a rule reports
 Add = Callable[[int, str, str, "str | None", "str | None"], None]
@@ -49,6 +54,12 @@ OPTIONAL_INTERMEDIATES = "optional_intermediates"
 TENSOR_ARRAY_PAST_SIZE = "tensor_array_past_size"
 # ops that read one element of a TensorList (TensorArray.read) or of its stack
 LIST_READS = ("TensorListGetItem", "StridedSlice")
+# a dynamic-size TensorArray written past its size: compiles, other numbers
+TENSOR_ARRAY_WRITES_PAST_SIZE = "tensor_array_writes_past_size"
+# ops that read a TensorList whole (TensorArray.stack, size, gather, concat) or one
+# element of it (read): what XLA's fixed-size list changes
+LIST_VALUES = ("TensorListStack", "TensorListLength", "TensorListGather",
+               "TensorListConcatV2", "TensorListGetItem")
 # TensorListSetItem's attribute for a dynamic-size TensorArray's write: its gradient
 # then calls TensorListResize (tensorflow/python/ops/list_ops.py)
 _RESIZE = "resize_if_index_out_of_bounds"
@@ -357,4 +368,126 @@ def int_constant(flat: Flat, ref: int | None, first: bool = False) -> int | None
         except (AttributeError, TypeError, ValueError, struct.error):
             return None
         return None
+    return None
+
+
+def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int, int]]],
+                     on_gradient_path: Callable[[int], bool]) -> tuple[str, str] | None:
+    """(status, why) where ``inst``, an op reading a TensorList (``LIST_VALUES``), is a
+    ``tf.TensorArray(dynamic_size=True)`` made with a constant size N and written at an
+    index N or more (a constant index, or a loop's index where the loop may run more
+    than N times), off every gradient path; None otherwise. tf2xla keeps N: a write
+    past it is clamped into element N - 1 (dropped when N is 0), and so is a read, so
+    the step compiles and computes other numbers (``differs``) for the stack, the size
+    (N), a gather or concat and the read of element N - 1 or past it unless that is the
+    last element written; TF refuses (``fails``) a gather of a list it sizes at 0 and a
+    gather or concat of a list a loop without maximum_iterations wrote. A read of element
+    N or more of an empty list or of a stack (``past_list_size``) and a resizing write
+    on a gradient path (``TensorListResize``) fail by their own findings."""
+    inputs = flat.inputs[inst]
+    if not inputs or inputs[0] is None:
+        return None
+    traced = _written(flat, inputs[0])
+    if traced is None:
+        return None
+    size, writes = traced
+    if size is None or size < 0 or any(on_gradient_path(j) for j, _, _ in writes):
+        return None
+    past = [(index, limit) for _, index, limit in writes
+            if (index is not None and index >= size) or (
+                index is None and (limit is None or limit < 0 or limit > size))]
+    if not past:
+        return None
+    op = flat.ops[inst]
+    constant = [index for index, _ in past if index is not None]
+    unbounded = any(index is None and (limit is None or limit < 0) for index, limit in past)
+    # the element XLA's clamped writes leave last holds the highest index's value
+    last = max(constant) if len(constant) == len(past) else None
+
+    def kept(index: int | None) -> bool:
+        return index is not None and 0 <= index and (index < size - 1 or index == last)
+
+    if op == "TensorListGetItem":
+        if kept(int_constant(flat, inputs[1]) if len(inputs) > 1 else None):
+            return None
+    if op == "TensorListStack":
+        slices = consumers.get(tensor_id(inst, 0), [])
+        # (a traced step's forward function also returns the stack for its backward
+        # function, which reads only its shape: the direct reads decide)
+        slices = [(k, position) for k, position in slices if position >= 0] or slices
+        if any(flat.ops[k] == "StridedSlice" and position == 0 and past_list_size(
+                flat, k) is not None for k, position in slices):
+            return None  # an element past the size: the step fails (past_list_size)
+        indices = [_first_index(flat, k) if flat.ops[k] == "StridedSlice" and position == 0
+                   else None for k, position in slices]
+        if indices and all(kept(i) for i in indices):
+            return None  # only elements XLA keeps as TF has them
+    if constant:
+        how = f"written at index {max(constant)}"
+    else:
+        limit = next(limit for _, limit in past)
+        how = ("written in a loop without maximum_iterations" if limit is None or limit < 0
+               else f"written in a loop of up to {limit} iterations")
+    made = f"a TensorArray with dynamic_size=True made with size={size}, {how}"
+    if (op == "TensorListGather" and size == 0) or (
+            op in ("TensorListGather", "TensorListConcatV2") and unbounded):
+        what = "gather" if op == "TensorListGather" else "concat"
+        return "fails", (f"{made}: XLA refuses its {what}"
+                         + (" of a list it sizes at 0 elements" if size == 0 else
+                            " (\"XLA compilation requires a fixed tensor list size\")")
+                         + "; give the TensorArray its size")
+    read = {"TensorListStack": "its stack()", "TensorListLength": "its size()",
+            "TensorListGather": "its gather()", "TensorListConcatV2": "its concat()",
+            "TensorListGetItem": "its read() of the last element"}[op]
+    clamped = "drops every write" if size == 0 else \
+        f"clamps each write past it into element {size - 1}"
+    return "differs", (
+        f"{made}: XLA keeps the size a TensorArray is made with and {clamped}, so {read} "
+        "gives other numbers than TF without XLA (the step compiles, nothing raises"
+        + (", whenever the loop writes more elements than that" if not constant else "")
+        + "); give the TensorArray the size it needs")
+
+
+def _written(flat: Flat, ref: int | None
+             ) -> tuple[int | None, list[tuple[int, int | None, int | None]]] | None:
+    """(the size the TensorList at ``ref`` was reserved with, its resizing writes as
+    (instance, constant index or None, the enclosing loop's maximum_iterations or
+    None)), back through Identity, writes and While loops; None where the list comes
+    from anything else."""
+    writes: list[tuple[int, int | None, int | None]] = []
+    loop: int | None = None  # the While whose body the walk is in
+    seen: set[int] = set()
+    for _ in range(256):
+        if ref is None or ref in seen:
+            return None
+        seen.add(ref)
+        inst = ref & INST
+        op = flat.ops[inst]
+        if op == "Identity" and flat.inputs[inst]:
+            ref = flat.inputs[inst][0]
+        elif op == "TensorListSetItem" and flat.inputs[inst]:
+            if resizes(flat, inst):
+                inputs = flat.inputs[inst]
+                index = int_constant(flat, inputs[1]) if len(inputs) > 1 else None
+                limit = None
+                if loop is not None:
+                    index = None  # (the loop's counter, whatever it starts as)
+                    ins = flat.inputs[loop]
+                    limit = int_constant(flat, ins[1]) if len(ins) > 1 else None
+                writes.append((inst, index, limit))
+            ref = flat.inputs[inst][0]
+        elif op in WHILE_OPS and inst in flat.transparent:
+            if flat.inputs[inst]:  # the loop: into its body's output
+                refs = flat.transparent[inst].get(ref >> OUT, [])
+                loop = inst
+            else:  # a loop variable: its value before the loop
+                refs = flat.transparent[inst].get(0, [])[:1]
+                loop = None
+            if not refs:
+                return None
+            ref = refs[0]
+        elif op == "TensorListReserve" and len(flat.inputs[inst]) > 1:
+            return int_constant(flat, flat.inputs[inst][1]), writes
+        else:
+            return None
     return None

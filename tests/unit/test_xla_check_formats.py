@@ -57,3 +57,29 @@ def test_the_summary_counts_outputs_under_xla() -> None:
 def test_only_a_failure_makes_the_result_fail() -> None:
     assert not _result([FAILS]).ok and _result([UNKNOWN]).ok and _result([]).ok
     assert _result([FAILS, UNKNOWN]).xla_failures == [FAILS]
+
+
+DIFFERS = XlaFinding("serving_default", "out", "model/TensorArrayV2Stack/TensorListStack",
+                     "TensorListStack", None, "structure", "differs",
+                     "tensor_array_writes_past_size",
+                     "a TensorArray with dynamic_size=True made with size=1, written at "
+                     "index 1", site="layer.py:20")
+
+
+@pytest.mark.parametrize("fmt", list(CheckRenderer.formats))
+def test_every_format_renders_a_step_that_computes_other_numbers(fmt: OutputFormat) -> None:
+    result = CheckResult(release="2.21.0", source="model", findings=[], unknown_ops=[],
+                         outputs=[OutputReport("serving_default", "out", xla="differs")],
+                         xla=[DIFFERS])
+    text = render(result, fmt)
+    assert "tensor_array_writes_past_size" in text and "TensorListStack" in text, fmt
+    if fmt == OutputFormat.sarif:
+        log = json.loads(text)["runs"][0]
+        (found,) = log["results"]
+        assert (found["ruleId"], found["level"]) == ("xla/differs", "error")
+        assert "computes other numbers" in found["message"]["text"]
+        assert "xla/differs" in {r["id"] for r in log["tool"]["driver"]["rules"]}
+    if fmt in (OutputFormat.table, OutputFormat.csv, OutputFormat.markdown):
+        assert "xla_differs" in text
+    assert not result.ok and result.xla_failures == [DIFFERS]
+    assert summary(result).endswith("under XLA: 1 output computes other numbers")

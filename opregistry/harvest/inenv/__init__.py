@@ -14,6 +14,6 @@ list of them (packaging, ruff, mypy and the Python 3.7 test all read the folder)
 ``sources``, ``names``, ``plugins``), after ``tf_imports`` has imported what fills the
 registries (as each probe worker does); ``workers`` runs the probes in subprocesses;
 ``probe`` probes one op (``probe_build``, ``probe_symbolic``, ``probe_numeric`` with
-``probe_args``, sharing ``probe_api``; with ``--xla``, ``probe_xla`` builds what ``xla``
-compiles); ``common`` holds the shared helpers.
+``probe_args`` and ``probe_families``, sharing ``probe_api``; with ``--xla``,
+``probe_xla`` builds what ``xla`` compiles); ``common`` holds the shared helpers.
 """

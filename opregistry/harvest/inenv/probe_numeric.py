@@ -11,6 +11,7 @@ import random
 import re
 
 from . import probe_args as args
+from . import probe_families as families
 from .probe_api import FLOAT_TYPES, STRING_OVERRIDES, TRAINABLE, ProbeFailure, failure_reason
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported
 from .probe_symbolic import control_flow_v1, input_names, output_names
@@ -33,7 +34,7 @@ def numeric_check(api, op_def, rows, seed=1234):
 
     Full Jacobians (at most 64 elements in and out), float64 where the kernels allow it
     (step 1e-6, tolerance 1e-5 on the error relative to max(1, |J|)), else float32
-    (step 1e-3, tolerance 2e-2). Ops of a family in ``probe_args`` get their arguments
+    (step 1e-3, tolerance 2e-2). Ops of a family in ``probe_families`` get their arguments
     built as callers build them, and are compared as a function of the real sources
     those are built from. Returns a dict with status ``verified``, ``flagged`` or
     ``not_verified`` and the evidence.
@@ -44,10 +45,10 @@ def numeric_check(api, op_def, rows, seed=1234):
         return {"status": "not_verified",
                 "reason": "no floating, complex, resource or variant input receives a gradient"}
     devices = _kernel_devices(api, op_def.name)
-    reason = args.unverifiable(op_def.name) or _no_cpu_kernel(devices, only_elsewhere=True)
+    reason = families.unverifiable(op_def.name) or _no_cpu_kernel(devices, only_elsewhere=True)
     if reason:
         return {"status": "not_verified", "reason": reason}
-    family = args.family_for(op_def.name)
+    family = families.family_for(op_def.name)
     if family is None and any(a.name == "orig_output" for a in op_def.input_arg):
         return {"status": "not_verified",
                 "reason": "orig_output must equal the forward op applied to orig_input"}
@@ -89,7 +90,7 @@ def numeric_check(api, op_def, rows, seed=1234):
 def replay(api, op_def, detail):
     """The check of a stored verification, recomputed at its stored point (``feeds``
     by placeholder name, the sources it varied): the evidence behind a flag."""
-    family = args.family_named(detail.get("family"))
+    family = families.family_named(detail.get("family"))
     point = _StoredPoint(dict((f["name"], f["value"]) for f in detail["feeds"]),
                          detail["varied"])
     return _numeric_at(api, op_def, family, detail["float_type"], detail["shape"],

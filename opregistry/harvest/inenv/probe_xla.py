@@ -10,6 +10,7 @@ from __future__ import print_function
 import random
 
 from . import probe_args as args
+from . import probe_families as families
 from . import xla, xla_variants
 from .probe_api import FLOAT_TYPES, TRAINABLE, ProbeFailure
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported
@@ -44,7 +45,7 @@ def xla_check(api, op_def, record, device="CPU"):
 
 
 def _xla_subject(api, op_def, record):
-    family = args.family_for(op_def.name)
+    family = families.family_for(op_def.name)
     configs = [(family.shape, "named")] if family is not None else list(NUMERIC_CONFIGS)
     positions = [r["position"] for r in (record or {}).get("inputs", ())
                  if r["result"] == "gradient" and r["dtype"] in TRAINABLE]
