@@ -718,13 +718,13 @@ def structures(tmp_path_factory):
         archive.add_endpoint(name, endpoint(name),
                              input_signature=[tf.TensorSpec([1, 3], tf.float32, name="x")])
     archive.write_out(str(base / "export"), verbose=False)
-    out = {}
-    for kind, path in (("module", base / "module"), ("keras", base / "export")):
-        jobs = [xla_oracle.Job(str(path), name, name) for name in _structure_outputs()]
-        answers = xla_oracle.answers(jobs)
-        out[kind] = ({j.output: answers[j].compiles for j in jobs},
-                     {"saved_model" if kind == "module" else "export": path})
-    return out
+    kinds = {"module": base / "module", "keras": base / "export"}
+    jobs = {kind: [xla_oracle.Job(str(path), name, name) for name in _structure_outputs()]
+            for kind, path in kinds.items()}
+    answers = xla_oracle.answers([j for each in jobs.values() for j in each])  # one child
+    return {kind: ({j.output: answers[j].compiles for j in jobs[kind]},
+                   {"saved_model" if kind == "module" else "export": path})
+            for kind, path in kinds.items()}
 
 
 def test_the_structural_rules_say_what_tensorflow_says_per_output(structures, xla_db):
