@@ -22,9 +22,10 @@ traces the jit step and lowers all of it, forward and backward, to XLA's HLO thr
 tf2xla, where XLA refuses an op, a gradient or a size that is not a compile-time
 constant (and aborts where it aborts); it leaves out XLA's CPU code generation and the
 run, a third of the child's time. Stage "run" calls the step as a user does; "both"
-does both and answers the run's, with the lowering's answer beside it: on the 132
-steps of the differential's programs 0-31 (both save paths) both answer alike for every
-step (``python bench/differential_xla.py --count 32 --stage both``).
+does both and answers the run's, with the lowering's answer beside it: on the
+differential's 300 programs (1,198 steps, both save paths: 466 compile, 732 fail) both
+answer alike for every step, with 0 disagreements with ``check --xla``
+(``python bench/differential_xla.py --stage both`` with the run's harvest as facts).
 
 Run as a script, it is the child: jobs as JSON lines on stdin, one answer per line on
 stdout.
