@@ -171,11 +171,12 @@ def _database(document, path):
 
 
 @pytest.fixture(scope="module")
-def registry_document():
-    """This TensorFlow's registry, without probes."""
-    from opregistry.harvest import runner
-
-    return runner.collect(probes=False)
+def registry_document(tf_document):
+    """This TensorFlow's registry, without probes: the run's harvest (tests/conftest.py,
+    built once per run) without its probe records, which is what the collector without
+    probes writes (compared op by op: the same document but its date)."""
+    return {**tf_document, "probes": None,
+            "ops": [{k: v for k, v in op.items() if k != "probe"} for op in tf_document["ops"]]}
 
 
 @pytest.fixture(scope="module")
@@ -718,13 +719,13 @@ def structures(tmp_path_factory):
         archive.add_endpoint(name, endpoint(name),
                              input_signature=[tf.TensorSpec([1, 3], tf.float32, name="x")])
     archive.write_out(str(base / "export"), verbose=False)
-    out = {}
-    for kind, path in (("module", base / "module"), ("keras", base / "export")):
-        jobs = [xla_oracle.Job(str(path), name, name) for name in _structure_outputs()]
-        answers = xla_oracle.answers(jobs)
-        out[kind] = ({j.output: answers[j].compiles for j in jobs},
-                     {"saved_model" if kind == "module" else "export": path})
-    return out
+    kinds = {"module": base / "module", "keras": base / "export"}
+    jobs = {kind: [xla_oracle.Job(str(path), name, name) for name in _structure_outputs()]
+            for kind, path in kinds.items()}
+    answers = xla_oracle.answers([j for each in jobs.values() for j in each])  # one child
+    return {kind: ({j.output: answers[j].compiles for j in jobs[kind]},
+                   {"saved_model" if kind == "module" else "export": path})
+            for kind, path in kinds.items()}
 
 
 # outputs whose step compiles and computes other numbers (an integer TensorArray of

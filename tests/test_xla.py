@@ -230,6 +230,23 @@ def test_ops_without_a_gradient_compile_alone_as_tensorflow_says(api):
     assert seen == {"compiles", "fails"}
 
 
+def test_the_callers_default_graph_and_its_variables_change_no_verdict(api):
+    """The probe refuses an op whose own graph needs variables; it once read the caller's
+    default graph instead, so a caller holding a variable made every op ``unknown``
+    ("needs variables or set-up ops") and an op's own variables went unseen."""
+    from tensorflow.python.framework import op_def_registry
+    alone = _in_env(api, "Relu")
+    assert alone["forward"] == {"status": "compiles"}, alone
+    with tf.Graph().as_default():  # a caller in graph mode, with a variable of its own
+        tf.compat.v1.Variable(1.0, name="callers")
+        inside = _in_env(api, "Relu")
+        assert (inside["forward"], inside["gradient"]) == (alone["forward"], alone["gradient"])
+    # an op whose builder makes a variable in the op's graph: refused, with why
+    found = probe.xla_check(api, op_def_registry.get("AssignAddVariableOp"), None)
+    assert found["forward"] == {"status": "unknown", "reason":
+                                "cannot build the op: build: needs variables or set-up ops"}
+
+
 def test_lookup_table_ops_are_judged_themselves_not_the_harvests_set_up(api):
     """Issue 37: ``LookupTableFindV2`` was ``unknown`` blaming ``VarHandleOp``, a variable
     the builder handed it for a table. A model's table is made outside the step, which

@@ -43,6 +43,8 @@ class Report:
     paths: list[tuple[str, Path]] = field(default_factory=list)  # (save, path)
     # every comparison made: (job, our verdict, TF's answer), to be judged again
     judged: list[tuple[Any, str, Any]] = field(default_factory=list)
+    # the oracle's stage "both": the steps whose lowering to HLO answered unlike the run
+    lowered_unlike_run: list[Any] = field(default_factory=list)
 
 
 def is_program(signature: str) -> bool:
@@ -78,10 +80,10 @@ def save_batch(tf: Any, keras: Any, batch: list[Program], root: Path, number: in
 
 
 def run(count: int, seed: int, root: Path, db: Any = None,
-        seeds: list[int] | None = None) -> Report:
+        seeds: list[int] | None = None, stage: str = xla_oracle.STAGE) -> Report:
     """The programs of seeds ``seed`` to ``seed + count - 1`` (or of ``seeds``, to run
     again the ones a run disagreed on); ``db``: a database, or a function of the saved
-    paths that makes one."""
+    paths that makes one; ``stage``: the oracle's (tests/xla_oracle.py)."""
     import keras
     import tensorflow as tf
 
@@ -113,7 +115,7 @@ def run(count: int, seed: int, root: Path, db: Any = None,
                                        if (x.signature, x.output) == (o.signature, o.output)])
     report.seconds["check"] = time.perf_counter() - start
     start = time.perf_counter()
-    theirs = xla_oracle.answers(list(ours))
+    theirs = xla_oracle.answers(list(ours), stage=stage)
     report.seconds["tensorflow"] = time.perf_counter() - start
     saves = {str(path): save for save, path in report.paths}
     for job, (verdict, found) in ours.items():
@@ -122,6 +124,8 @@ def run(count: int, seed: int, root: Path, db: Any = None,
         report.compared[save] += 1
         report.tf_compiles[answer.answer] += 1
         report.judged.append((job, verdict, answer))
+        if answer.lowered and answer.lowered != answer.answer:
+            report.lowered_unlike_run.append(answer)
         if judge(job, verdict, answer):
             report.disagreements.append((int(job.signature[1:]), save, job.signature,
                                          job.output, answer.answer, answer.message[:300],
@@ -174,10 +178,14 @@ def render(report: Report) -> str:
     lines = [f"{len(report.programs)} programs, outputs compared: "
              + ", ".join(f"{s} {report.compared[s]}" for s in SAVES)
              + "; TF: " + ", ".join(f"{k} {v}" for k, v in sorted(report.tf_compiles.items()))
-             + f"; disagreements: {len(report.disagreements)}",
+             + f"; disagreements: {len(report.disagreements)}"
+             + (f"; lowered to HLO unlike the run: {len(report.lowered_unlike_run)}"
+                if any(a.lowered for _, _, a in report.judged) else ""),
              "programs per construct:"]
     lines += [f"  {family:26} {report.constructs[family]}" for family in xla_programs.FAMILIES]
     lines.append("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in report.seconds.items()))
     lines += [f"  seed {d[0]} [{d[1]}] {d[3]}: TF {d[4]} ({d[5][:120]}), ours {d[6]} {d[7]}"
               for d in report.disagreements]
+    lines += [f"  lowered {a.lowered}, ran {a.answer}: {a.job} ({a.message[:120]})"
+              for a in report.lowered_unlike_run]
     return "\n".join(lines)

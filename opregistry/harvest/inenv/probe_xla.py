@@ -75,9 +75,10 @@ def _xla_subject(api, op_def, record):
                 sources, feeds = feeds_for(api, op_def, op, builder, shape, point)
                 # resource variables assigned from a feed (ResourceGather's) are made
                 # outside the compiled function, as a training step's are; others not
+                # (the variables of this op's own graph, not the caller's default one)
                 if (any(s.setup is not None for s in sources) and
                         xla.variable_setups(graph, feeds) is None) or \
-                        api.v1.global_variables():
+                        graph.get_collection(api.v1.GraphKeys.GLOBAL_VARIABLES):
                     raise ProbeFailure("build", "needs variables or set-up ops")
             ys = None
             if record is not None:  # it runs without XLA (the upstream gradient's shapes)
