@@ -218,7 +218,7 @@ def _connected(tf: Any, fn: Any, variables: list[Any], float_inputs: list[str],
         try:
             specs = [tf.TensorSpec(tensor.shape, tensor.dtype, name="upstream")] + [
                 tf.TensorSpec(t.shape, t.dtype) for t in frozen_inputs]
-            concrete = tf.function(traced).get_concrete_function(*specs)
+            concrete = tf.function(traced, autograph=False).get_concrete_function(*specs)
             inlined = freeze(concrete)[0]
         except Exception:  # noqa: BLE001 - LookupError for an unknown custom gradient
             continue
