@@ -241,9 +241,6 @@ def by_fact_zero(tf: Any, concrete: Any, args: list[Any] | None = None) -> list[
     of a loop that always runs is not taken for one. Where TF cannot inline (a
     py_function), on the graph as it is, a call counting as using all its inputs."""
     import differential
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2_as_graph,
-    )
 
     flat = tf.nest.flatten(concrete.structured_outputs)
     readings = []  # (graph, its results' names, loop counts), each an over-approximation
@@ -252,14 +249,12 @@ def by_fact_zero(tf: Any, concrete: Any, args: list[Any] | None = None) -> list[
         n.op in differential.WHILE_OPS for f in traced.library.function for n in f.node_def)
     for lower in (True, False) if loops_run else (True,):
         try:
-            frozen, graph_def = convert_variables_to_constants_v2_as_graph(
-                concrete, lower_control_flow=lower)
+            graph_def, inputs, outputs = differential.freeze(concrete, lower)
         except Exception:  # noqa: BLE001 - a variable as a loop variable (kept loops)
             continue
-        loops = {} if lower else loop_counts(tf, graph_def, [t.name for t in frozen.inputs],
-                                             args)
+        loops = {} if lower else loop_counts(tf, graph_def, [t.name for t in inputs], args)
         if lower or loops:  # kept control flow: only to count a loop's iterations
-            readings.append((graph_def, [t.name for t in frozen.outputs], loops))
+            readings.append((graph_def, [t.name for t in outputs], loops))
     if not readings:  # a py_function: the graph as traced
         readings.append((traced, [t.name for t in concrete.outputs], {}))
     # each reading carries at least what TF's run does (lowered: a loop's path of zero
