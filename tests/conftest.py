@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
-from opregistry.db.location import resolve
+from opregistry.db.location import resolve, shipped_database_path
 from opregistry.harvest import runner as harvest_mod
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,7 +35,7 @@ _LONG_FIRST = ["tests/test_random_differential_ci.py", "tests/test_check_xla.py"
                "tests/test_cond_predicate.py", "tests/test_library_replay.py",
                "tests/test_second_release.py", "tests/test_guard_keras.py",
                # the quick tier: the first builds the shipped site (the other site files
-               # wait for it: tests/unit/conftest.py), which takes longest
+               # wait for it: shipped_site below), which takes longest
                "tests/unit/test_site_failed_build.py", "tests/unit/test_contract.py",
                "tests/unit/test_cwd_and_full_disk.py", "tests/unit/test_db_refusals.py",
                "tests/unit/test_probe_workers.py", "tests/unit/test_site_links.py",
@@ -106,6 +107,26 @@ def harvested_db(tf_document: dict, tmp_path_factory: pytest.TempPathFactory) ->
         engine.dispose()
 
     return built_once(tmp_path_factory, "harvested_db", build) / "harvested.sqlite"
+
+
+@pytest.fixture(scope="session")
+def shipped_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(folder, stderr) of ``opregistry site`` (a real process) on the shipped database:
+    the quick tier's most expensive input, built once per run for every test that reads
+    it, across xdist's workers too (tests/built_once.py), so its readers can live in
+    several files that xdist spreads (tests/unit/test_site_shipped.py,
+    test_site_links.py, test_site_failed_build.py, and the browser's tests/test_site.py);
+    a test that changes a site copies it first."""
+    def build(folder: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "OPREGISTRY_DB"}
+        done = subprocess.run([sys.executable, "-m", "opregistry", "site", str(folder / "site"),
+                               "--db", str(shipped_database_path())], capture_output=True,
+                              text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        (folder / "stderr.txt").write_text(done.stderr)
+
+    folder = built_once(tmp_path_factory, "shipped_site", build)
+    return folder / "site", (folder / "stderr.txt").read_text()
 
 
 @pytest.fixture

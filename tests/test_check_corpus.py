@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 tf = pytest.importorskip("tensorflow")
 import differential  # noqa: E402  (tests/ is on sys.path)
+from cli_run import ROOT  # noqa: E402
 
 
 def test_check_agrees_with_tensorflow_on_every_pair_of_the_corpus(corpus, harvested_db):
@@ -40,24 +41,51 @@ def test_check_agrees_with_tensorflow_on_every_pair_of_the_corpus(corpus, harves
         assert {f"{name}-export", f"{name}-saved"} <= models
 
 
-def _check_json(path, db, seed):
+# `opregistry check --format json` of each path (argv[3:]) in a process forked from one
+# interpreter (tests/unit/forked.py: a real process each, its own exit code, stdout and
+# stderr), printed as one JSON list of [exit code, stdout, stderr]
+_CHECK_EACH = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import forked
+# what `check` imports, imported once here: each forked check pays for its own run only
+import opregistry.cli.check_run, opregistry.formats.check, opregistry.ignore_rules
+import opregistry.model.check, opregistry.model.check_files
+import opregistry.model.readers.versions, opregistry.registry.release_choice
+db, paths = sys.argv[2], sys.argv[3:]
+done = [forked.run(["check", p, "--db", db, "--format", "json"], env=os.environ)
+        for p in paths]
+print(json.dumps([[d.returncode, d.stdout, d.stderr] for d in done]))
+"""
+
+
+def _check_json(paths, db, seed):
+    """What `opregistry check --format json` prints for each path, each check in its own
+    process, forked from an interpreter started with the hash seed ``seed`` (as the
+    command line's start-up and imports, paid once per seed and not once per model)."""
     env = dict(os.environ, PYTHONHASHSEED=str(seed))
     env.pop("OPREGISTRY_DB", None)
-    done = subprocess.run([sys.executable, "-m", "opregistry", "check", str(path), "--db",
-                           str(db), "--format", "json"], capture_output=True, env=env,
-                          timeout=600)
-    assert done.returncode in (0, 1), done.stderr
-    return done.stdout
+    done = subprocess.run([sys.executable, "-c", _CHECK_EACH, str(ROOT / "tests" / "unit"),
+                           str(db), *map(str, paths)], capture_output=True, env=env,
+                          text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.splitlines()[-1])
+    for code, _, stderr in results:
+        assert code in (0, 1), stderr
+    return [stdout for _, stdout, _ in results]
 
 
 def test_output_is_byte_identical_for_any_hash_seed(corpus, harvested_db):
-    jobs = [(entry, seed) for entry in corpus for seed in range(4)]
+    """The same output for every model under four hash seeds (the text decoded as
+    ``subprocess.run(text=True)`` does)."""
+    paths = [entry.path for entry in corpus]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outputs = list(pool.map(lambda job: _check_json(job[0].path, harvested_db, job[1]),
-                                jobs))
-    by_model: dict[str, set[bytes]] = {}
-    for (entry, _), out in zip(jobs, outputs):
-        by_model.setdefault(entry.name, set()).add(out)
+        outputs = list(pool.map(lambda seed: _check_json(paths, harvested_db, seed),
+                                range(4)))
+    by_model: dict[str, set[str]] = {}
+    for per_seed in outputs:
+        for entry, out in zip(corpus, per_seed):
+            by_model.setdefault(entry.name, set()).add(out)
     assert {name: len(outs) for name, outs in by_model.items()} == \
         {entry.name: 1 for entry in corpus}
 
@@ -242,13 +270,19 @@ def _one(tape, value, source):
 
 
 def test_gradcheck_never_calls_ok_what_tensorflow_cannot_train(corpus, harvested_db):
+    """Each live object is asked once: a Keras model's two SavedModels (export and
+    saved) share it and its inputs, so TF's answers and gradcheck's are the same for both
+    entries (each entry's pairs still counted)."""
     compared = without = 0
     wrong = []
+    asked: dict[tuple[int, int], tuple] = {}  # (live, inputs) -> (TF's, gradcheck's)
     for entry in corpus:
         if entry.live is None:
             continue
-        truth = _tape(entry)
-        result = gradcheck(entry.live, *entry.inputs, db=harvested_db)
+        same = (id(entry.live), id(entry.inputs))
+        if same not in asked:
+            asked[same] = (_tape(entry), gradcheck(entry.live, *entry.inputs, db=harvested_db))
+        truth, result = asked[same]
         for pair in result.checks:
             key = None if pair.target_kind == "input" else pair.target
             gets = truth.get((pair.output, pair.target_kind, key))

@@ -39,13 +39,13 @@ def screenshot(page: Any, name: str, folder: Path, **options: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    done = run_cli("site", str(out), "--db", str(SHIPPED))
-    assert done.returncode == 0, done.stderr
+def site(shipped_site: tuple[Path, str]) -> Path:
+    """The shipped site (do not modify): built once per run, with the quick tier's site
+    tests (tests/conftest.py)."""
+    out, stderr = shipped_site
     releases = len(opregistry.releases(db=SHIPPED))  # TF's, the nightly, op libraries'
     assert re.fullmatch(rf".*: \d+ pages for \d+ ops in {releases} releases, [\d.]+ MB in "
-                        r"[\d.]+ s\n", done.stderr), done.stderr
+                        r"[\d.]+ s\n", stderr), stderr
     return out
 
 
