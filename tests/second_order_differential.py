@@ -154,6 +154,7 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
         with tf.GradientTape() as outer:
             outer.watch(xv)
             value = q(xv, output)
+        firsts.add(output)  # q's first gradients built: only the second can raise now
         grads = outer.gradient(value, [*variables, xv])
         return tf.stack([value, *(tf.constant(0.0, tf.float64) if g is None else
                                   tf.reduce_sum(tf.convert_to_tensor(g) * m)
@@ -171,6 +172,7 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
 
     outputs = list(fn.structured_outputs)
     refused: list[str] = []
+    firsts: set[str] = set()
 
     def every(xv: Any) -> Any:
         """q and the tapes of every output TF differentiates twice, in one trace (each
@@ -186,7 +188,7 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
     out: dict[str, dict[str, Answer] | str] = {}
     for o in refused:  # the first order alone raises too (ResizeArea), or only the second
         alone = tf.function(lambda xv, o=o: raising(q, o, xv), autograph=False)
-        first_raises = alone.get_concrete_function(x).structured_outputs is None
+        first_raises = o not in firsts and alone.get_concrete_function(x).structured_outputs is None
         out[o] = "first_order_raises" if first_raises else {n: Answer("raises")
                                                             for n in names}
     alive = [o for o in outputs if o not in refused]
