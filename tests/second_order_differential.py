@@ -17,7 +17,9 @@ on each file against TensorFlow on the loaded file, for every (output, target):
   disagreement: a dead ReLU).
 
 Programs are batched: ``BATCH`` programs make one SavedModel per save path, each its
-own signature, so a batch costs one save, one check and one load.
+own signature, so a batch costs one save, one check and one load. A signature costs one
+trace: q and its tapes for every output at once (the finite differences call it again),
+an output where TF raises left out inside the trace, not traced again.
 
 Run:  python tests/second_order_differential.py [--count N] [--seed S]
 """
@@ -30,6 +32,7 @@ import resource
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,69 +150,74 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
                     if g is not None), tf.constant(0.0, tf.float64))
 
     def second(xv: Any, output: str) -> Any:
-        """q's derivative for every target along its move."""
+        """q, and q's derivative for every target along its move."""
         with tf.GradientTape() as outer:
             outer.watch(xv)
             value = q(xv, output)
+        firsts.add(output)  # q's first gradients built: only the second can raise now
         grads = outer.gradient(value, [*variables, xv])
-        return tf.stack([tf.constant(0.0, tf.float64) if g is None else
-                         tf.reduce_sum(tf.convert_to_tensor(g) * m)
-                         for g, m in zip(grads, moves)])
+        return tf.stack([value, *(tf.constant(0.0, tf.float64) if g is None else
+                                  tf.reduce_sum(tf.convert_to_tensor(g) * m)
+                                  for g, m in zip(grads, moves))])
 
-    def traced(f: Any, outputs: list[str]) -> Any:
-        """``f`` of every output in one tf.function (one trace for the signature)."""
-        return tf.function(lambda xv: tf.stack([f(xv, o) for o in outputs]))
-
-    def concrete(f: Any, outputs: list[str]) -> tuple[Any, list[str], set[str]]:
-        """``f`` of the outputs TF differentiates, traced once (a concrete function,
-        reused for every number: each trace builds the loaded function's backward
-        functions again), its outputs, and the outputs TF refuses (LookupError...):
-        one trace for all, one per output only where that raises."""
+    def raising(f: Any, output: str, xv: Any) -> Any:
+        """f(xv, output), or None where TF raises building a gradient (a LookupError,
+        a gradient function's TypeError...)."""
         try:
-            return traced(f, outputs).get_concrete_function(x), outputs, set()
-        except Exception:  # noqa: BLE001 - a StagingError around TF's LookupError
-            found = set()
-            for o in outputs:
-                try:
-                    traced(f, [o]).get_concrete_function(x)
-                except Exception as exc:  # noqa: BLE001
-                    if "gradient" not in str(exc).lower():
-                        raise
-                    found.add(o)
-            rest = [o for o in outputs if o not in found]
-            return (traced(f, rest).get_concrete_function(x) if rest else None), rest, found
+            return f(xv, output)
+        except Exception as exc:  # noqa: BLE001 - whatever TF's gradient raises
+            if not _in_gradient(exc):
+                raise
+            return None
 
+    outputs = list(fn.structured_outputs)
+    refused: list[str] = []
+    firsts: set[str] = set()
+
+    def every(xv: Any) -> Any:
+        """q and the tapes of every output TF differentiates twice, in one trace (each
+        trace builds the loaded function's backward functions again); an output whose
+        second pass raises is left out, its half-built ops unused."""
+        rows = [(o, raising(second, o, xv)) for o in outputs]
+        refused.extend(o for o, row in rows if row is None)
+        return tf.stack([row for _, row in rows if row is not None]
+                        or [tf.zeros([len(names) + 1], tf.float64)])
+
+    # the tapes traced (as a training step runs them), once, reused for every number
+    tapes_of = tf.function(every, autograph=False).get_concrete_function(x)
     out: dict[str, dict[str, Answer] | str] = {}
-    first, firsts, refused = concrete(q, list(fn.structured_outputs))
-    for o in refused:  # TF refuses the first order (ResizeArea)
-        out[o] = "first_order_raises"
-    if first is None:
+    for o in refused:  # the first order alone raises too (ResizeArea), or only the second
+        alone = tf.function(lambda xv, o=o: raising(q, o, xv), autograph=False)
+        first_raises = o not in firsts and alone.get_concrete_function(x).structured_outputs is None
+        out[o] = "first_order_raises" if first_raises else {n: Answer("raises")
+                                                            for n in names}
+    alive = [o for o in outputs if o not in refused]
+    if not alive:
         return out
-    tapes_of, alive, refused = concrete(second, firsts)
-    for o in refused:
-        out[o] = {n: Answer("raises") for n in names}
-    if tapes_of is None:
-        return out
-    # the tapes traced (as a training step runs them), finite differences of the first
-    # gradients of every output at once; the eager tapes where the two differ
     tapes = tapes_of(x).numpy()
-    numeric, coarse = ([_central(tf, first, x, variables[k] if k < len(variables) else None,
+
+    def first(xv: Any) -> Any:
+        """q of every output that lives, at ``xv`` and the variables' values now."""
+        return tapes_of(xv).numpy()[:, 0]
+
+    # finite differences of the first gradients of every output at once; the eager
+    # tapes where the traced ones differ from them
+    numeric, coarse = ([_central(first, x, variables[k] if k < len(variables) else None,
                                  moves[k], h) for k in range(len(names))] for h in (step, 2 * step))
-    for row, output in enumerate(alive):
+    for at, output in enumerate(alive):
         found: dict[str, Answer] = {}
         eager = None
         for k, name in enumerate(names):
-            at = firsts.index(output)
             # Richardson's extrapolation of the two steps, and their difference: about
             # three times the first step's truncation error (where the output saturates,
             # a tanh of a large value, it exceeds the tape's tiny number)
             fine, rough = float(numeric[k][at]), float(coarse[k][at])
-            tape, fd, error = float(tapes[row][k]), (4 * fine - rough) / 3, abs(fine - rough)
+            tape, fd, error = float(tapes[at][k + 1]), (4 * fine - rough) / 3, abs(fine - rough)
             numbers = (tape, tape, fd, error)  # (eager, traced, finite differences, their error)
             wrong = False
             if not close(tape, fd, error):
                 if eager is None:
-                    eager = second(x, output).numpy()
+                    eager = second(x, output).numpy()[1:]
                 numbers = (float(eager[k]), tape, fd, error)
                 # finite differences side with the eager tape: the traced one is wrong
                 wrong = close(numbers[0], fd, error)
@@ -224,16 +232,27 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
     return out
 
 
-def _central(tf: Any, q: Any, x: Any, target: Any, move: Any, step: float) -> Any:
-    """Central differences of q (a vector) along ``move``, in float64."""
+def _in_gradient(exc: BaseException | None) -> bool:
+    """Whether ``exc`` was raised while TF built or ran a gradient (a tape's, or the
+    backward function of a function called under tapes)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:  # a loaded function re-raises its own
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return any(Path(frame.filename).name in ("backprop.py", "gradients_util.py")
+               for e in chain for frame in traceback.extract_tb(e.__traceback__))
+
+
+def _central(q: Any, x: Any, target: Any, move: Any, step: float) -> Any:
+    """Central differences of q (a vector, numpy) along ``move``, in float64."""
     if target is None:
-        return (q(x + step * move) - q(x - step * move)).numpy() / (2 * step)
-    base = tf.identity(target)
+        return (q(x + step * move) - q(x - step * move)) / (2 * step)
+    base = target.read_value()
     try:
         target.assign(base + step * move)
-        up = q(x).numpy()
+        up = q(x)
         target.assign(base - step * move)
-        down = q(x).numpy()
+        down = q(x)
     finally:
         target.assign(base)
     return (up - down) / (2 * step)
