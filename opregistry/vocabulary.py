@@ -27,6 +27,20 @@ XlaStatus = Literal["compiles", "fails", "unknown"]
 # a training step's verdict adds differs: it compiles and computes other numbers than
 # TF without XLA (a dynamic-size TensorArray written past its size)
 XlaStepStatus = Literal[XlaStatus, "differs"]
+# what of a step does not compile: the op in the forward pass, its gradient, or a
+# structure of the graph (a While without a maximum iteration count)
+XlaPart = Literal["forward", "gradient", "structure"]
+# check --order 2's verdict of a second pass: exact, structurally zero (and right),
+# dropped (silently wrong), raises, or traced_wrong (right eager, a TF kernel's defect
+# can make it zero inside a tf.function)
+SecondOrderVerdict = Literal["exact", "zero", "dropped", "raises", "traced_wrong"]
+# what the analysis says of one target of an output: it gets a gradient, the gradient
+# stops on every path (blocked), or the output does not use it
+PathStatus = Literal["gradient", "blocked", "unrelated"]
+# the guard's word for a gradient TF gave wrong or not at all (GradientWarning.kind):
+# None, identically zero, unrelated, unexplained (no recorded op explains the None),
+# unrecorded (a tape entered before the guard), raises (TF raises for the whole call)
+GuardKind = Literal["none", "zero", "unrelated", "unexplained", "unrecorded", "raises"]
 # how gradcheck takes its Jacobians
 GradcheckMode = Literal["auto", "full", "directional"]
 TargetKind = Literal["input", "variable"]
@@ -34,7 +48,10 @@ TargetKind = Literal["input", "variable"]
 REASONS: tuple[StopReason, ...] = get_args(StopReason)
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 XLA_STATUSES: tuple[XlaStatus, ...] = get_args(XlaStatus)
-XLA_STEP_STATUSES = ("compiles", "fails", "differs", "unknown")
+XLA_STEP_STATUSES: tuple[XlaStepStatus, ...] = get_args(XlaStepStatus)
+XLA_PARTS: tuple[XlaPart, ...] = get_args(XlaPart)
+SECOND_ORDER_VERDICTS: tuple[SecondOrderVerdict, ...] = get_args(SecondOrderVerdict)
+TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 GRADCHECK_MODES: tuple[GradcheckMode, ...] = get_args(GradcheckMode)
 _REASON_WORDS: dict[str, Reason] = {word: word for word in get_args(Reason)}
 

@@ -123,7 +123,7 @@ def xla_summary(result: CheckResult) -> str:
     # an output whose every XLA finding a policy accepts is counted as accepted
     kept = {(x.meta_graph, x.signature, x.output) for x in result.xla or ()}
     for o in result.outputs:
-        status = o.xla or "unknown"
+        status: str = o.xla or "unknown"
         if status != "compiles" and (o.meta_graph, o.signature, o.output) not in kept:
             status = "accepted"
         counts[status] = counts.get(status, 0) + 1

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from opregistry.creation_sites import Site, shown
 from opregistry.errors import OpregistryError
 from opregistry.model.results import GradientStop
+from opregistry.vocabulary import GuardKind
 
 ACTIONS = ("warn", "raise", "log")
 logger = logging.getLogger("opregistry.guard")
@@ -71,7 +72,7 @@ class Lost:
     # before the guard: nothing was recorded to explain it), raises (TF is raising for
     # the whole call: an op's gradient raises; ``hint`` is TF's error, the target
     # "every source")
-    kind: str
+    kind: GuardKind
     call: str  # GradientTape.gradient, tf.gradients, ...
     call_site: Site | None
     loss: str  # the op that computed the differentiated tensor

@@ -22,6 +22,7 @@ from opregistry.tf_types import (
     TFModule,
     Variable,
 )
+from opregistry.vocabulary import PathStatus
 
 # a tape's stretches of recording in a graph: [graph, ops before, ops at the end or None]
 Spans = list[list[Graph]]
@@ -31,7 +32,7 @@ Spans = list[list[Graph]]
 class Verdict:
     """What the analysis says about one source of a gradient call."""
 
-    status: str  # gradient | blocked | unrelated
+    status: PathStatus
     stops: tuple[GradientStop, ...] = ()  # with the line that created each ("file:line")
     why: dict[GradientStop, str] = field(default_factory=dict, hash=False)  # each stop, said
 

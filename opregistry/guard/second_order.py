@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from opregistry.creation_sites import Site, SiteOf, shown
 from opregistry.model.results import SecondOrderOp
 from opregistry.tf_types import Nest, Tensor
+from opregistry.vocabulary import SecondOrderVerdict
 
 if TYPE_CHECKING:
     from opregistry.guard.eager import EagerLog
@@ -36,7 +37,7 @@ class Hazard:
     """An op of an inner gradient call whose gradient op stops the second pass."""
 
     op: SecondOrderOp  # with the line that created the forward op
-    verdict: str  # dropped | raises | traced_wrong (in a graph only)
+    verdict: SecondOrderVerdict  # dropped | raises | traced_wrong (in a graph only)
     # the outer targets whose derivative loses a term (dropped): by name as analysed,
     # by source_key once bound to a call's sources
     targets: frozenset[Hashable]
@@ -84,7 +85,7 @@ def hazards(result: CheckResult, keys: Mapping[str, Hashable], site_of: SiteOf
     from opregistry.guard.graphs import shown_site
 
     by_op: dict[tuple[str, str | None, str, str],
-                tuple[SecondOrderOp, str, set[Hashable], list[str]]] = {}
+                tuple[SecondOrderOp, SecondOrderVerdict, set[Hashable], list[str]]] = {}
     for f in result.second_order or ():
         for b in f.stops:
             entry = by_op.setdefault((b.node, b.function, b.gradient_op, f.verdict), (

@@ -18,6 +18,7 @@ from opregistry.guard.live_facts import Facts, why
 from opregistry.model.graph import Model
 from opregistry.model.results import GradientStop
 from opregistry.tf_types import Graph, Nest, Tensor, TFModule, Variable
+from opregistry.vocabulary import GuardKind
 
 if TYPE_CHECKING:
     from opregistry.guard.second_order import Hazard, Pending
@@ -291,9 +292,11 @@ class Session:
         fact = "none" if gradient is None else "unknown"
         if gradient is not None and gradient is not _UNKNOWN and status == "blocked":
             fact = gradient_fact(sys.modules["tensorflow"], gradient)
+        kind: GuardKind
         if fact == "none":
-            kind = {"blocked": "none", "unrelated": "unrelated", "gradient": "unexplained"
-                    }.get(status or "", "unrelated" if symbolic else "unrecorded")
+            kinds: dict[str, GuardKind] = {"blocked": "none", "unrelated": "unrelated",
+                                           "gradient": "unexplained"}
+            kind = kinds.get(status or "", "unrelated" if symbolic else "unrecorded")
         elif status == "blocked" and any(s.reason != "unknown_op" for s in stops) and \
                 (fact == "zero" or (fact == "unknown" and symbolic)):
             kind = "zero"  # TF computes a gradient, and it is zero

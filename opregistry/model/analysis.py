@@ -45,6 +45,7 @@ from opregistry.model.walks import Stop, WalkState, path_stops, subgraph
 from opregistry.model.whole_call import Between, fatal_ops, raises_in_call, raising_at_top
 from opregistry.model.xla_check import signature_call, step_findings, xla_findings
 from opregistry.model.xla_check import verdict as xla_verdict
+from opregistry.vocabulary import TargetKind
 
 
 def analyse(model: Model, facts: dict[str, Any], release: str,
@@ -203,7 +204,7 @@ class _Source:
     """A target as the walks see it: the tensors that stand for it (a variable can be
     captured through several handles)."""
 
-    kind: str
+    kind: TargetKind
     name: str
     sources: tuple[int, ...]
     public: Target

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opregistry.remedies import OpRemedies, advise
 from opregistry.shown import Shown
-from opregistry.vocabulary import REASONS, Reason
+from opregistry.vocabulary import (
+    REASONS,
+    Reason,
+    SecondOrderVerdict,
+    TargetKind,
+    XlaPart,
+    XlaStepStatus,
+)
 
 if TYPE_CHECKING:
     from opregistry.model.readers.versions import ServingVersion
@@ -69,11 +76,11 @@ class SecondOrderFinding:
 
     signature: str
     output: str
-    target_kind: str
+    target_kind: TargetKind
     target: str
     # dropped | raises, or traced_wrong: right eager, but TF's kernel can make it zero
     # inside a tf.function (the pair's verdict is the true one)
-    verdict: str
+    verdict: SecondOrderVerdict
     stops: tuple[SecondOrderOp, ...]
     # the targets whose first-order gradient of the output crosses the ops: d/dw of
     # ||dy/dx||² is wrong when x is one of them
@@ -90,7 +97,7 @@ class SecondOrderFinding:
 class Target:
     """A trainable variable or floating input whose gradient is asked about."""
 
-    kind: str  # variable | input
+    kind: TargetKind
     name: str  # the saved name; the object path where several variables share one
     path: str = ""  # a SavedModel variable's object path ("" where there is none)
     signature: str | None = None  # an input belongs to one signature
@@ -103,7 +110,7 @@ class Finding:
 
     signature: str
     output: str
-    target_kind: str  # variable | input
+    target_kind: TargetKind
     target: str
     stops: tuple[GradientStop, ...]
     meta_graph: str = ""  # the SavedModel MetaGraph's tags ("serve"); "" for other formats
@@ -122,7 +129,7 @@ class PartialPath:
 
     signature: str
     output: str
-    target_kind: str
+    target_kind: TargetKind
     target: str
     stops: tuple[GradientStop, ...]
     meta_graph: str = ""
@@ -133,10 +140,10 @@ class PartialPath:
         return self.stops
 
 
-# what does not compile under XLA (XlaFinding.part): the op itself in the forward pass,
-# its gradient, or a structure of the graph (a While without a maximum iteration count
-# on a gradient path needs TensorList accumulators XLA cannot size)
-XLA_PARTS = ("forward", "gradient", "structure")
+# what does not compile under XLA (XlaFinding.part, vocabulary.XlaPart): the op itself
+# in the forward pass, its gradient, or a structure of the graph (a While without a
+# maximum iteration count on a gradient path needs TensorList accumulators XLA cannot
+# size)
 
 
 @dataclass(frozen=True)
@@ -151,8 +158,8 @@ class XlaFinding:
     node: str
     op: str  # the forward op (the While, for a structure)
     function: str | None
-    part: str  # one of XLA_PARTS
-    status: str  # fails | differs | unknown (vocabulary.XlaStepStatus)
+    part: XlaPart
+    status: XlaStepStatus  # fails | differs | unknown (not compiles: nothing to say)
     # what XLA refuses: the first unsupported op (ResizeNearestNeighborGrad) or the
     # structure (tensor_list_unknown_size); None where unknown
     cause: str | None = None
@@ -173,10 +180,10 @@ class OutputReport:
     partial_path: dict[str, list[str]] = field(default_factory=dict)
     # with ``check --xla``: whether the training step compiles under XLA on the CPU
     # (compiles | fails | differs | unknown: XLA_STEP_STATUSES); None when not asked
-    xla: str | None = None
+    xla: XlaStepStatus | None = None
     # with ``check --order 2``: target -> exact | dropped | raises | zero (structurally
     # zero, and right) for the targets that get a gradient; None when not asked
-    second_order: dict[str, str] | None = None
+    second_order: dict[str, SecondOrderVerdict] | None = None
 
 
 @dataclass(frozen=True, repr=False)

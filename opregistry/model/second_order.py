@@ -58,7 +58,7 @@ from opregistry.model.gradient_values import (
 )
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import output_passes, passes
-from opregistry.vocabulary import Reason, as_reason
+from opregistry.vocabulary import Reason, SecondOrderVerdict, as_reason
 
 # second-order verdicts per (output, target), worst first
 VERDICTS = ("raises", "dropped", "exact", "zero")
@@ -188,7 +188,7 @@ class SecondOrder:
 
     def output(self, signature: str, output: str, tensor: int, targets: list[Any],
                meta_graph: str, call: tuple[list[int], list[Any]] | None = None
-               ) -> tuple[dict[str, str], list[SecondOrderFinding]]:
+               ) -> tuple[dict[str, SecondOrderVerdict], list[SecondOrderFinding]]:
         """(target name -> verdict, findings) for the targets that get a first-order
         gradient from ``tensor`` (``targets``: analysis._Source). ``call``: the
         signature's outputs and targets, for a loaded function (``call_raising``)."""
@@ -219,8 +219,9 @@ class SecondOrder:
             dropping[name] = [b for b in dropping[name] if b.reason != KERNEL_DEFECT[1]]
             if not dropping[name]:
                 del dropping[name]
-        verdicts: dict[str, str] = {}
+        verdicts: dict[str, SecondOrderVerdict] = {}
         findings = []
+        verdict: SecondOrderVerdict
         for t in targets:
             if raising:
                 verdict, ops = "raises", raising

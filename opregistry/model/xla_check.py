@@ -36,6 +36,7 @@ from opregistry.model.walks import WalkState
 from opregistry.model.xla_structures import Add
 from opregistry.registry.lookup import Xla
 from opregistry.tf_types import Proto
+from opregistry.vocabulary import XlaPart, XlaStepStatus
 
 # ops XLA takes as the frame of any compiled function, not as computations: arguments,
 # constants, variable reads, calls and control flow (their bodies are checked op by op,
@@ -70,8 +71,8 @@ def xla_findings(flat: Flat, state: WalkState, signature: str, output: str, tens
     below = _below(flat, state, sources, downstream_cache)
     found: list[XlaFinding] = []
 
-    def add(inst: int, part: str, status: str, cause: str | None, message: str | None
-            ) -> None:
+    def add(inst: int, part: XlaPart, status: XlaStepStatus, cause: str | None,
+            message: str | None) -> None:
         node = flat.nodes[inst]
         found.append(XlaFinding(signature, output, node.name, node.op, flat.functions[inst],
                                 part, status, cause, message, meta_graph=meta_graph))
@@ -115,8 +116,8 @@ def step_findings(flat: Flat, state: WalkState, signature: str, call: int,
         mine_needed = _needed(flat, [j for j in backward if j not in folded]) \
             if folded else needed
 
-        def add(inst: int, part: str, status: str, cause: str | None, message: str | None,
-                mine: list[XlaFinding] = mine, output: str = output) -> None:
+        def add(inst: int, part: XlaPart, status: XlaStepStatus, cause: str | None,
+                message: str | None, mine: list[XlaFinding] = mine, output: str = output) -> None:
             node = flat.nodes[inst]
             where = _WHERE[part].format(function)
             mine.append(XlaFinding(signature, output, node.name, node.op,
@@ -308,11 +309,12 @@ def _harvested_with_xla(flat: Flat) -> bool:
     return any(getattr(facts, "xla", None) is not None for facts in flat.facts.values())
 
 
-def verdict(findings: list[XlaFinding]) -> str:
+def verdict(findings: list[XlaFinding]) -> XlaStepStatus:
     """An output's XLA status from its findings: fails (TF raises or aborts), differs
     (compiles and computes other numbers than without XLA), unknown or compiles."""
     statuses = {x.status for x in findings}
-    return next((s for s in ("fails", "differs", "unknown") if s in statuses), "compiles")
+    worst: tuple[XlaStepStatus, ...] = ("fails", "differs", "unknown")
+    return next((s for s in worst if s in statuses), "compiles")
 
 
 def downstream(flat: Flat, consumers: dict[int, list[tuple[int, int]]],

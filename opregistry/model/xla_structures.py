@@ -34,9 +34,10 @@ import struct
 from collections.abc import Callable
 
 from opregistry.model.flatten import INST, OUT, TOP, Flat, tensor_id
+from opregistry.vocabulary import XlaPart, XlaStepStatus
 
 # (instance, part, status, cause, message): how a rule reports
-Add = Callable[[int, str, str, "str | None", "str | None"], None]
+Add = Callable[[int, XlaPart, XlaStepStatus, "str | None", "str | None"], None]
 
 WHILE_OPS = ("While", "StatelessWhile")
 BRANCH_OPS = ("If", "StatelessIf", "Case", "StatelessCase")
@@ -372,7 +373,8 @@ def int_constant(flat: Flat, ref: int | None, first: bool = False) -> int | None
 
 
 def writes_past_size(flat: Flat, inst: int, consumers: dict[int, list[tuple[int, int]]],
-                     on_gradient_path: Callable[[int], bool]) -> tuple[str, str] | None:
+                     on_gradient_path: Callable[[int], bool]
+                     ) -> tuple[XlaStepStatus, str] | None:
     """(status, why) where ``inst``, an op reading a TensorList (``LIST_VALUES``), is a
     ``tf.TensorArray(dynamic_size=True)`` made with a constant size N and written at an
     index N or more (a constant index, or a loop's index where the loop may run more

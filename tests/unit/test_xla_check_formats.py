@@ -9,6 +9,7 @@ import pytest
 from opregistry.formats import OutputFormat, render, summary
 from opregistry.formats.check import CheckRenderer
 from opregistry.model.results import CheckResult, OutputReport, XlaFinding
+from opregistry.model.xla_check import verdict
 
 FAILS = XlaFinding("serving_default", "out", "model/expm/while", "StatelessWhile",
                    "__inference_f_1", "structure", "fails", "tensor_list_unknown_size",
@@ -18,8 +19,7 @@ UNKNOWN = XlaFinding("serving_default", "out", "model/odd", "OddOp", None, "forw
 
 
 def _result(xla: list[XlaFinding] | None) -> CheckResult:
-    status = None if xla is None else "fails" if any(x.status == "fails" for x in xla) \
-        else "unknown" if xla else "compiles"
+    status = None if xla is None else verdict(xla)  # the analysis's rule
     return CheckResult(release="2.21.0", source="model", findings=[], unknown_ops=[],
                        outputs=[OutputReport("serving_default", "out", xla=status)],
                        xla=xla)
