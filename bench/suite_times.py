@@ -110,16 +110,7 @@ def render(figures: dict[str, Any], wall: float | None, top: int, markdown: bool
     lines += [head, ""]
 
     def table(title: str, header: list[str], rows: list[list[str]]) -> None:
-        lines.append(title)
-        if markdown:
-            lines.append("| " + " | ".join(header) + " |")
-            lines.append("|" + "|".join("---" for _ in header) + "|")
-            lines.extend("| " + " | ".join(row) + " |" for row in rows)
-        else:
-            widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-            lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                         for r in [header, *rows])
-        lines.append("")
+        lines.extend([title, *_table(header, rows, markdown), ""])
 
     order = ["unit", "unit-fuzz", "tf", "tf-fuzz", "slow"]
     table("Per tier", ["tier", "tests", "seconds", "share", "CPU seconds"],
@@ -165,16 +156,18 @@ def compare(before: dict[str, Any], after: dict[str, Any], markdown: bool) -> st
     (bs, bc, bn), (as_, ac, an) = totals(before), totals(after)
     rows.append(["all" if not markdown else "**all**", str(bn), f"{bs:.1f}", f"{bc:.1f}",
                  str(an), f"{as_:.1f}", f"{ac:.1f}", f"{ac / bc:.2f}" if bc else "-"])
-    lines = ["Per file, before and after (longest after first)"]
+    return "\n".join(["Per file, before and after (longest after first)",
+                      *_table(header, rows, markdown)])
+
+
+def _table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+    """A table's lines: markdown, or plain columns padded to their widest cell."""
     if markdown:
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join("---" for _ in header) + "|")
-        lines.extend("| " + " | ".join(row) + " |" for row in rows)
-    else:
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in [header, *rows])
-    return "\n".join(lines)
+        return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
+                *("| " + " | ".join(row) + " |" for row in rows)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+            for r in [header, *rows]]
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], float]:
