@@ -96,10 +96,10 @@ def test_the_parsers_recursion_error_is_caught(tmp_path):
 def test_a_dotted_key_of_100000_parts_is_refused_at_once(tmp_path, form):
     """It took 39 s, then MemoryError; the last form never ends its key."""
     path = _file(tmp_path, form.format(key=".".join(["a"] * 100_000)))
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(PolicyError, match=f"more than {MAX_KEY_PARTS} dotted parts"):
         load_policy(path=path)
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
 
 
 def test_dots_in_strings_comments_floats_and_dates_are_not_key_parts(tmp_path):
@@ -189,26 +189,30 @@ def test_expires_as_a_toml_date_or_a_string(tmp_path, value):
 
 
 # ------------------------------------------------------------------ globs
+# The bounds below are hangs caught (minutes before the fixes), not speed goals: CPU time
+# of this thread only (time.thread_time), since in the README command's workers TF's own
+# threads, left by an earlier file, count in the process's CPU time (4 s of it once made
+# a 10 ms match fail).
 
 def test_a_glob_bomb_is_refused_at_once(tmp_path):
     """100,000 ``[`` hung for minutes in fnmatch's translation."""
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(PolicyError, match=f"the limit is {MAX_PATTERN:,}"):
         load_policy(["op:" + "[" * 100_000])
     with pytest.raises(PolicyError, match="a pattern of 100,000 characters"):
         load_policy(path=_file(tmp_path, f'[[ignore]]\npattern = "{"[" * 100_000}"\n'
                                          'reason = "r"\n'))
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
 
 
 @pytest.mark.parametrize("pattern", ["[" * 1000, "[!" * 500, "*a" * 500, "[a-" * 333,
                                      "[z-a]" * 200, "[--]" * 250, "[&&~~||]" * 125])
 def test_globs_at_the_length_limit_compile_and_match_fast(pattern):
-    started = time.process_time()
+    started = time.thread_time()
     matches = compile_glob(pattern)
     for name in ("a" * 10_000, "[" * 1000, pattern, ""):
         assert matches(name) == fnmatch.fnmatchcase(name, pattern)
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
 
 
 def test_globs_match_as_fnmatch_does():
@@ -232,12 +236,12 @@ def _many(tmp_path: Path, count: int) -> Path:
 def test_ten_thousand_rules_are_fast_and_the_summary_short(tmp_path, model):
     """300,000 rules took 65 s and printed 300,001 lines; now at most MAX_RULES, fast."""
     path = _many(tmp_path, MAX_RULES - 1)
-    started = time.process_time()
+    started = time.thread_time()
     policy = load_policy(path=path)
     for index in range(2000):
         rule = policy.rule_for([f"out{index}"], f"t{index}", [("Round", "r")])
         assert rule is not None and rule.pattern == "node:r*"
-    assert time.process_time() - started < 5
+    assert time.thread_time() - started < 5
     lines = summary(2000, policy)
     assert lines[0] == "2000 findings ignored by policy: node:r*"
     assert lines[1:6] == [f"policy rule matched nothing: op:Op{i} (generated; "
