@@ -8,11 +8,21 @@ them. No TensorFlow."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
-from fuzz_policies import UNSAFE, make_input, run  # tests/unit is on sys.path
+from fuzz_policies import (  # tests/unit is on sys.path
+    UNSAFE,
+    Timeout,
+    _alarm,
+    cpu_alarm,
+    make_input,
+    run,
+)
 
 from opregistry.model.readers import schema
 
@@ -35,6 +45,30 @@ def test_the_first_mutated_policy_files_load_or_are_refused_in_time():
 @pytest.mark.fuzz
 def test_the_rest_of_six_hundred_mutated_policy_files():
     _check(run(INPUTS - QUICK, first=QUICK), INPUTS - QUICK)
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_alarm_fires_on_the_reading_threads_cpu_only():
+    """The reading thread's own CPU times an input out (ITIMER_VIRTUAL, used before,
+    never fired on this machine's kernel); another thread's CPU (TF's, in an xdist
+    worker) does not."""
+    previous = signal.signal(signal.SIGVTALRM, _alarm)
+    try:
+        busy = threading.Thread(target=_spin, args=(0.6,))
+        with cpu_alarm(0.2):
+            busy.start()
+            busy.join()  # 0.6 s of CPU in the process, none in this thread
+        started = time.thread_time()
+        with pytest.raises(Timeout), cpu_alarm(0.2):
+            _spin(5)
+        assert time.thread_time() - started < 0.5  # 0.2 s and a 20 ms poll
+    finally:
+        signal.signal(signal.SIGVTALRM, previous)
 
 
 def _blocked_model(path):
