@@ -41,6 +41,7 @@ import programs  # noqa: E402
 STRUCTURAL = frozenset({"Const", "NoOp", "Placeholder", "_Arg", "_Retval"})
 PARTS = ("check-saved", "check-export", "guard-eager", "guard-traced", "gradcheck")
 CONCERN_STATES = ("none", "no_gradient", "missing", "partial")
+WHOLE_CALL = "every source"  # the guard's target of a ``raises`` loss (the whole call)
 
 
 @dataclass
@@ -226,7 +227,10 @@ def guard_calls(tf: Any, module: Any, output: str, at: list[list[Any]], traced: 
               for n, xs in enumerate(at[1:])]
     found = {lost.target: lost.kind for lost in guard.lost}
     own = sorted(module_vars(module)) + [f"x{i}" for i in range(len(at[0]))]
-    return given, {o: found[n] for o, n in zip(own, names) if n in found}
+    reported = {o: found[n] for o, n in zip(own, names) if n in found}
+    if WHOLE_CALL in found:  # "TF raises for the whole call": judged too where it does not
+        reported[WHOLE_CALL] = found[WHOLE_CALL]
+    return given, reported
 
 
 def by_fact_zero(tf: Any, concrete: Any, args: list[Any] | None = None) -> list[bool]:
@@ -357,8 +361,14 @@ def judge_guard(program: programs.Program, part: str, output: str, names: list[s
                 ) -> list[Disagreement]:
     """What the guard reported for one gradient call against TF's answers in that call
     (``given``: ``zero`` is by fact, see ``guard_calls``); ``other``, TF's answers at
-    the other point, are gradcheck's business."""
+    the other point, are gradcheck's business. Here TF did not raise: a ``raises`` loss
+    (an output whose path has no missing gradient, beside one whose path has) is wrong."""
     found = []
+    if WHOLE_CALL in reported:
+        found.append(Disagreement(
+            program.seed, part, program.family, "TF differentiates, guard raises",
+            f"{output}: TF differentiates the call, the guard reports that TF raises "
+            f"for it ({reported[WHOLE_CALL]})"))
     for name, here in zip(names, given):
         if here == "none":
             expected, answer = {"none", "unrelated", "unexplained", "unrecorded"}, "None"

@@ -6,7 +6,8 @@ no site (they named the ``opregistry`` script's line, or whoever called ``check`
 from __future__ import annotations
 
 import keras
-from keras_applications import check_one, problems
+import pytest
+from keras_applications import CI_MODELS, check_one, problems
 
 import opregistry
 
@@ -31,3 +32,14 @@ def test_a_keras_files_findings_name_no_site(tmp_path):
     ops = result.stops
     assert {b.op for b in ops} == {"Round"}
     assert all(b.site is None for b in ops), ops  # not this file's line
+
+
+@pytest.mark.parametrize("name", CI_MODELS)
+def test_the_ci_models_without_their_top_are_checked(name, tmp_path):
+    """``include_top=False``: unknown height and width in every model, as
+    ``python tests/keras_applications.py`` checks all of keras.applications; with
+    ``--xla`` (check_one), no error and no site."""
+    result, _seconds = check_one(name, tmp_path, include_top=False)
+    assert result.outputs and result.outputs[0].with_gradient, result.outputs
+    assert all(o.xla for o in result.outputs)
+    assert not problems(result)

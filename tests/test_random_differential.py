@@ -159,6 +159,37 @@ def test_planted_guard_silence_where_tensorflow_raises_is_caught(report: rd.Repo
     assert [d.kind for d in found] == ["guard silent where TF raises"], found
 
 
+def test_the_guard_beside_an_output_where_tensorflow_raises(tmp_path: Path,
+                                                           harvested_db: Path) -> None:
+    """Several outputs of which only one reaches an op whose gradient TF has no entry
+    for: program 16 (``tf.unique`` of a variable) with a second output that does not
+    reach it (programs 0-59 hold none: where one has several outputs, the others reach
+    an op that raises too, PreventGradient in program 94). Judged as the differential judges
+    the guard, TF deciding: TF raises differentiating ``out0``, eagerly and traced, and
+    the guard says so first, naming Unique; TF differentiates ``out1``, and the guard
+    reports no raise there. A raise planted in that report is a disagreement."""
+    import tensorflow as tf
+
+    base = programs.generate(16)
+    beside = programs.T("smooth", "tf.sin(v0) * x1", concern=False)
+    program = dataclasses.replace(
+        base, statements=[*base.statements, ("t2", beside)],
+        outputs={**base.outputs, "out1": "t2"},
+        depends={**base.depends, "t2": {"v0", "x1"}})
+    report = rd.Report(concern_ops=rd.concern_ops(harvested_db))
+    module = rd.load(program, tmp_path).build_module()
+    rd.compare_guard(tf, report, program, module, rd.points(tf, program), harvested_db)
+    assert not report.disagreements, [d.text() for d in report.disagreements]
+    assert {(r[1], r[2]) for r in report.guard_raise_runs} == {
+        ("guard-eager", "out0"), ("guard-traced", "out0")}
+    runs = {(r[1], r[2]): r for r in report.guard_runs}
+    assert set(runs) == {("guard-eager", "out1"), ("guard-traced", "out1")}
+    for prog, part, output, names, given, other, reported in runs.values():
+        planted = {**reported, rd.WHOLE_CALL: "raises"}
+        found = rd.judge_guard(prog, part, output, names, given, other, planted)
+        assert [d.kind for d in found] == ["TF differentiates, guard raises"], found
+
+
 def test_planted_gradcheck_verdict_is_caught(report: rd.Report) -> None:
     """A gradcheck ``none`` turned ``ok``, and an ``ok`` turned ``unrelated``."""
     program, checks, truth = next(

@@ -280,3 +280,52 @@ def test_data_formats_and_dtypes_compile_as_the_shipped_database_says():
     assert all(v == ("compiles", {"compiles"}) for v in told.values()), {
         k: v for k, v in told.items() if v != ("compiles", {"compiles"})}
     assert len(told) == 44
+
+
+def test_no_op_library_op_compiles_in_any_attribute_setting():
+    """Op libraries need no verdict per attribute setting: the shipped database has no op
+    of the six libraries whose forward compiles (each fails or is unknown, whatever its
+    attributes, so no setting can make its step compile), and TF agrees where a library
+    is installed: no tensorflow-text op has an XLA kernel, and a jit step through its
+    ``ConstrainedSequence`` fails naming it in each of the 8 settings of its bool
+    attributes (``use_viterbi``, ``use_log_space``, ``use_start_and_end_states``)."""
+    import itertools
+
+    from tensorflow.python.framework import kernels
+
+    text = pytest.importorskip("tensorflow_text")
+    libraries = [r for r in opregistry.releases() if r.library]
+    assert len({r.library for r in libraries}) == 6
+    for release in libraries:
+        assert [x.forward.get("compiles", 0) for x in release.xla] == [0], release.library
+    (release,) = opregistry.releases(library="tensorflow-text")
+    names = [op.op for op in opregistry.ops(release.release, library="tensorflow-text")]
+    assert len(names) == release.ops
+    with_xla = {n: sorted({k.device_type for k in kernels.get_registered_kernels_for_op(
+        n).kernel}) for n in names}
+    assert not {n: d for n, d in with_xla.items() if any("XLA" in x for x in d)}
+    assert all(with_xla.values())  # (each is registered here, with a CPU kernel)
+
+    scores = tf.Variable([[[10.0, 12.0, 6.0], [13.0, 12.0, 11.0]]])
+    said = {}
+    for viterbi, log_space, ends in itertools.product([False, True], repeat=3):
+        n = 4 if ends else 3
+        decode = text.viterbi_constrained_sequence if viterbi else \
+            text.greedy_constrained_sequence
+
+        def step(decode=decode, log_space=log_space, ends=ends, n=n):
+            with tf.GradientTape() as tape:
+                states = decode(scores, tf.constant([2]), tf.ones([n, n], tf.bool),
+                                tf.ones([n, n]), use_log_space=log_space,
+                                use_start_and_end_states=ends)
+                y = tf.reduce_sum(tf.cast(states.flat_values, tf.float32)) * scores[0, 0, 0]
+            return y, tape.gradient(y, scores)
+
+        tf.function(step)()  # (TF runs it without XLA)
+        try:
+            tf.function(step, jit_compile=True)()
+            said[(viterbi, log_space, ends)] = "compiles"
+        except tf.errors.OpError as exc:
+            said[(viterbi, log_space, ends)] = "fails" if "ConstrainedSequence" in str(
+                exc) else str(exc)[:200]
+    assert set(said.values()) == {"fails"} and len(said) == 8, said
