@@ -12,6 +12,7 @@ logits, sampled classes). Sizes and scalars come from the caller's seeded
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,8 @@ def families(tf: Any, rng: random.Random, name: str) -> list[Family]:
     """The families a call is tried in, in order (the first seven are the ones the
     test began with: a name they call keeps its trace; the rest are for the names they
     do not: booleans, strings, encoded images, sequences, volumes, scalars, lists of
-    tensors, integer labels of float logits)."""
+    tensors, integer labels of float logits, images of one, four channels or 16 pixels,
+    quantized integers)."""
     n = rng.randint(3, 5)
     first = [Family("complex", tf.complex64, [n, n])] if name.rsplit(".", 1)[-1] in {
         "angle"} else []  # on a real input TF builds a sign test instead of the op
@@ -76,20 +78,56 @@ def families(tf: Any, rng: random.Random, name: str) -> list[Family]:
         Family("sequence", tf.float32, [n, 2, n]),
         Family("volume", tf.float32, [2, n + 1, n + 1, n + 1, 3]),
         Family("scalar", tf.float32, []), Family("int_vector", tf.int32, [2 * n]),
-        Family("list", tf.float32, [n, n]), Family("sparse_labels", tf.float32, [n, n])]
+        Family("list", tf.float32, [n, n]), Family("sparse_labels", tf.float32, [n, n]),
+        Family("gray_image", tf.float32, [2, 2 * n, 2 * n, 1]),
+        Family("deep_image", tf.float32, [2, n + 1, n + 1, 4]),
+        Family("large_image", tf.float32, [1, 16, 16, 3]),
+        Family("quantized", tf.quint8, [n, n])]
 
 
-def argument(tf: Any, name: str, family: Family, rng: random.Random,
-             call: tuple[str, frozenset[str]]) -> Any:
+@dataclass(frozen=True)
+class Call:
+    """What a parameter's argument depends on besides the family: the function's name,
+    the parameters it is given, and those its docstring says are lists or sparse."""
+
+    function: str
+    params: frozenset[str]
+    lists: frozenset[str] = frozenset()
+    sparse: frozenset[str] = frozenset()
+
+
+def described(doc: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The parameters a TF docstring's ``Args:`` describes as lists of tensors, and as
+    sparse tensors only (``coeffs: A list of `Tensor```, ``a: `SparseTensor```; not
+    ``a: `Tensor` or `SparseTensor```, whose usual call is dense)."""
+    lists, sparse = set(), set()
+    for param, text in re.findall(r"^\s+(\w+): (.*)$", doc, re.MULTILINE):
+        head = text.lower()
+        if head.startswith(("a list of", "list of", "a python list of")):
+            lists.add(param)
+        elif re.match(r"(an? )?(input )?`?(tf\.)?(sparse\.)?sparsetensor`?[ .,]", head) and (
+                " or " not in head.split(".")[0]):
+            sparse.add(param)
+    return frozenset(lists), frozenset(sparse)
+
+
+def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call) -> Any:
     """The argument for a parameter called ``name`` in one family (placeholders for
-    tensors: what a model's traced function holds); ``call`` is the function's name
-    and the names of the parameters it is given."""
+    tensors: what a model's traced function holds)."""
     dtype, shape = family.dtype, family.shape
 
     def placeholder(s: list[Any] = shape, d: Any = dtype) -> Any:
         return tf.compat.v1.placeholder(d, s)
     rows = shape[0] if shape and shape[0] is not None else 3
-    function, params = call
+    params = call.params
+    if name in call.sparse and dtype != tf.string:
+        return structured(tf, "sp_input", family, call, placeholder)
+    if family.name == "list" and name in call.lists:
+        return [placeholder(), placeholder()]
+    if name in ("bias", "upper", "size", "perm", "axes", "filters", "output_shape"):
+        special = shaped(tf, name, family, rng, call, placeholder)
+        if special is not None:
+            return special
     if name == "features" and "serialized" in params:  # parse_example's
         return {"f": tf.io.FixedLenFeature([], tf.float32)}
     if family.name == "sparse_labels" and name in ("labels", "targets"):
@@ -155,16 +193,39 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random,
                 "max_range"):
         return round(rng.uniform(0.1, 0.9), 2) + (0.0 if name.startswith(("min", "a_min"))
                                                    else 1.0)
-    return structured(tf, name, family, (function, params), placeholder)
+    return structured(tf, name, family, call, placeholder)
 
 
-def structured(tf: Any, name: str, family: Family, call: tuple[str, frozenset[str]],
-               placeholder: Any) -> Any:
+def shaped(tf: Any, name: str, family: Family, rng: random.Random, call: Call,
+           placeholder: Any) -> Any:
+    """Arguments whose shape another parameter decides (None: the usual one): a bias of
+    the channels, an image's new height and width, an LU factorization's permutation,
+    a transposed convolution's filters and output, an upper bound above the lower."""
+    shape, function, params = family.shape, call.function, call.params
+    if name == "bias" and "value" in params:  # bias_add(value, bias): the channels
+        return placeholder([shape[-1]])
+    if name == "upper" and "lower" in params:  # random_contrast: lower < upper
+        return round(rng.uniform(1.1, 1.9), 2)
+    if name == "size" and len(shape) == 4 and ("images" in params or "image" in params):
+        return [d + 1 for d in shape[1:3]]  # resize: the new height and width
+    if name == "perm" and "lower_upper" in params:  # lu: the rows' permutation
+        return placeholder([shape[-1]], tf.int32)
+    if name == "axes" and {"a", "b"} <= params:  # tensordot: the contracted axes' count
+        return 1
+    transposed = "transpose" in function and "conv" in function
+    if name == "filters" and transposed and len(shape) >= 3:  # [window, out, in]
+        return placeholder([*[3] * (len(shape) - 2), 2, shape[-1]])
+    if name == "output_shape" and transposed:
+        return [d or 2 for d in shape[:-1]] + [2]
+    return None
+
+
+def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any) -> Any:
     """The arguments that are not one tensor of the family: sparse tensors, variables,
     strings, sampled classes, windows of a convolution's gradient, callables."""
     dtype, shape = family.dtype, family.shape
     rank, rows = len(shape), shape[0] if shape and shape[0] is not None else 3
-    function, params = call
+    function, params = call.function, call.params
     if name in ("sp_input", "sp_a", "sp_b", "sp_ids", "sp_weights", "sp_inputs"):
         sparse = [tf.sparse.SparseTensor(placeholder([None, rank], tf.int64),
                                          placeholder([None]),
@@ -176,11 +237,17 @@ def structured(tf: Any, name: str, family: Family, call: tuple[str, frozenset[st
     if name in ("updates", "gradients", "operand", "val", "ary", "q", "counts",
                 "mean_ss", "variance_ss", "signals"):
         return placeholder()
+    if name == "serialized_sparse":  # a batch of serialized sparse tensors: [N, 3]
+        return placeholder([rows, 3], tf.string)
     if name in STRINGS:
-        return placeholder([] if name in ("contents", "bytes", "filename") else [rows],
-                           tf.string)
+        single = name in ("contents", "bytes", "filename") or "single" in function
+        return placeholder([] if single else [rows], tf.string)
+    if name == "context_features":
+        return {"f": tf.io.FixedLenFeature([], tf.float32)}
     if name in PYTHON_STRINGS:
         return PYTHON_STRINGS[name]
+    if name in ("start", "size") and "sp_input" in params:  # sparse.slice: int64 corners
+        return [0] * rank if name == "start" else [d or 2 for d in shape]
     if name in MORE_INTS:
         return MORE_INTS[name]
     if name in MORE_SCALARS:

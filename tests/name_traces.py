@@ -22,7 +22,7 @@ import random
 import sys
 from typing import Any
 
-from name_arguments import Family, NoArgument, argument, families
+from name_arguments import Call, Family, NoArgument, argument, described, families
 
 # ops that say nothing of what a call does: a call building only these did nothing
 # with its arguments (a float cast to float, a static shape read as a constant)
@@ -92,15 +92,16 @@ def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,
 
     name, fn = function
     required, optional = parameters
-    given = frozenset(p.name for p in required + optional)
+    context = Call(name, frozenset(p.name for p in required + optional),
+                   *described(inspect.getdoc(fn) or ""))
     graph = func_graph.FuncGraph("call")
     try:
         with graph.as_default():
-            args = {p.name: argument(tf, p.name, family, rng, (name, given))
+            args = {p.name: argument(tf, p.name, family, rng, context)
                     for p in required}
             for p in optional:
                 try:
-                    args[p.name] = argument(tf, p.name, family, rng, (name, given))
+                    args[p.name] = argument(tf, p.name, family, rng, context)
                 except NoArgument:
                     continue
             positional = [args[p.name] for p in required if p.kind != p.KEYWORD_ONLY]

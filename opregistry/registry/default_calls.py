@@ -182,6 +182,13 @@ _calls("tf.nn.sampled_softmax_loss", "SoftmaxCrossEntropyWithLogits", "MatMul",
 _calls("tf.compat.v1.metrics.precision_at_thresholds "
        "tf.compat.v1.metrics.recall_at_thresholds", "RealDiv", "Sum")
 
+_calls("tf.tensordot tf.linalg.tensordot", "MatMul")
+_calls("tf.math.polyval", "Mul", "AddV2")
+_calls("tf.image.ssim tf.image.ssim_multiscale", "DepthwiseConv2dNative", "Mean")
+# TF 2 parses one example as a batch of one
+_calls("tf.io.parse_single_example tf.compat.v1.parse_single_example", "ParseExampleV2",
+       "ParseSingleExample")
+
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
 _COMPAT = ("tf.compat.v1.", "tf.compat.v2.")
