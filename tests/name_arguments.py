@@ -206,7 +206,7 @@ def shaped(tf: Any, name: str, family: Family, rng: random.Random, call: Call,
         return placeholder([shape[-1]])
     if name == "upper" and "lower" in params:  # random_contrast: lower < upper
         return round(rng.uniform(1.1, 1.9), 2)
-    if name == "size" and len(shape) == 4 and ("images" in params or "image" in params):
+    if name == "size" and len(shape) == 4 and params & {"images", "image", "offsets"}:
         return [d + 1 for d in shape[1:3]]  # resize: the new height and width
     if name == "perm" and "lower_upper" in params:  # lu: the rows' permutation
         return placeholder([shape[-1]], tf.int32)
@@ -295,6 +295,37 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
     if name in ("true_fn", "false_fn", "f"):
         tensor = placeholder()
         return (lambda *args: tensor * 2) if name != "f" else (lambda x: x * 2)
+    if name in ("variance", "per_example_loss", "log_input", "regularization_loss",
+                "frequency_weights", "self", "audio"):
+        return placeholder([rows, 1] if name == "audio" else shape)
+    if name in ("depthwise_filter", "pointwise_filter"):  # separable: 3x3, then 1x1
+        return placeholder([3, 3, shape[-1], 1] if name.startswith("depth")
+                           else [1, 1, shape[-1], 2])
+    if name == "window_shape":
+        return [2] * (rank - 2)
+    if name == "pooling_type":
+        return "MAX"
+    if name == "ksizes" and "sizes" not in params:  # TF 1's name of sizes
+        return [1] + [2] * (rank - 2) + [1]
+    if name in ("jpeg_quality", "sample_rate", "vocab_size", "dimension"):
+        return {"jpeg_quality": 50, "sample_rate": 8000, "vocab_size": 3}.get(name, 1)
+    if name == "default_value":
+        return tf.zeros([], dtype)
+    if name == "to_retain":  # one per value of a sparse tensor
+        return placeholder([None], tf.bool)
+    if name == "type":
+        return tf.int32 if dtype.size == 4 else tf.uint8
+    if name in ("shape_x", "shape_y"):
+        return [rows, 1] if name == "shape_x" else [1, rows]
+    if name == "crop_window":
+        return [0, 0, 2, 2]
+    if name == "offsets":  # extract_glimpse: a centre per image
+        return placeholder([rows, 2])
+    if name == "ranks":
+        return [rank]
+    if name == "pred_fn_pairs":
+        tensor = placeholder()
+        return [(placeholder([], tf.bool), lambda: tensor * 2)]
     if name == "record_defaults":
         return [[0.0]]
     if name == "unigrams":

@@ -189,6 +189,11 @@ _calls("tf.image.ssim tf.image.ssim_multiscale", "DepthwiseConv2dNative", "Mean"
 _calls("tf.io.parse_single_example tf.compat.v1.parse_single_example", "ParseExampleV2",
        "ParseSingleExample")
 
+# TF 2's case is nested conds (their branches assert: If)
+_calls("tf.case tf.compat.v1.case", "If", "StatelessIf")
+# pooling_type="MAX" or "AVG", of any rank: a 4-D input (an image batch) is MaxPool
+_calls("tf.nn.pool", "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D")
+
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
 _COMPAT = ("tf.compat.v1.", "tf.compat.v2.")
