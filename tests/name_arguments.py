@@ -82,7 +82,7 @@ def families(tf: Any, rng: random.Random, name: str) -> list[Family]:
         Family("gray_image", tf.float32, [2, 2 * n, 2 * n, 1]),
         Family("deep_image", tf.float32, [2, n + 1, n + 1, 4]),
         Family("large_image", tf.float32, [1, 16, 16, 3]),
-        Family("quantized", tf.quint8, [n, n])]
+        Family("quantized", tf.quint8, [n, n]), Family("string_list", tf.string, [n])]
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,10 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
     params = call.params
     if name in call.sparse and dtype != tf.string:
         return structured(tf, "sp_input", family, call, placeholder)
-    if family.name == "list" and name in call.lists:
+    if family.name in ("list", "string_list") and name in call.lists:
         return [placeholder(), placeholder()]
-    if name in ("bias", "upper", "size", "perm", "axes", "filters", "output_shape"):
+    if name in ("bias", "upper", "size", "perm", "axes", "filters", "output_shape", "min",
+                "max"):
         special = shaped(tf, name, family, rng, call, placeholder)
         if special is not None:
             return special
@@ -199,10 +200,13 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
 def shaped(tf: Any, name: str, family: Family, rng: random.Random, call: Call,
            placeholder: Any) -> Any:
     """Arguments whose shape another parameter decides (None: the usual one): a bias of
-    the channels, an image's new height and width, an LU factorization's permutation,
-    a transposed convolution's filters and output, an upper bound above the lower."""
+    the channels (or a quantization's range per channel), an image's new height and
+    width, an LU factorization's permutation, a transposed convolution's filters and
+    output, an upper bound above the lower."""
     shape, function, params = family.shape, call.function, call.params
     if name == "bias" and "value" in params:  # bias_add(value, bias): the channels
+        return placeholder([shape[-1]])
+    if name in ("min", "max") and "per_channel" in function:  # fake_quant: per channel
         return placeholder([shape[-1]])
     if name == "upper" and "lower" in params:  # random_contrast: lower < upper
         return round(rng.uniform(1.1, 1.9), 2)
@@ -326,6 +330,8 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
     if name == "pred_fn_pairs":
         tensor = placeholder()
         return [(placeholder([], tf.bool), lambda: tensor * 2)]
+    if name in ("inp", "Tout"):  # py_function(func, inp, Tout)
+        return [placeholder()] if name == "inp" else dtype
     if name == "record_defaults":
         return [[0.0]]
     if name == "unigrams":

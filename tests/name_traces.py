@@ -66,23 +66,25 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     optional = [p for p in parameters if p.default is None or (
         p.kind == p.VAR_POSITIONAL and p.name in ("inputs", "args", "tensors", "values"))]
-    why = "builds only plumbing"
+    refused, plumbing = "", False
     for extra in ([], optional):
-        if extra is optional and (not optional or not why.startswith("refuses")):
+        if extra is optional and (not optional or not refused):
             break
         for family in families(tf, rng, name):
             found = call(tf, (name, fn), family, rng, (required, extra))
             if isinstance(found, NoArgument):
                 return {"family": None, "why": str(found)}
             if isinstance(found, Exception):
-                why = "refuses the generated arguments"
                 refused = type(found).__name__
             elif found - (CHECK_PLUMBING if name.rsplit(".", 1)[-1].startswith("assert_")
                           else PLUMBING):
                 return {"family": family.name + ("+optional" if extra else ""),
                         "ops": sorted(found - {"Placeholder", "Const"})}
-    return {"family": None, "why": why + (f" ({refused})" if why.startswith("refuses")
-                                          else "")}
+            else:
+                plumbing = True
+    # a function some family called is callable: it builds only plumbing
+    return {"family": None, "why": "builds only plumbing" if plumbing or not refused
+            else f"refuses the generated arguments ({refused})"}
 
 
 def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,

@@ -194,6 +194,9 @@ _calls("tf.case tf.compat.v1.case", "If", "StatelessIf")
 # pooling_type="MAX" or "AVG", of any rank: a 4-D input (an image batch) is MaxPool
 _calls("tf.nn.pool", "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D")
 
+# stateful=True by default: PyFunc (PyFuncStateless only when asked)
+_calls("tf.numpy_function", "PyFunc", "PyFuncStateless")
+
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
 _COMPAT = ("tf.compat.v1.", "tf.compat.v2.")
