@@ -18,19 +18,20 @@ imported had loaded: ``tf.compat.v1.xla_*``, ``rpc_*``; a class), 91 are never c
 (``tf.config``, ``tf.summary``, ``tf.data``, ``tf.keras``, ``tf.train``,
 ``enable_*``...: they change the process, touch files, or need a writer or a
 cluster), 132 take a parameter no generator makes (an RNN cell, a variable list, a
-crop window, a protobuf's field names...), 78 refuse every family of generated
-arguments (shapes or dtypes they do not take together, or a call TF refuses to
-trace: NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing but
-plumbing with them (a cast to the same dtype, a static shape, a check TF decides
+protobuf's field names, an index to shuffle...), 78 refuse every family of generated
+arguments (shapes or dtypes they do not take together, or a call TF refuses to trace:
+NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing
+but plumbing with them (a cast to the same dtype, a static shape, a check TF decides
 statically). ``python tests/test_python_name_traces.py`` prints these counts.
 
 A name's first op not among the ops its call builds is a wrong mapping: fixed in
 ``opregistry/registry/default_calls.py`` (the ops a call builds where the harvest
-cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad) and in
+cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad;
+tf.compat.v1.scatter_update -> ResourceScatterUpdate, on TF 2's variables) and in
 ``names.HELPER_OPS`` / ``names.newest_first`` (TF 1's Enter/Exit and reference
 variables last; AddV2 before Add). ``EXCEPTIONS`` holds the few names whose generated
-call is not their usual one. Cost: one TF import and about 13 CPU seconds of
-tracing, in the child; about 20 CPU seconds for the file.
+call is not their usual one. Cost: one TF import and about 15 CPU seconds of
+tracing, in the child; about 24 CPU seconds for the file.
 """
 from __future__ import annotations
 
