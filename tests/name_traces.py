@@ -11,7 +11,7 @@ Arguments are generated from each function's signature, by parameter name
 (tests/name_arguments.py), in families of shapes and dtypes tried in order; the first
 family whose call builds an op that is not plumbing wins. A function that refuses
 every family with its required parameters is tried again with its optional ones that
-default to None. Sizes and scalars come from a ``random.Random`` seeded per function,
+default to None (of TF 1's twin parameters, the new name only). Sizes and scalars come from a ``random.Random`` seeded per function,
 so a run is the same on every machine.
 """
 from __future__ import annotations
@@ -47,6 +47,13 @@ NEVER_CALLED = ("tf.config.", "tf.compat.v1.config.", "tf.distribute.",
 NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experimental_")
 
 
+# TF 1's deprecated names of a parameter, with the name that replaced them: a TF 1
+# function takes one of the two (tf.compat.v1.nn.conv2d(filter=None, filters=None))
+TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
+         "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
+         "value": "input"}
+
+
 def called(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
     return not (name.startswith(NEVER_CALLED) or last.startswith(NEVER_CALLED_VERBS))
@@ -66,6 +73,8 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     optional = [p for p in parameters if p.default is None or (
         p.kind == p.VAR_POSITIONAL and p.name in ("inputs", "args", "tensors", "values"))]
+    given = {p.name for p in required + optional}
+    optional = [p for p in optional if TWINS.get(p.name) not in given]
     refused, plumbing = "", False
     for extra in ([], optional):
         if extra is optional and (not optional or not refused):
