@@ -7,12 +7,12 @@ argument family the call traced with, "ops": the op types of the traced graph an
 every function in its library (cond and loop bodies), without Placeholder and Const} or
 {"family": null, "why": the reason it cannot be called}.
 
-Arguments are generated from each function's signature, by parameter name, in
-families tried in order (a square float matrix, an image batch, a float vector, a
-complex matrix, an int matrix, a float matrix of unknown batch size, a complex
-image batch); the first family
-whose call builds an op that is not plumbing wins. Sizes and scalars come from a
-``random.Random`` seeded per function, so a run is the same on every machine.
+Arguments are generated from each function's signature, by parameter name
+(tests/name_arguments.py), in families of shapes and dtypes tried in order; the first
+family whose call builds an op that is not plumbing wins. A function that refuses
+every family with its required parameters is tried again with its optional ones that
+default to None (of TF 1's twin parameters, the new name only). Sizes and scalars come from a ``random.Random`` seeded per function,
+so a run is the same on every machine.
 """
 from __future__ import annotations
 
@@ -22,9 +22,14 @@ import random
 import sys
 from typing import Any
 
+from name_arguments import Call, Family, NoArgument, argument, described, families
+
 # ops that say nothing of what a call does: a call building only these did nothing
 # with its arguments (a float cast to float, a static shape read as a constant)
 PLUMBING = frozenset({"Placeholder", "Const", "Identity", "NoOp", "IdentityN"})
+# and for a check TF decides from the static shape (tf.debugging.assert_rank), the
+# shape it reads: the check itself (Assert) is not built
+CHECK_PLUMBING = PLUMBING | {"Shape"}
 
 # modules and names never called: they change the process (eager mode, devices,
 # seeds, summaries' writers), touch files or the network, or need a running cluster
@@ -41,99 +46,12 @@ NEVER_CALLED = ("tf.config.", "tf.compat.v1.config.", "tf.distribute.",
                 "tf.autograph.", "tf.compat.v1.autograph.")
 NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experimental_")
 
-FLOATS = {"x", "y", "input", "a", "b", "tensor", "data", "inputs", "value", "values",
-          "labels", "predictions", "features", "input_tensor", "x1", "x2", "logits",
-          "params", "weights", "t", "z", "signal", "y_true", "y_pred", "matrix", "rhs",
-          "diagonal", "bias", "scores", "v", "input_", "image", "images", "chol",
-          "lower_upper", "lhs", "grad", "dy", "arr", "embeddings", "coeffs", "dividend",
-          "divisor", "u", "w", "m", "x_in", "x_or_y", "target", "targets", "condition"}
-LISTS = {"tensors", "elems", "xs", "input_list", "inputs_list"}
-INTS = {"k": 2, "num": 2, "n": 2, "depth": 3, "num_segments": 3, "num_classes": 3,
-        "num_or_size_splits": 2, "max_output_size": 2, "nbins": 4, "num_true": 1,
-        "num_sampled": 2, "range_max": 4, "block_size": 2, "axis": -1, "dim": -1}
-SCALARS = {"delta", "max_delta", "contrast_factor", "saturation_factor", "alpha", "rate",
-           "epsilon", "gamma", "clip_norm", "lower", "upper", "stddev", "mean",
-           "threshold", "minval", "maxval", "clip_value_min", "clip_value_max", "beta",
-           "fraction", "central_fraction", "scale", "offset", "momentum", "decay",
-           "keep_prob", "lam", "temperature", "l2", "l1"}
 
-
-# functions of complex numbers, called with one first (on a real input TF builds a sign
-# test instead of the op: tf.math.angle)
-COMPLEX_FIRST = {"angle"}
-
-
-def families(tf: Any, rng: random.Random, name: str) -> list[tuple[str, Any, list[Any]]]:
-    n = rng.randint(3, 5)
-    first = [("complex", tf.complex64, [n, n])] if name.rsplit(".", 1)[-1] in COMPLEX_FIRST else []
-    return first + [
-            ("square", tf.float32, [n, n]), ("image", tf.float32, [2, 2 * n, 2 * n, 3]),
-            ("vector", tf.float32, [2 * n]), ("complex", tf.complex64, [n, n]),
-            ("int", tf.int32, [n, n]), ("unknown_batch", tf.float32, [None, n]),
-            ("complex_image", tf.complex64, [2, 2 * n, 2 * n, 3])]
-
-
-class NoArgument(Exception):
-    """A parameter no generator makes: no family will do."""
-
-
-def argument(tf: Any, name: str, dtype: Any, shape: list[Any], rng: random.Random) -> Any:
-    """The argument for a parameter called ``name`` in one family (placeholders for
-    tensors: what a model's traced function holds)."""
-    def placeholder(s: list[Any] = shape) -> Any:
-        return tf.compat.v1.placeholder(dtype, s)
-    rows = shape[0] if shape and shape[0] is not None else 3
-    if name in FLOATS:
-        return placeholder()
-    if name in LISTS:
-        return [placeholder(), placeholder()]
-    if name in INTS:
-        return INTS[name]
-    if name in SCALARS:
-        return round(rng.uniform(0.1, 0.9), 2)
-    if name == "axes":
-        return [len(shape) - 1]
-    if name in ("indices", "ids", "segment_ids"):  # sorted, in range of any axis
-        return tf.constant(sorted(rng.randint(0, 1) for _ in range(rows)))
-    if name in ("shape", "size", "output_shape", "dims"):
-        return [d or 2 for d in shape]
-    if name == "multiples":
-        return [2] * len(shape)
-    if name == "perm":
-        return list(reversed(range(len(shape))))
-    if name in ("dtype", "out_type"):  # another dtype than the input's: a real cast
-        return tf.int32 if dtype.is_floating or dtype.is_complex else tf.float32
-    if name == "seed":
-        return (rng.randint(0, 99), rng.randint(0, 99))
-    if name in ("fn", "func"):
-        return lambda *args: args[0] * 2
-    if name == "boxes":
-        return tf.compat.v1.placeholder(tf.float32, [rows, 4])
-    rank = len(shape)
-    if name in ("ksize", "strides", "dilations"):  # a 2x2 window over an image batch
-        return [1, 2, 2, 1] if rank == 4 and name == "ksize" else [1] * rank
-    if name == "padding":
-        return "SAME"
-    if name in ("filters", "filter"):  # 3x3, the input's channels to two
-        return tf.compat.v1.placeholder(dtype, [3, 3, shape[-1], 2])
-    if name in ("bias", "biases", "real", "imag", "img1", "img2", "sorted_sequence"):
-        return placeholder([shape[-1]] if name.startswith("bias") else shape)
-    if name == "mask":
-        return tf.compat.v1.placeholder(tf.bool, shape)
-    if name in ("t_list", "tup", "arrays"):
-        return [placeholder(), placeholder()]
-    if name in ("fft_length", "reps"):
-        return [shape[-1]] if name == "fft_length" else [2] * rank
-    if name in ("frame_length", "window_length", "num_rows", "num_samples", "num_buckets",
-                "repeats", "shift", "frame_step"):
-        return 2
-    if name in ("begin", "paddings"):
-        return [0] * rank if name == "begin" else [[1, 1]] * rank
-    if name in ("max_val", "a_min", "a_max", "p", "low", "min", "max", "min_range",
-                "max_range"):
-        return round(rng.uniform(0.1, 0.9), 2) + (0.0 if name.startswith(("min", "a_min"))
-                                                   else 1.0)
-    raise NoArgument(f"no generated argument for parameter {name!r}")
+# TF 1's deprecated names of a parameter, with the name that replaced them: a TF 1
+# function takes one of the two (tf.compat.v1.nn.conv2d(filter=None, filters=None))
+TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
+         "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
+         "value": "input"}
 
 
 def called(name: str) -> bool:
@@ -142,35 +60,78 @@ def called(name: str) -> bool:
 
 
 def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
-    from tensorflow.python.framework import func_graph
-
+    """The ops of the first family whose call builds more than plumbing: with the
+    required parameters, then (for a function none of them did) with the optional
+    ones that default to None and have a generator too (tf.nn.sigmoid_cross_entropy_
+    with_logits(labels=None, logits=None); einsum's ``*inputs``)."""
     rng = random.Random(seed)
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return {"family": None, "why": "no signature"}
     required = [p for p in parameters if p.default is inspect.Parameter.empty
                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    why = "builds only plumbing"
-    for family, dtype, shape in families(tf, rng, name):
-        graph = func_graph.FuncGraph("call")
-        try:
-            with graph.as_default():
-                args = {p.name: argument(tf, p.name, dtype, shape, rng) for p in required}
-                fn(*[args[p.name] for p in required if p.kind != p.KEYWORD_ONLY],
-                   **{p.name: args[p.name] for p in required if p.kind == p.KEYWORD_ONLY})
-        except NoArgument as error:
-            return {"family": None, "why": str(error)}
-        except Exception as error:  # noqa: BLE001 - arguments the function refuses
-            why = f"refuses the generated arguments ({type(error).__name__})"
-            continue
-        definition = graph.as_graph_def()
-        ops = {node.op for node in definition.node}
-        for function in definition.library.function:
-            ops.update(node.op for node in function.node_def)
-        if ops - PLUMBING:
-            return {"family": family, "ops": sorted(ops - {"Placeholder", "Const"})}
-    return {"family": None, "why": why}
+    optional = [p for p in parameters if p.default is None or (
+        p.kind == p.VAR_POSITIONAL and p.name in ("inputs", "args", "tensors", "values"))]
+    given = {p.name for p in required + optional}
+    optional = [p for p in optional if TWINS.get(p.name) not in given]
+    refused, plumbing = "", False
+    for extra in ([], optional):
+        if extra is optional and (not optional or not refused):
+            break
+        for family in families(tf, rng, name):
+            found = call(tf, (name, fn), family, rng, (required, extra))
+            if isinstance(found, NoArgument):
+                return {"family": None, "why": str(found)}
+            if isinstance(found, Exception):
+                refused = type(found).__name__
+            elif found - (CHECK_PLUMBING if name.rsplit(".", 1)[-1].startswith("assert_")
+                          else PLUMBING):
+                return {"family": family.name + ("+optional" if extra else ""),
+                        "ops": sorted(found - {"Placeholder", "Const"})}
+            else:
+                plumbing = True
+    # a function some family called is callable: it builds only plumbing
+    return {"family": None, "why": "builds only plumbing" if plumbing or not refused
+            else f"refuses the generated arguments ({refused})"}
+
+
+def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,
+         parameters: tuple[list[Any], list[Any]]) -> set[str] | Exception:
+    """The op types one call builds (its graph's and its functions'), or why not."""
+    from tensorflow.python.framework import func_graph
+
+    name, fn = function
+    required, optional = parameters
+    context = Call(name, frozenset(p.name for p in required + optional),
+                   *described(inspect.getdoc(fn) or ""))
+    graph = func_graph.FuncGraph("call")
+    try:
+        with graph.as_default():
+            args = {p.name: argument(tf, p.name, family, rng, context)
+                    for p in required}
+            for p in optional:
+                try:
+                    args[p.name] = argument(tf, p.name, family, rng, context)
+                except NoArgument:
+                    continue
+            positional = [args[p.name] for p in required if p.kind != p.KEYWORD_ONLY]
+            keywords = {p.name: args[p.name] for p in required + optional
+                        if p.name in args and (p.kind == p.KEYWORD_ONLY or p in optional)
+                        and p.kind != p.VAR_POSITIONAL}
+            rest = [t for p in optional if p.kind == p.VAR_POSITIONAL and p.name in args
+                    for t in (args[p.name] if isinstance(args[p.name], list)
+                              else [args[p.name]])]
+            fn(*positional, *rest, **keywords)
+    except NoArgument as error:
+        return error
+    except Exception as error:  # noqa: BLE001 - arguments the function refuses
+        return error
+    definition = graph.as_graph_def()
+    ops = {node.op for node in definition.node}
+    for library_function in definition.library.function:
+        ops.update(node.op for node in library_function.node_def)
+    return ops
 
 
 def main() -> None:

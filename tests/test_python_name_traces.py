@@ -5,31 +5,40 @@ The names are the installed release's (the shipped database's ``tf.*`` names of 
 2.21.0: 2,171, without ``tf.raw_ops.*``, which are op names). One child process
 (tests/name_traces.py: it calls arbitrary public functions, some of which change TF's
 global state) calls each function once (aliases share it) with arguments generated
-from its signature by parameter name, in families of shapes and dtypes, seeded per
-function, and records every op of the traced graph and of its functions (cond and
-loop bodies). 1,155 names build an op that way. The other 1,016 cannot be called
-with generated arguments: 117 are not functions of this installation (generated
-wrappers of ops that modules the harvest imported had loaded: ``tf.compat.v1.xla_*``,
-``rpc_*``; a class), 91 are never called (``tf.config``, ``tf.summary``, ``tf.data``,
-``tf.keras``, ``tf.train``, ``enable_*``...: they change the process, touch files, or
-need a writer or a cluster), 530 take a parameter no generator makes (a sparse tensor,
-a file's contents, sampled classes, a callable of a given form...), 230 refuse every
-family of generated arguments (shapes or dtypes they do not take), and 48 build
-nothing but plumbing with them (a cast to the same dtype, a static shape).
+from its signature by parameter name (tests/name_arguments.py: tensors, sparse
+tensors, resource variables, strings, sampled classes, integer labels of logits,
+callables, windows and sizes; lists and sparse tensors where the docstring says so),
+in families of shapes and dtypes (float, complex, int, bool, string and quantized;
+rank 0 to 5; lists of tensors), seeded per function, and records every op of the
+traced graph and of its functions (cond and loop bodies). 1,697 names build an op
+that way (1,155 before the structured arguments and the families after the seventh).
+The other 474 cannot be called with generated arguments: 117 are not
+functions of this installation (generated wrappers of ops that modules the harvest
+imported had loaded: ``tf.compat.v1.xla_*``, ``rpc_*``; a class), 91 are never called
+(``tf.config``, ``tf.summary``, ``tf.data``, ``tf.keras``, ``tf.train``,
+``enable_*``...: they change the process, touch files, or need a writer or a
+cluster), 132 take a parameter no generator makes (an RNN cell, a variable list, a
+protobuf's field names, an index to shuffle...), 69 refuse every family of generated
+arguments (shapes or dtypes they do not take together, or a call TF refuses to trace:
+NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing
+but plumbing with them (a cast to the same dtype, a static shape, a check TF decides
+statically). ``python tests/test_python_name_traces.py`` prints these counts.
 
 A name's first op not among the ops its call builds is a wrong mapping: fixed in
 ``opregistry/registry/default_calls.py`` (the ops a call builds where the harvest
-cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad) and in
+cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad;
+tf.compat.v1.scatter_update -> ResourceScatterUpdate, on TF 2's variables) and in
 ``names.HELPER_OPS`` / ``names.newest_first`` (TF 1's Enter/Exit and reference
 variables last; AddV2 before Add). ``EXCEPTIONS`` holds the few names whose generated
-call is not their usual one. Cost: one TF import and about 12 CPU seconds of
-tracing, in the child; about 30 CPU seconds for the file.
+call is not their usual one. Cost: one TF import and about 15 CPU seconds of
+tracing, in the child; about 24 CPU seconds for the file.
 """
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -49,8 +58,8 @@ EXCEPTIONS = {
     "tf.compat.v1.where_v2": "Where",
     "tf.compat.v1.where": "Where",  # where(c, x, y): Select
 }
-# names the generator calls today (1,155): fewer means a generator or a family broke
-CALLED_AT_LEAST = 1100
+# names the generator calls today (1,697): fewer means a generator or a family broke
+CALLED_AT_LEAST = 1670
 
 
 def release_names() -> list[str]:
@@ -65,17 +74,30 @@ def release_names() -> list[str]:
                   if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
 
 
-@pytest.fixture(scope="module")
-def traces() -> dict[str, dict[str, Any]]:
-    names = release_names()
-    if not names:
-        pytest.skip(f"the shipped database has no TensorFlow {version('tensorflow')}")
+def traced(names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each name's trace by the child process (tests/name_traces.py)."""
     child = subprocess.run([sys.executable, str(Path(__file__).with_name("name_traces.py"))],
                            input=json.dumps(names), capture_output=True, text=True,
                            timeout=1800, check=False)
     assert child.returncode == 0, child.stderr[-3000:]
     found: dict[str, dict[str, Any]] = json.loads(child.stdout)
     return found
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, dict[str, Any]]:
+    names = release_names()
+    if not names:
+        pytest.skip(f"the shipped database has no TensorFlow {version('tensorflow')}")
+    return traced(names)
+
+
+def counts(traces: dict[str, dict[str, Any]]) -> Counter[str]:
+    """How many names were traced, per family, and why the others were not (the
+    figures of this docstring and of docs/commands/lookup.md)."""
+    return Counter(f"traced ({t['family']})" if t["family"] else
+                   t["why"].split(" (")[0].split(" for parameter")[0]
+                   for t in traces.values())
 
 
 def first_ops(names: list[str]) -> dict[str, list[str]]:
@@ -111,3 +133,11 @@ def test_each_default_call_is_traced_or_called_by_hand(
     unchecked = [name for name in DEFAULT_CALLS
                  if name in traces and not traces[name]["family"] and name not in CALLS]
     assert not unchecked, unchecked
+
+
+if __name__ == "__main__":  # the counts: python tests/test_python_name_traces.py
+    found = counts(traced(release_names()))
+    print(f"{sum(found.values())} names, "
+          f"{sum(n for k, n in found.items() if k.startswith('traced'))} traced")
+    for reason, number in found.most_common():
+        print(f"{number:5}  {reason}")

@@ -147,6 +147,56 @@ _calls("tf.experimental.numpy.dstack", "ConcatV2")
 _calls("tf.experimental.numpy.stack", "Pack")
 _calls("tf.experimental.numpy.random.randint", "RandomUniformInt")
 
+# TF 2's variables are resource variables, also under tf.compat.v1 (ref variables'
+# ops only in TF 1's graph mode)
+for _op in ("Add", "Div", "Max", "Min", "Mul", "Sub", "Update"):
+    _calls(f"tf.compat.v1.scatter_{_op.lower()}", f"ResourceScatter{_op}", f"Scatter{_op}")
+for _op in ("Add", "Sub", "Update"):
+    _calls(f"tf.compat.v1.scatter_nd_{_op.lower()}", f"ResourceScatterNd{_op}",
+           f"ScatterNd{_op}")
+_calls("tf.compat.v1.assign", "AssignVariableOp", "Assign")
+_calls("tf.compat.v1.assign_add", "AssignAddVariableOp", "AssignAdd")
+_calls("tf.compat.v1.assign_sub", "AssignSubVariableOp", "AssignSub")
+# TF 2's cond is If (StatelessIf where no branch has a stateful op); accumulate_n adds
+# with add_n since TF 2.1 (the harvest still reaches AccumulateNV2)
+_calls("tf.cond tf.compat.v1.cond tf.__internal__.smart_cond.smart_cond", "StatelessIf",
+       "If")
+_calls("tf.math.accumulate_n tf.compat.v1.accumulate_n tf.compat.v1.math.accumulate_n",
+       "AddN", "AccumulateNV2")
+# a Python pattern (the usual call) is compiled once: the Static ops
+_calls("tf.strings.regex_replace tf.compat.v1.regex_replace", "StaticRegexReplace",
+       "RegexReplace")
+_calls("tf.strings.regex_full_match", "StaticRegexFullMatch", "RegexFullMatch")
+_calls("tf.strings.unicode_split_with_offsets", "UnicodeDecodeWithOffsets")
+# linspace is written in TF ops since TF 2.3 (LinSpace before)
+_calls("tf.linspace tf.compat.v1.lin_space tf.experimental.numpy.linspace", "Mul",
+       "AddV2", "Range", "LinSpace")
+_calls("tf.experimental.numpy.logspace", "Pow", "Mul", "AddV2", "Range")
+_calls("tf.image.crop_to_bounding_box", "Slice")
+_calls("tf.image.pad_to_bounding_box", "Pad")
+_calls("tf.image.resize_with_crop_or_pad tf.compat.v1.image.resize_image_with_crop_or_pad",
+       "Slice", "Pad")
+_calls("tf.signal.stft", "RFFT", "GatherV2")
+_calls("tf.nn.sampled_softmax_loss", "SoftmaxCrossEntropyWithLogits", "MatMul",
+       "LogUniformCandidateSampler", "ComputeAccidentalHits")
+_calls("tf.compat.v1.metrics.precision_at_thresholds "
+       "tf.compat.v1.metrics.recall_at_thresholds", "RealDiv", "Sum")
+
+_calls("tf.tensordot tf.linalg.tensordot", "MatMul")
+_calls("tf.math.polyval", "Mul", "AddV2")
+_calls("tf.image.ssim tf.image.ssim_multiscale", "DepthwiseConv2dNative", "Mean")
+# TF 2 parses one example as a batch of one
+_calls("tf.io.parse_single_example tf.compat.v1.parse_single_example", "ParseExampleV2",
+       "ParseSingleExample")
+
+# TF 2's case is nested conds (their branches assert: If)
+_calls("tf.case tf.compat.v1.case", "If", "StatelessIf")
+# pooling_type="MAX" or "AVG", of any rank: a 4-D input (an image batch) is MaxPool
+_calls("tf.nn.pool", "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D")
+
+# stateful=True by default: PyFunc (PyFuncStateless only when asked)
+_calls("tf.numpy_function", "PyFunc", "PyFuncStateless")
+
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
 _COMPAT = ("tf.compat.v1.", "tf.compat.v2.")
