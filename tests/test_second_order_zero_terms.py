@@ -142,3 +142,57 @@ def test_an_op_off_the_outputs_path_keeps_nothing_for_it(tmp_path):
 
     verdicts = {o.output: o.second_order for o in _check(f, tmp_path).outputs}
     assert verdicts == {"cube": {"xv": "exact"}, "normalised": {"xv": "dropped"}}
+
+
+MASKED = {
+    # position by position after the maximum: v changes nothing reaching the resize
+    "square": (lambda m, r: tf.reduce_sum(m * m), "exact"),
+    "tanh_times_input": (lambda m, r: tf.reduce_sum(tf.tanh(m) * m), "exact"),
+    # the rule must not apply: positions mixed after it, or the resize reaching the
+    # output beside the maximum (its product with the maximum's value)
+    "pooled": (lambda m, r: tf.reduce_sum(tf.square(tf.nn.avg_pool2d(m, 2, 1, "SAME"))),
+               "dropped"),
+    "beside": (lambda m, r: tf.reduce_sum(m * r), "dropped"),
+}
+
+
+@pytest.mark.parametrize("readout", list(MASKED))
+def test_a_maximum_masks_its_other_inputs_term(readout, tmp_path):
+    """``max(resize(x), v)`` then each readout: the second pass's term in v through the
+    resize (ResizeBilinearGrad, registered with no gradient) is dropped only where the
+    maximum's value reaches the resize's gradient at other positions or beside it
+    (seeds 186, 248). d/dv of <df/dx, d> along u: the tape against central finite
+    differences moving v; check's verdict for v is TF's."""
+    rng = np.random.default_rng(8)
+    x, d, u = (tf.constant(rng.normal(size=SHAPE)) for _ in range(3))
+    v = tf.Variable(rng.normal(size=SHAPE), name="v")
+    read, theirs = MASKED[readout]
+
+    def f(xv: Any) -> Any:
+        r = tf.cast(tf.image.resize(xv, [6, 6]), tf.float64)[:, 1:5, 1:5, :]
+        return read(tf.maximum(r, v), r)
+
+    def q() -> Any:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        return tf.reduce_sum(inner.gradient(y, x) * d)
+
+    with tf.GradientTape() as outer:
+        value = q()
+    g = outer.gradient(value, v)
+    tape = 0.0 if g is None else float(tf.reduce_sum(g * u))
+    base, step = v.numpy(), 1e-4
+    v.assign(base + step * u.numpy())
+    up = float(q())
+    v.assign(base - step * u.numpy())
+    numeric = (up - float(q())) / (2 * step)
+    v.assign(base)
+    assert ("dropped" if abs(tape - numeric) > 1e-3 * max(1.0, abs(numeric)) else "exact") \
+        == theirs, (tape, numeric)
+    module = tf.Module()
+    module.v = v
+    module.f = tf.function(f, input_signature=[tf.TensorSpec(SHAPE, tf.float64)])
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures=module.f.get_concrete_function())
+    [output] = opregistry.check(tmp_path / "m", order=2).outputs
+    assert output.second_order["v"] == theirs

@@ -57,6 +57,7 @@ from opregistry.model.gradient_values import (
     own_values,
     reach_all,
 )
+from opregistry.model.masked_terms import masked_edges, unmasked
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import output_passes, passes
 from opregistry.model.zero_terms import live_reach, zero_edges
@@ -201,15 +202,15 @@ class SecondOrder:
         # gradient op without a gradient function still raises there (TF records it)
         zero = zero_edges(flat, state.consumers(), reach, tensor)
         full, reach = reach, live_reach(flat, tensor, reach, zero) if zero else reach
-        curved, raising, dropping, inner_of = self._terms(targets, reach, forward & reach)
+        curved, raising, dropping, inner_of = self._terms(tensor, targets, reach, forward & reach)
         if zero:
-            raising, _, raising_inner = self._stops(targets, full, forward & full)
+            raising, _, raising_inner = self._stops(tensor, targets, full, forward & full)
             inner_of.pop("*", None)
             inner_of.update({k: v for k, v in raising_inner.items() if k == "*"})
         # a term dropped only where one branch of a cond runs (branches.py)
         branch_of = conditional_drops(
             flat, tensor, full, zero, set(dropping),
-            lambda r: set(self._terms(targets, r, forward & r)[2])) if dropping else {}
+            lambda r: set(self._terms(tensor, targets, r, forward & r)[2])) if dropping else {}
         if call is not None and targets and flat.model.format == "savedmodel":
             raising = _unique(raising + self.call_raising(*call))
         # TF's kernel, not its registry: the number is right eager, may be zero traced
@@ -241,7 +242,7 @@ class SecondOrder:
                 branch_of.get(t.name, "") if verdict == "dropped" else ""))
         return verdicts, findings
 
-    def _terms(self, targets: list[_Target], reach: set[int], on_path: set[int]
+    def _terms(self, tensor: int, targets: list[_Target], reach: set[int], on_path: set[int]
                ) -> tuple[set[int], list[SecondOrderOp], dict[str, list[SecondOrderOp]],
                           dict[str, set[str]]]:
         """(what the values the first-order gradient keeps are computed from, then as
@@ -265,11 +266,11 @@ class SecondOrder:
                         for v in values:
                             if flat.ops[v & INST] == "StopGradient":
                                 keepers.setdefault(v, set()).add(t)
-        raising, dropping, inner_of = self._stops(targets, reach, on_path)
+        raising, dropping, inner_of = self._stops(tensor, targets, reach, on_path)
         self._stopped_values(keepers, targets, dropping, inner_of)
         return reach_all(flat, kept), raising, dropping, inner_of
 
-    def _stops(self, targets: list[Any], reach: set[int], on_path: set[int]
+    def _stops(self, tensor: int, targets: list[Any], reach: set[int], on_path: set[int]
                ) -> tuple[list[SecondOrderOp], dict[str, list[SecondOrderOp]],
                           dict[str, set[str]]]:
         """(the ops that make the output's second order raise, target -> the ops that
@@ -303,7 +304,10 @@ class SecondOrder:
                 raising += _named(flat, inst, stop, True)
                 inner_of.setdefault("*", set()).update(inner)
             if stop.drops:
-                changing = reach_all(flat, values + own_values(flat, inst, structural=False))
+                kept_here = values + own_values(flat, inst, structural=False)
+                masked = masked_edges(flat, state.consumers(), reach, inst, tensor)
+                changing = unmasked(flat, kept_here, masked) if masked else \
+                    reach_all(flat, kept_here)
                 for t in targets:
                     if any(s in changing for s in t.sources):
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))

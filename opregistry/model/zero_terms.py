@@ -133,7 +133,7 @@ def _moments_axes(flat: Flat, x: int, mean: int, inv: int, product: int, out: in
             _origin(flat, flat.inputs[m][0]) != x:
         return None
     keep = flat.nodes[m].attr.get("keep_dims")
-    shapes = [_shape(flat, t) for t in (x, mean, inv, tensor_id(product, 0), out)]
+    shapes = [shape_of(flat, t) for t in (x, mean, inv, tensor_id(product, 0), out)]
     if keep is None or not keep.b or any(s is None for s in shapes):
         return None
     xs, ms, invs, ps, outs = (_aligned(s, len(shapes[0])) for s in shapes)  # type: ignore[arg-type]
@@ -186,7 +186,7 @@ def _uniform(flat: Flat, consumers: Consumers, reach: set[int], tensor: int, axe
 def _sums_over(flat: Flat, inst: int, axes: set[int]) -> bool:
     """Whether a Sum or Mean reduces every one of ``axes`` (from the shapes)."""
     ref = flat.inputs[inst][0]
-    shape_in, shape_out = _shape(flat, ref), _shape(flat, tensor_id(inst, 0))
+    shape_in, shape_out = shape_of(flat, ref), shape_of(flat, tensor_id(inst, 0))
     if shape_in is None or shape_out is None:
         return False
     if not shape_out:
@@ -197,7 +197,7 @@ def _sums_over(flat: Flat, inst: int, axes: set[int]) -> bool:
 
 def _flat_along(flat: Flat, ref: int | None, axes: set[int]) -> bool:
     """Whether the tensor at ``ref`` is one value along ``axes`` (broadcast there)."""
-    shape = _shape(flat, ref)
+    shape = shape_of(flat, ref)
     return shape is not None and all(-a > len(shape) or shape[a] == 1 for a in axes)
 
 
@@ -215,7 +215,7 @@ def _origin(flat: Flat, ref: int | None) -> int | None:
     return ref
 
 
-def _shape(flat: Flat, ref: int | None) -> list[int] | None:
+def shape_of(flat: Flat, ref: int | None) -> list[int] | None:
     """The static shape TF saved for the tensor at ``ref`` (-1: a dimension unknown),
     None where none was saved or the rank is unknown."""
     if ref is None or (ref & INST) in flat.transparent:
