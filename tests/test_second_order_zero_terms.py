@@ -1,5 +1,5 @@
-"""Second-order terms zero by construction (opregistry/model/zero_terms.py) and terms
-dropped in one branch of a cond only (opregistry/model/branches.py), TensorFlow
+"""Second-order terms zero by construction (opregistry/model/zero_terms.py), masked by a
+maximum (masked_terms.py) and dropped in one branch of a cond only (branches.py), TensorFlow
 deciding: nested tapes against float64 central finite differences at the point, and
 ``check --order 2`` on the SavedModel (whose functions carry the shapes the batch
 normalisation rule reads).
@@ -8,7 +8,7 @@ A sum of batch-normalised values over the normalised axes is constant: its gradi
 zero, so tf.nn.moments' StopGradient drops nothing (TF and finite differences: zero);
 the same with a nonlinearity before the sum, a sum over other axes or a mean over a
 subset of them is not constant, and the stop drops a term (the rule must not apply).
-Cost: about 25 s of CPU (eleven small SavedModels)."""
+Cost: about 12 s of CPU (fourteen small SavedModels)."""
 from __future__ import annotations
 
 from pathlib import Path
