@@ -64,6 +64,7 @@ class Report:
     warned: Counter[str] = field(default_factory=Counter)  # part -> traced_wrong findings
     disagreements: list[str] = field(default_factory=list)
     judged: list[tuple[str, str]] = field(default_factory=list)  # (check's, TF's)
+    branched: int = 0  # pairs check says are dropped in one branch of a cond only
     seconds: float = 0.0
     cpu: float = 0.0
 
@@ -130,7 +131,7 @@ def tf_answers(tf: Any, fn: Any, seed: int, single: bool = False
 
     variables = list(fn.trainable_variables) or list(fn.variables)
     rng = np.random.default_rng(seed)
-    x = tf.constant(rng.normal(size=programs.SHAPE))
+    x = tf.constant(rng.normal(size=programs.SHAPE))  # programs.point(seed)
     names = [short(v.name) for v in variables] + ["x0"]
     directions = [tf.constant(rng.normal(size=programs.SHAPE)) for _ in names]
     moves = [tf.constant(rng.normal(size=programs.SHAPE)) for _ in names]
@@ -265,6 +266,12 @@ def compare(report: Report, program: programs.Program, part: str, result: Any,
                if signature is None or o.signature == signature}
     warned = {(f.output, short(f.target)) for f in result.second_order or ()
               if f.verdict == "traced_wrong" and signature in (None, f.signature)}
+    # dropped only where a cond runs the branch named: the grammar's conds all ask
+    # programs.COND of the input, so TF ran "then" where it holds at the point
+    taken = "then" if programs.cond_holds(programs.point(program.seed)) else "else"
+    branch = {(f.output, short(f.target)): f.branch.rsplit(":", 1)[-1]
+              for f in result.second_order or ()
+              if f.verdict == "dropped" and f.branch and signature in (None, f.signature)}
     for output, found in answers.items():
         if found == "first_order_raises":
             report.first_order_raises[part] += 1
@@ -287,6 +294,9 @@ def compare(report: Report, program: programs.Program, part: str, result: Any,
                     report.disagreements.append(f"{where}: TF's traced tapes wrong, check "
                                                 f"does not name it")
             mine = ours[target]
+            if (output, target) in branch:  # another branch ran: exact or zero
+                report.branched += 1
+                mine = mine if branch[(output, target)] == taken else "exact"
             report.judged.append((mine, theirs))
             if not agrees(mine, theirs):
                 report.disagreements.append(
@@ -354,6 +364,8 @@ def render(report: Report) -> str:
                  f"pairs check warns may be wrong traced: "
                  + ", ".join(f"{p} {report.warned[p]}" for p in PARTS))
     lines += ["    " + d for d in report.traced_wrong]
+    lines.append(f"  pairs dropped in one branch of a cond only (TF's branch at the point "
+                 f"decides): {report.branched}")
     lines.append(f"  disagreements: {len(report.disagreements)}")
     lines += ["    " + d for d in report.disagreements[:40]]
     return "\n".join(lines)

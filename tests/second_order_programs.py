@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 SHAPE = (1, 4, 4, 2)
 # a [3, 3, 2, 2] filter made of a value (variables are images too)
 FILTER = "tf.reshape(tf.concat([{b}[0, :3, :3, :], {b}[0, 1:, 1:, :]], -1), [3, 3, 2, 2])"
 SEGMENTS = "tf.constant([k // 2 for k in range(16)])"
+# every cond's predicate (of the input): ``cond_holds`` tells which branch TF runs
+COND = "tf.reduce_sum({x}) > 0.0"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,10 @@ HELPERS = {
     "scaled_tanh": ("@tf.custom_gradient\ndef scaled_tanh(t):\n"
                     "    y = tf.tanh(t)\n"
                     "    return y, lambda dy: dy * (1.0 - y * y)\n"),
+    # a backward right at first order whose StopGradient drops y's term at second
+    "stopped_tanh": ("@tf.custom_gradient\ndef stopped_tanh(t):\n"
+                     "    y = tf.tanh(t)\n"
+                     "    return y, lambda dy: dy * tf.stop_gradient(1.0 - y * y)\n"),
 }
 
 
@@ -76,10 +83,10 @@ TEMPLATES = [
     T("while_resize", "tf.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, tf.reshape("
                       "tf.cast(tf.image.resize(h, [6, 6]), tf.float64)[:, 1:5, 1:5, :] * {b}, "
                       "[1, 4, 4, 2])), [tf.constant(0), {a}])[1]"),
-    T("cond", "tf.cond(tf.reduce_sum({x}) > 0.0, lambda: tf.tanh({a}) * {b}, "
-              "lambda: {a} - {b})"),
+    T("cond", "tf.cond(" + COND + ", lambda: tf.tanh({a}) * {b}, lambda: {a} - {b})"),
     T("custom_gradient", "smooth_square({a}) * {b}", ("smooth_square",)),
     T("custom_gradient_tanh", "scaled_tanh({a} + {b})", ("scaled_tanh",)),
+    T("custom_gradient_stopped", "stopped_tanh({a}) * {b}", ("stopped_tanh",)),
     T("gather", "tf.gather({a}, [3, 0, 2, 1], axis=2) * {b}"),
     T("unsorted_segment_sum", "tf.reshape(tf.math.unsorted_segment_sum(tf.reshape({a} * {b}, "
                               "[16, 2]), tf.constant([k % 16 for k in range(16)]), 16), "
@@ -202,3 +209,15 @@ def generate(seed: int) -> Program:
         outputs["out1"] = rng.choice(READOUTS).format(t=rng.choice(temps))
     helpers = sorted({h for _, t in statements for h in t.helpers})
     return Program(seed, first.construct, variables, statements, outputs, helpers)
+
+
+def point(seed: int) -> Any:
+    """The input the differential evaluates program ``seed`` at (its first draw)."""
+    import numpy as np
+
+    return np.random.default_rng(seed).normal(size=SHAPE)
+
+
+def cond_holds(x: Any) -> bool:
+    """COND at the input ``x`` (the branch every cond of the program runs)."""
+    return bool(x.sum() > 0.0)

@@ -32,13 +32,10 @@ import second_order_programs as programs  # noqa: E402
 QUICK, COUNT = len(programs.TEMPLATES), 300
 # (seed, output, target, TF's, check's) on both save paths where check --order 2
 # disagrees today (open, issue 36): exactly these, no other; a fixed one must leave the
-# list. 87, 159: tf.nn.moments' StopGradient rule where the kept mean makes no term (the
-# gradient reaching the variance is zero: a sum of batch-normalised values is constant);
-# 137: a tf.cond on the input whose taken branch (``t0 - t0``) makes no term, where the
-# other (a while loop over a resize) drops one: check cannot know the input.
-_KNOWN = [(87, "out0", "v0", "zero", "dropped"), (159, "out0", "v0", "zero", "dropped"),
-          *((137, o, "v0", "exact", "dropped") for o in ("out0", "out1")),
-          *((137, o, "x0", "zero", "dropped") for o in ("out0", "out1"))]
+# list. 80: the point is on a kink (``max(x0 - x0, v1)`` with an entry of v1 exactly 0:
+# TF's tape takes one side, finite differences straddle the jump of the first gradient;
+# no second derivative exists there, and no verdict of check's can match).
+_KNOWN = [(80, "out0", "v1", "dropped", "exact")]
 KNOWN = {(seed, part, *rest) for seed, *rest in _KNOWN for part in differential.PARTS}
 
 

@@ -40,19 +40,24 @@ def second_order_rows(result: CheckResult) -> list[dict[str, Any]]:
     """One row per (second-order finding, op) (``check --order 2``): status
     ``second_order_dropped`` or ``second_order_raises``, the forward op, its gradient
     op that stops the second pass (``gradient_op``) with that op's reason, the targets
-    whose first-order gradient crosses it (``gradient_of``) and the creating line."""
+    whose first-order gradient crosses it (``gradient_of``), the cond's branch where the
+    term is dropped only when it runs (``branch``) and the creating line."""
     return [{"meta_graph": f.meta_graph, "signature": f.signature, "output": f.output,
              "target_kind": f.target_kind, "target": f.target,
              "status": f"second_order_{f.verdict}", "node": b.node, "op": b.op,
              "function": b.function, "reason": b.reason, "library": b.library,
              "gradient_op": b.gradient_op, "gradient_of": ", ".join(f.gradient_of),
-             "site": b.site}
+             "branch": f.branch or None, "site": b.site}
             for f in result.second_order or () for b in f.stops]
 
 
 def second_order_columns(result: CheckResult) -> list[str]:
-    """The columns ``check --order 2`` adds when a pair's second order is wrong."""
-    return ["gradient_op", "gradient_of", "site"] if result.second_order else []
+    """The columns ``check --order 2`` adds when a pair's second order is wrong (the
+    cond's branch only where a pair is dropped in one branch only)."""
+    if not result.second_order:
+        return []
+    branch = ["branch"] if any(f.branch for f in result.second_order) else []
+    return ["gradient_op", "gradient_of", *branch, "site"]
 
 
 def xla_rows(result: CheckResult) -> list[dict[str, Any]]:
@@ -213,7 +218,7 @@ class CheckedModelsRenderer(Renderer["CheckedModels"]):
         extra: dict[str, None] = {}  # check-files --xla, --order 2: as check, over the models
         for _, checked in result.results:
             extra.update(dict.fromkeys([*second_order_columns(checked), *xla_columns(checked)]))
-        return ["model", *COLUMNS, *(c for c in ("gradient_op", "gradient_of", "xla",
+        return ["model", *COLUMNS, *(c for c in ("gradient_op", "gradient_of", "branch", "xla",
                                                  "xla_message", "site", "ignored_by")
                                      if c in extra)]
 

@@ -49,7 +49,8 @@ def _second_order_clusters(result: CheckResult) -> list[str]:
         where = f"{f.signature}:" if f.signature else ""
         lines += [f"  subgraph cluster_second_order_{index} {{",
                   f'    label="{_dot_escape(where + f.output)} <- {_dot_escape(f.target)} '
-                  f'({f.target_kind}): second order {f.verdict}";']
+                  f'({f.target_kind}): second order {f.verdict}'
+                  + (f' where {_dot_escape(f.branch)} runs' if f.branch else "") + '";']
         color = "salmon" if f.verdict == "dropped" else "plum"
         for b in f.stops:
             name = b.node.rsplit("/", 1)[-1]

@@ -362,6 +362,9 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
                       for b in f.stops)
     of = ", ".join(f.gradient_of)
     what = "is silently wrong" if f.verdict == "dropped" else "raises"
+    if f.branch:  # only where that branch runs: exact or zero where another does
+        cond, _, which = f.branch.rpartition(":")
+        what += f" where cond {cond} runs its {which} branch"
     return {
         "ruleId": f"second_order/{f.verdict}",
         "level": "error",
@@ -383,7 +386,7 @@ def _second_order_result(f: SecondOrderFinding, uri: str) -> dict[str, Any]:
         "properties": {"signature": f.signature, "output": f.output,
                        "target_kind": f.target_kind, "target": f.target,
                        "meta_graph": f.meta_graph, "verdict": f.verdict,
-                       "gradient_of": list(f.gradient_of),
+                       "gradient_of": list(f.gradient_of), "branch": f.branch,
                        "ops": [b.op for b in f.stops],
                        "gradient_ops": [b.gradient_op for b in f.stops]},
     }

@@ -133,8 +133,9 @@ def _second_order_named(checks: list[TargetCheck], model: Model, facts: dict[str
             # a dropped term is a wrong number, whatever the one-sided differences say
             verdict = "mismatch" if f.verdict == "dropped" and c.verdict == "non-smooth" \
                 else c.verdict
+            where = f" where {f.branch} runs" if f.branch else ""  # a cond's branch
             c = replace(c, verdict=verdict, stops=f.stops, note=_join(
-                c.note, f"second order {said}: " + ", ".join(
+                c.note, f"second order {said}{where}: " + ", ".join(
                     f"{b.op} via {b.gradient_op} ({b.reason})" for b in f.stops)))
         out.append(c)
     return out

@@ -121,6 +121,8 @@ class Flat:
         self.top: dict[str, int] = {}  # top-level node name -> instance
         self.unknown: set[str] = set()
         self.unsaved_custom_gradients: set[str] = set()
+        # If/Case instance -> per branch (its function, output index -> its tensor)
+        self.branches: dict[int, list[tuple[str, dict[int, int]]]] = {}
         # instances allowed: a library whose calls multiply (f calls g twice, g calls h
         # twice...) is refused before it costs gigabytes
         size = len(model.nodes) + sum(len(f.nodes) for f in model.functions.values())
@@ -313,9 +315,13 @@ class Flat:
             ctx = self.keys.context(inst, body_name)
             args = {arg: ref for (arg, _), ref in zip(body.input_args, call_inputs)}
             local = self.add_graph(body.nodes, ctx, body_name, args)
+            returned: dict[int, int] = {}
+            if skip:
+                self.branches.setdefault(inst, []).append((body_name, returned))
             for index, (out_arg, _) in enumerate(body.output_args):
                 ref = self._resolve(body.ret.get(out_arg, ""), local, args)
                 if ref is not None:
+                    returned[index] = ref
                     transparent[index].append(ref)
                     if loop and index < len(carried):
                         self.transparent[carried[index]][0].append(ref)

@@ -86,6 +86,9 @@ class SecondOrderFinding:
     # ||dy/dx||² is wrong when x is one of them
     gradient_of: tuple[str, ...] = ()
     meta_graph: str = ""
+    # dropped only where a cond runs one branch: "<If node>:then", ":else" or ":<k>" (a
+    # Case); elsewhere the pair's second order is exact or zero. "": whatever runs
+    branch: str = ""
 
     @property
     def blocking_ops(self) -> tuple[SecondOrderOp, ...]:

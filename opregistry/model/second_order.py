@@ -45,6 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from opregistry.model.branches import conditional_drops
 from opregistry.model.flatten import INST, OUT, Flat, tensor_id
 from opregistry.model.function_library import reaches_args
 from opregistry.model.gradient_values import (
@@ -56,8 +57,10 @@ from opregistry.model.gradient_values import (
     own_values,
     reach_all,
 )
+from opregistry.model.masked_terms import masked_edges, unmasked
 from opregistry.model.results import SecondOrderFinding, SecondOrderOp
 from opregistry.model.walks import output_passes, passes
+from opregistry.model.zero_terms import live_reach, zero_edges
 from opregistry.vocabulary import Reason, SecondOrderVerdict, as_reason
 
 # second-order verdicts per (output, target), worst first
@@ -194,22 +197,20 @@ class SecondOrder:
         signature's outputs and targets, for a loaded function (``call_raising``)."""
         flat, state = self.flat, self.state
         reach = state.reach(tensor)
-        on_path = self.forward(tuple(s for t in targets for s in t.sources)) & reach
-        # every value the first-order gradient keeps that could change with a target
-        kept: list[int] = []
-        keepers: dict[int, set[int]] = {}  # kept StopGradient output -> what keeps it
-        for inst in {t & INST for t in on_path}:
-            for t in op_outputs(flat, inst):
-                for consumer, position in self.state.consumers().get(t, ()):
-                    if position >= 0 and consumer not in flat.transparent:
-                        values = kept_values(flat, consumer, position, structural=False)
-                        kept += values
-                        for v in values:
-                            if flat.ops[v & INST] == "StopGradient":
-                                keepers.setdefault(v, set()).add(t)
-        curved = reach_all(flat, kept)
-        raising, dropping, inner_of = self._stops(targets, reach, on_path)
-        self._stopped_values(keepers, targets, dropping, inner_of)
+        forward = self.forward(tuple(s for t in targets for s in t.sources))
+        # terms zero by construction drop nothing and keep nothing (zero_terms.py); a
+        # gradient op without a gradient function still raises there (TF records it)
+        zero = zero_edges(flat, state.consumers(), reach, tensor)
+        full, reach = reach, live_reach(flat, tensor, reach, zero) if zero else reach
+        curved, raising, dropping, inner_of = self._terms(tensor, targets, reach, forward & reach)
+        if zero:
+            raising, _, raising_inner = self._stops(tensor, targets, full, forward & full)
+            inner_of.pop("*", None)
+            inner_of.update({k: v for k, v in raising_inner.items() if k == "*"})
+        # a term dropped only where one branch of a cond runs (branches.py)
+        branch_of = conditional_drops(
+            flat, tensor, full, zero, set(dropping),
+            lambda r: set(self._terms(tensor, targets, r, forward & r)[2])) if dropping else {}
         if call is not None and targets and flat.model.format == "savedmodel":
             raising = _unique(raising + self.call_raising(*call))
         # TF's kernel, not its registry: the number is right eager, may be zero traced
@@ -235,12 +236,41 @@ class SecondOrder:
             if verdict != "traced_wrong":
                 verdicts[t.name] = verdict
             inner = inner_of.get("*" if verdict == "raises" else t.name, set())
-            findings.append(SecondOrderFinding(signature, output, t.kind, t.name, verdict,
-                                               tuple(_unique(ops)), tuple(sorted(inner)),
-                                               meta_graph))
+            findings.append(SecondOrderFinding(
+                signature, output, t.kind, t.name, verdict, tuple(_unique(ops)),
+                tuple(sorted(inner)), meta_graph,
+                branch_of.get(t.name, "") if verdict == "dropped" else ""))
         return verdicts, findings
 
-    def _stops(self, targets: list[Any], reach: set[int], on_path: set[int]
+    def _terms(self, tensor: int, targets: list[_Target], reach: set[int], on_path: set[int]
+               ) -> tuple[set[int], list[SecondOrderOp], dict[str, list[SecondOrderOp]],
+                          dict[str, set[str]]]:
+        """(what the values the first-order gradient keeps are computed from, then as
+        ``_stops``, with the StopGradients kept that drop a term)."""
+        flat, consumers = self.flat, self.state.consumers()
+        # every value the first-order gradient keeps that could change with a target
+        kept: list[int] = []
+        keepers: dict[int, set[int]] = {}  # kept StopGradient output -> what keeps it
+        for inst in {t & INST for t in on_path}:
+            for t in op_outputs(flat, inst):
+                for consumer, position in consumers.get(t, ()):
+                    if position >= 0 and consumer not in flat.transparent:
+                        values = kept_values(flat, consumer, position, structural=False)
+                        # (every op read counts: a custom gradient's backward keeps
+                        # what its forward computed, off the output's reach)
+                        kept += values
+                        # a StopGradient an op off the output's reach keeps drops no
+                        # term of it: that op's gradient gets nothing from the output
+                        if not any(o in reach for o in op_outputs(flat, consumer)):
+                            continue
+                        for v in values:
+                            if flat.ops[v & INST] == "StopGradient":
+                                keepers.setdefault(v, set()).add(t)
+        raising, dropping, inner_of = self._stops(tensor, targets, reach, on_path)
+        self._stopped_values(keepers, targets, dropping, inner_of)
+        return reach_all(flat, kept), raising, dropping, inner_of
+
+    def _stops(self, tensor: int, targets: list[Any], reach: set[int], on_path: set[int]
                ) -> tuple[list[SecondOrderOp], dict[str, list[SecondOrderOp]],
                           dict[str, set[str]]]:
         """(the ops that make the output's second order raise, target -> the ops that
@@ -274,7 +304,10 @@ class SecondOrder:
                 raising += _named(flat, inst, stop, True)
                 inner_of.setdefault("*", set()).update(inner)
             if stop.drops:
-                changing = reach_all(flat, values + own_values(flat, inst, structural=False))
+                kept_here = values + own_values(flat, inst, structural=False)
+                masked = masked_edges(flat, state.consumers(), reach, inst, tensor)
+                changing = unmasked(flat, kept_here, masked) if masked else \
+                    reach_all(flat, kept_here)
                 for t in targets:
                     if any(s in changing for s in t.sources):
                         dropping.setdefault(t.name, []).extend(_named(flat, inst, stop, False))
@@ -313,7 +346,7 @@ class SecondOrder:
                          and flat.carries_gradient(r) and passes(flat, i, p) is None)
         return False
 
-    def _stopped_values(self, keepers: dict[int, set[int]], targets: list[Any],
+    def _stopped_values(self, keepers: dict[int, set[int]], targets: list[_Target],
                         dropping: dict[str, list[SecondOrderOp]],
                         inner_of: dict[str, set[str]]) -> None:
         """The terms lost where a first-order gradient keeps a StopGradient's value that

@@ -3,6 +3,7 @@ JSON, SARIF (its rules, the gradient op's remedies as fixes), DOT."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from opregistry.formats import render
 from opregistry.formats.check import summary_line
@@ -55,6 +56,25 @@ def test_rows_summary_and_every_format():
     assert {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]} >= {
         "second_order/dropped", "second_order/raises"}
     assert "ResizeNearestNeighborGrad" in json.dumps(results[1]["fixes"])
+
+
+def test_a_pair_dropped_in_one_branch_names_it_in_every_format():
+    """A term dropped only where a cond runs one branch: the finding's ``branch``, a
+    column only then, SARIF's message and properties, DOT's label."""
+    plain = _result()
+    assert "branch" not in render(plain, "table")
+    finding = plain.second_order[0]  # type: ignore[index]
+    result = CheckResult(
+        release="2.21.0", source="critic", findings=[], unknown_ops=[],
+        outputs=plain.outputs[:1],
+        second_order=[replace(finding, branch="cond:then")])
+    for fmt in ("table", "csv", "markdown"):
+        assert "branch" in render(result, fmt) and "cond:then" in render(result, fmt)
+    assert json.loads(render(result, "json"))["second_order"][0]["branch"] == "cond:then"
+    [sarif] = json.loads(render(result, "sarif"))["runs"][0]["results"]
+    assert "where cond cond runs its then branch" in sarif["message"]["text"]
+    assert sarif["properties"]["branch"] == "cond:then"
+    assert "where cond:then runs" in render(result, "dot")
 
 
 def test_order_1_results_say_nothing_of_second_order():
