@@ -14,6 +14,7 @@ The body is wrapped two ways with the same variables: a ``tf.Module`` whose
 and a Keras 3 layer in a functional model (``model.export``)."""
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,6 +185,15 @@ def build_keras():
 '''
 
 
+def _generic(value: float) -> float:
+    """A variable's value, rounded for the program's text, never 0: an exact zero meets
+    a branch or a difference that is exactly zero at a maximum's or ReLU's kink (seed
+    80: ``max(x0 - x0, v1)``), where no second derivative exists and finite
+    differences decide nothing. The draws stay the same, so no other seed changes."""
+    rounded = round(value, 3)
+    return rounded if rounded != 0 else math.copysign(0.001, value)
+
+
 def generate(seed: int) -> Program:
     """The program of ``seed``: 1-2 variables, 2-4 statements (the first of construct
     ``TEMPLATES[seed % len(TEMPLATES)]``, the others fillers or any construct), 1-2
@@ -191,7 +201,7 @@ def generate(seed: int) -> Program:
     rng = random.Random(seed)
     first = TEMPLATES[seed % len(TEMPLATES)]
     size = SHAPE[1] * SHAPE[2] * SHAPE[3]
-    variables = {f"v{i}": [round(rng.uniform(-1.2, 1.2), 3) for _ in range(size)]
+    variables = {f"v{i}": [_generic(rng.uniform(-1.2, 1.2)) for _ in range(size)]
                  for i in range(rng.randint(1, 2))}
     pool = ["x0", *variables]
     statements: list[tuple[str, Template]] = []
