@@ -3,12 +3,14 @@ checked against TensorFlow compiling the public API's training step itself."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+import opregistry  # noqa: E402
 from opregistry.harvest.inenv import collector, probe, workers, xla  # noqa: E402
 
 # (op type the probe reports on, shape of x, forward built by the public API from x,
@@ -504,3 +506,58 @@ def test_the_device_is_where_the_compiled_function_is_placed():
     verdict, _ = xla.check(tf, "jit_compile", graph, outputs, feeds, "GPU")
     assert verdict["status"] in ("fails", "unknown")
     assert "GPU" in (verdict.get("message") or verdict.get("reason") or "")
+
+
+# issue 37's "ops without a verdict that every user meets", as a training step has
+# them: (name, forward from x [1, 4, 4, 1] and a scalar variable v)
+_K = tf.constant(np.linspace(0.2, 0.8, 4).reshape([2, 2, 1, 1]).astype(np.float32))
+STEP_OPS = [
+    ("Conv2DBackpropInput", lambda x, v: tf.nn.conv2d_transpose(  # every Conv2DTranspose
+        x, _K * v, [1, 5, 5, 1], 1, "VALID")),
+    ("StatelessRandomUniformV2", lambda x, v: tf.nn.experimental.stateless_dropout(
+        x * v, 0.5, seed=[1, 2])),  # Keras 3's dropout in training
+    ("StatelessRandomNormalV2", lambda x, v: x * v + tf.random.stateless_normal(
+        tf.shape(x), seed=[3, 4])),
+    ("StatelessTruncatedNormalV2", lambda x, v: x * v + tf.random.stateless_truncated_normal(
+        tf.shape(x), seed=[5, 6])),
+    ("ImageProjectiveTransformV3", lambda x, v: tf.raw_ops.ImageProjectiveTransformV3(
+        images=x * v, transforms=tf.constant([[1.0, 0.1, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]),
+        output_shape=[4, 4], fill_value=0.0, interpolation="BILINEAR")),  # RandomRotation
+]
+
+
+@pytest.mark.skipif(not tf.__version__.startswith("2.21."), reason="the shipped 2.21 facts")
+@pytest.mark.parametrize("op, build", STEP_OPS, ids=[o for o, _ in STEP_OPS])
+def test_the_shipped_database_judges_the_ops_every_training_step_meets(op, build):
+    """The shipped database said ``unknown`` for these ops ("cannot build the op": the
+    harvest's builder's inputs, TF's message about them) after the probe had learnt to
+    build them: check --xla of a Keras model with Dropout or Conv2DTranspose in
+    training answered nothing. Its verdict, through check --xla on a live module, is
+    what TF does compiling the step ``(y, dy/dv)``."""
+    base: Any = tf.Module
+
+    class Step(base):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable(0.7)
+
+        @tf.function
+        def __call__(self, x):
+            return build(x, self.v)
+
+    module = Step()
+    x = tf.constant(np.random.RandomState(0).uniform(0.3, 0.9, [1, 4, 4, 1]).astype(np.float32))
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(module(x) * 0.5)
+        return y, tape.gradient(y, module.v)
+
+    expected = "compiles" if _compiles(step, x) else "fails"
+    result = opregistry.check(module, tf.TensorSpec([1, 4, 4, 1]), release="2.21", xla=True)
+    assert result.release == "2.21.0"
+    (report,) = result.outputs
+    assert report.xla == expected, [(f.op, f.status, f.message) for f in result.xla or ()]
+    if expected == "fails":
+        assert op in {f.op for f in result.xla or ()}
