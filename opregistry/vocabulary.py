@@ -41,6 +41,13 @@ PathStatus = Literal["gradient", "blocked", "unrelated"]
 # None, identically zero, unrelated, unexplained (no recorded op explains the None),
 # unrecorded (a tape entered before the guard), raises (TF raises for the whole call)
 GuardKind = Literal["none", "zero", "unrelated", "unexplained", "unrecorded", "raises"]
+# how a public Python name found the op ``lookup`` and ``explain`` give first: its usual
+# call (opregistry.registry.default_calls), the only op its code reaches, the op it is
+# named after, one of the ops its code creates, or what TF built when it was traced
+ResolvedBy = Literal["usual_call", "only_op", "named_after", "code_creates", "trace"]
+# whether TF built an op when it called a public name with generated arguments, in one
+# release: built, not built (the call built others), or the name was not traced
+TraceStatus = Literal["built", "not_built", "untraced"]
 # how gradcheck takes its Jacobians
 GradcheckMode = Literal["auto", "full", "directional"]
 TargetKind = Literal["input", "variable"]
@@ -52,6 +59,8 @@ XLA_STEP_STATUSES: tuple[XlaStepStatus, ...] = get_args(XlaStepStatus)
 XLA_PARTS: tuple[XlaPart, ...] = get_args(XlaPart)
 SECOND_ORDER_VERDICTS: tuple[SecondOrderVerdict, ...] = get_args(SecondOrderVerdict)
 TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
+RESOLVED_BY: tuple[ResolvedBy, ...] = get_args(ResolvedBy)
+TRACE_STATUSES: tuple[TraceStatus, ...] = get_args(TraceStatus)
 GRADCHECK_MODES: tuple[GradcheckMode, ...] = get_args(GradcheckMode)
 _REASON_WORDS: dict[str, Reason] = {word: word for word in get_args(Reason)}
 

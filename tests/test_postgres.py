@@ -80,7 +80,7 @@ def test_postgres_gives_what_sqlite_gives(postgres_url, tf_document_path, tmp_pa
         done = cli("db", "load", str(tf_document_path), "--db", db)
         assert done.returncode == 0, done.stderr
     current = cli("db", "current", "--db", postgres_url)
-    assert current.returncode == 0 and "0009_xla_variants" in current.stdout + current.stderr
+    assert current.returncode == 0 and "0010_name_traces" in current.stdout + current.stderr
     for args in READS:
         on_pg = cli(*args, "--db", postgres_url)
         on_sqlite = cli(*args, "--db", str(sqlite))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from opregistry.cli.output import check_output, note, write_output
 from opregistry.errors import OpregistryError
 from opregistry.formats import OutputFormat, render
-from opregistry.formats.lookup import lookup_summary
+from opregistry.formats.lookup import lookup_notes
 from opregistry.registry import lookup as query
 from opregistry.registry.listings import Lookups
 from opregistry.registry.resolve import not_found
@@ -29,5 +29,6 @@ def run_lookup(names: Sequence[str], release: str | None, fmt: OutputFormat | st
         note(f"Error: {exc}")
         return exc.exit_code
     for result in results:
-        note(lookup_summary(result))
+        for line in lookup_notes(result):
+            note(line)
     return 0

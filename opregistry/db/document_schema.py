@@ -172,6 +172,12 @@ PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
     "verification": VERIFICATION,
     "xla": XLA})
 
+# what TF built when each public name was called with generated arguments (issue 39,
+# data/harvest_name_traces.py): the call's argument family and ops, or why no call built
+# an op (not a function of the release, a parameter no generator makes...)
+NAME_TRACES = array(obj({"name": text()}, {
+    "family": text(64, nullable=True), "ops": array(text(pattern=OP_NAME), max_items=10_000),
+    "why": text(MAX_TEXT, nullable=True)}), max_items=100_000)
 OP = obj({"name": text(pattern=OP_NAME), "op_def": OP_DEF, "gradient": GRADIENT}, {
     # format 4: an op without a registered gradient, compiled forward with XLA (no probe)
     "public": boolean(nullable=True), "probe": PROBE, "xla": XLA})
@@ -206,6 +212,7 @@ def document_schema() -> Schema:
                 max_items=100_000),
             "python_names": array(obj({"name": text(), "op": text(pattern=OP_NAME),
                                        "method": text(32)})),
+            "name_traces": NAME_TRACES,
             "probes": obj({}, {"seconds": number(0), "worker_restarts": integer(0, 10 ** 6),
                                "numeric": boolean(nullable=True),
                                "xla": boolean(nullable=True),

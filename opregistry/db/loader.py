@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
 
-from sqlalchemy import Table, delete, insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from opregistry.db import migrate
 from opregistry.db.engine import translated
+from opregistry.db.load_names import load_python_names, load_traces
 from opregistry.db.models import (
     FunctionSource,
     GradientFunction,
+    NameTrace,
     OpDef,
     OpInput,
     OpXla,
@@ -32,16 +32,24 @@ from opregistry.db.models import (
     OrphanGradient,
     PythonName,
     Release,
+    ReleaseNameTrace,
     ReleaseOp,
     ReleasePythonName,
     XlaVerdict,
 )
 from opregistry.db.records import Document, Row
-from opregistry.db.validate import validate
+from opregistry.db.rows import (
+    CHUNK,
+    digest,
+    ids_by_digest,
+    insert_chunks,
+    insert_missing,
+    table_of,
+)
+from opregistry.db.validate import validate, validate_name_traces
 from opregistry.errors import DocumentError
 from opregistry.shown import Shown
 
-_CHUNK = 400  # stay under SQLite's bound-parameter limit
 _LOAD_LOCK = 0x6F70726567  # PostgreSQL advisory lock key of loads ("opreg")
 
 
@@ -54,31 +62,6 @@ class LoadResult:
     new_op_defs: int
     new_gradient_functions: int
     library: str | None = None  # "tensorflow-text 2.21.1" for an op library's release
-
-
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
-def _ids_by_digest(conn: Connection, table: Table, digests: Sequence[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    unique = sorted(set(digests))
-    for start in range(0, len(unique), _CHUNK):
-        chunk = unique[start:start + _CHUNK]
-        rows = conn.execute(select(table.c.digest, table.c.id).where(table.c.digest.in_(chunk)))
-        found.update({digest: id_ for digest, id_ in rows})
-    return found
-
-
-def _insert_missing(conn: Connection, table: Table, rows: dict[str, Row]
-                    ) -> dict[str, int]:
-    """Insert rows (keyed by digest) not yet stored; return digest -> id for all."""
-    ids = _ids_by_digest(conn, table, list(rows))
-    new = [row for digest, row in rows.items() if digest not in ids]
-    if new:
-        conn.execute(insert(table), new)
-        ids = _ids_by_digest(conn, table, list(rows))
-    return ids
 
 
 def _text_digest(text: str) -> str:
@@ -108,39 +91,37 @@ def _function_row(function: Document, source_ids: dict[str, int]
     text = function.get("source")
     source = _text_digest(text) if text else None
     # a record without source keeps the digest it had before sources were stored
-    digest = _digest(dict(row, source=source) if source else row)
-    return digest, dict(row, digest=digest, source_id=source_ids.get(source) if source else None)
-
-
-def _table(model: Any) -> Table:
-    """A mapped class's Table (typed as such: SQLAlchemy declares a FromClause)."""
-    return cast(Table, model.__table__)
+    key = digest(dict(row, source=source) if source else row)
+    return key, dict(row, digest=key, source_id=source_ids.get(source) if source else None)
 
 
 def _delete_release(conn: Connection, release_id: int) -> None:
-    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, OpInput, OpXla,
-                  OpXlaVariant):
-        table = _table(model)
+    for model in (ReleaseOp, OrphanGradient, ReleasePythonName, ReleaseNameTrace, OpInput,
+                  OpXla, OpXlaVariant):
+        table = table_of(model)
         conn.execute(delete(table).where(table.c.release_id == release_id))
-    conn.execute(delete(_table(Release)).where(_table(Release).c.id == release_id))
+    conn.execute(delete(table_of(Release)).where(table_of(Release).c.id == release_id))
 
 
 def collect_garbage(conn: Connection) -> None:
     """Remove deduplicated rows no release refers to any more."""
-    ro, og, rpn = _table(ReleaseOp), _table(OrphanGradient), _table(ReleasePythonName)
-    od, gf, pn = _table(OpDef), _table(GradientFunction), _table(PythonName)
+    ro, og, rpn = table_of(ReleaseOp), table_of(OrphanGradient), table_of(ReleasePythonName)
+    od, gf, pn = table_of(OpDef), table_of(GradientFunction), table_of(PythonName)
     conn.execute(delete(od).where(od.c.id.not_in(select(ro.c.op_def_id))))
     used_functions = select(ro.c.gradient_function_id).where(
         ro.c.gradient_function_id.is_not(None)).union(
         select(og.c.gradient_function_id).where(og.c.gradient_function_id.is_not(None)))
     conn.execute(delete(gf).where(gf.c.id.not_in(used_functions)))
-    fs = _table(FunctionSource)
+    fs = table_of(FunctionSource)
     conn.execute(delete(fs).where(fs.c.id.not_in(
         select(gf.c.source_id).where(gf.c.source_id.is_not(None)))))
     conn.execute(delete(pn).where(pn.c.id.not_in(select(rpn.c.python_name_id))))
-    xv = _table(XlaVerdict)
-    conn.execute(delete(xv).where(xv.c.id.not_in(select(_table(OpXla).c.verdict_id).union(
-        select(_table(OpXlaVariant).c.verdict_id)))))
+    traces = table_of(NameTrace)
+    conn.execute(delete(traces).where(traces.c.id.not_in(
+        select(table_of(ReleaseNameTrace).c.trace_id))))
+    xv = table_of(XlaVerdict)
+    conn.execute(delete(xv).where(xv.c.id.not_in(select(table_of(OpXla).c.verdict_id).union(
+        select(table_of(OpXlaVariant).c.verdict_id)))))
 
 
 def load(engine: Engine, document: Document) -> LoadResult:
@@ -161,6 +142,28 @@ def load(engine: Engine, document: Document) -> LoadResult:
         return _load(conn, document, rel)
 
 
+def load_name_traces(engine: Engine, version: str, entries: list[Document]) -> int:
+    """Replace the name traces of the stored TensorFlow release ``version`` (each of its
+    packages) with ``entries`` (data/harvest_name_traces.py: the traces of a release
+    harvested before them); how many names were traced."""
+    validate_name_traces(entries)
+    migrate.ensure_current(engine)
+    releases = table_of(Release)
+    with translated(engine, "load into"), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
+        found = conn.execute(select(releases.c.id).where(
+            releases.c.version == version, releases.c.library == "")).scalars().all()
+        if not found:
+            raise DocumentError(f"name traces of TensorFlow {version}, which the database "
+                                f"does not hold: harvest the release first")
+        traced = 0
+        for release_id in found:
+            traced = load_traces(conn, release_id, entries)
+        collect_garbage(conn)
+        return traced
+
+
 def xla_device(document: Document) -> str:
     """The device a document's XLA verdicts were compiled on (``CPU`` unless a
     ``--device`` harvest says otherwise)."""
@@ -168,7 +171,7 @@ def xla_device(document: Document) -> str:
 
 
 def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
-    releases = _table(Release)
+    releases = table_of(Release)
     package = rel.get("package") or "unknown"
     library = document.get("library") or {}
     existing = conn.execute(select(releases.c.id).where(
@@ -179,7 +182,7 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     kept_variants: list[Row] = []
     if existing is not None:
         # rows a GPU or TPU host added: that host's evidence, not this harvest's to drop
-        xla, variants = _table(OpXla), _table(OpXlaVariant)
+        xla, variants = table_of(OpXla), table_of(OpXlaVariant)
         kept = [dict(row._mapping) for row in conn.execute(select(xla).where(
             xla.c.release_id == existing, xla.c.device != "CPU"))]
         kept_variants = [dict(row._mapping) for row in conn.execute(select(variants).where(
@@ -191,28 +194,28 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
 
     ops = document["ops"]
     entries = list(ops) + list(document.get("orphan_gradients", []))
-    tables = {m: _table(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
-                                       PythonName, ReleasePythonName, OpInput, FunctionSource)}
-    source_ids = _insert_missing(conn, tables[FunctionSource], _source_rows(entries))
+    tables = {m: table_of(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
+                                       OpInput, FunctionSource)}
+    source_ids = insert_missing(conn, tables[FunctionSource], _source_rows(entries))
     op_def_rows, op_digest = _op_def_rows(ops)
     function_rows, function_digest = _function_rows(entries, source_ids)
-    before_defs = len(_ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
-    before_functions = len(_ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
-    op_def_ids = _insert_missing(conn, tables[OpDef], op_def_rows)
-    function_ids = _insert_missing(conn, tables[GradientFunction], function_rows)
+    before_defs = len(ids_by_digest(conn, tables[OpDef], list(op_def_rows)))
+    before_functions = len(ids_by_digest(conn, tables[GradientFunction], list(function_rows)))
+    op_def_ids = insert_missing(conn, tables[OpDef], op_def_rows)
+    function_ids = insert_missing(conn, tables[GradientFunction], function_rows)
 
     def function_id(name: str) -> int | None:
-        digest = function_digest.get(name)
-        return function_ids[digest] if digest else None
+        key = function_digest.get(name)
+        return function_ids[key] if key else None
 
-    _insert_chunks(conn, tables[ReleaseOp], ({
+    insert_chunks(conn, tables[ReleaseOp], ({
         "release_id": release_id, "op_name": op["name"],
         "op_def_id": op_def_ids[op_digest[op["name"]]], "public": op.get("public"),
         "gradient": op["gradient"]["status"], "gradient_function_id": function_id(op["name"]),
         "needs_import": op["gradient"].get("needs_import"),
         **_probe_columns(op, probed),
     } for op in ops))
-    _insert_chunks(conn, tables[OpInput], ({
+    insert_chunks(conn, tables[OpInput], ({
         "release_id": release_id, "op_name": op["name"], "position": row["position"],
         "name": row.get("name") or f"input{row['position']}", "dtype": row.get("dtype") or "",
         "carries_gradient": bool(row.get("trainable")),  # the document's name (format 1)
@@ -223,17 +226,17 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     _insert_xla(conn, [(release_id, op["name"], verdicts) for op in ops
                        if (verdicts := _op_xla(op)) is not None])
     names = {op["name"] for op in ops}
-    _insert_chunks(conn, _table(OpXla), (dict(row, release_id=release_id) for row in kept
+    insert_chunks(conn, table_of(OpXla), (dict(row, release_id=release_id) for row in kept
                                          if row["op_name"] in names))
-    _insert_chunks(conn, _table(OpXlaVariant), (dict(row, release_id=release_id)
+    insert_chunks(conn, table_of(OpXlaVariant), (dict(row, release_id=release_id)
                                                 for row in kept_variants
                                                 if row["op_name"] in names))
-    _insert_chunks(conn, tables[OrphanGradient], ({
+    insert_chunks(conn, tables[OrphanGradient], ({
         "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
         "gradient_function_id": function_id(entry["name"]),
     } for entry in document.get("orphan_gradients", [])))
-    _load_python_names(conn, tables[PythonName], tables[ReleasePythonName], release_id,
-                       document.get("python_names", []))
+    load_python_names(conn, release_id, document.get("python_names", []))
+    load_traces(conn, release_id, document.get("name_traces", []))
     collect_garbage(conn)
     return LoadResult(
         release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
@@ -248,7 +251,7 @@ def _load_device(conn: Connection, document: Document, rel: Document,
     device harvest of: the same version (and op library), preferably the same package
     (a GPU host installs ``tensorflow`` where the CPU harvest used ``tensorflow-cpu``).
     ``probes.xla_only``: the rows of the document's ops only (the others stay)."""
-    releases, xla, ro = _table(Release), _table(OpXla), _table(ReleaseOp)
+    releases, xla, ro = table_of(Release), table_of(OpXla), table_of(ReleaseOp)
     library = document.get("library") or {}
     found = conn.execute(select(releases.c.id, releases.c.package).where(
         releases.c.version == rel["version"],
@@ -268,12 +271,12 @@ def _load_device(conn: Connection, document: Document, rel: Document,
     release_id, stored_package = (same or found)[0]
     names = set(conn.execute(select(ro.c.op_name).where(ro.c.release_id == release_id))
                 .scalars())
-    variants = _table(OpXlaVariant)
+    variants = table_of(OpXlaVariant)
     if (document.get("probes") or {}).get("xla_only"):  # only the ops it lists
         listed = sorted(names & {op["name"] for op in document["ops"]})
         before = 0
-        for start in range(0, len(listed), _CHUNK):
-            chunk = listed[start:start + _CHUNK]
+        for start in range(0, len(listed), CHUNK):
+            chunk = listed[start:start + CHUNK]
             before += conn.execute(delete(xla).where(
                 xla.c.release_id == release_id, xla.c.device == device,
                 xla.c.op_name.in_(chunk))).rowcount
@@ -298,7 +301,7 @@ def _load_device(conn: Connection, document: Document, rel: Document,
 def _insert_release(conn: Connection, document: Document, rel: Document,
                     package: str) -> int:
     """The releases row of a document; its id."""
-    releases = _table(Release)
+    releases = table_of(Release)
     failures = document.get("imports", {}).get("failed", [])
     release_id = conn.execute(insert(releases).values(
         version=rel["version"], package=package,
@@ -333,11 +336,11 @@ def _op_def_rows(ops: list[Document]
     op_digest: dict[str, str] = {}
     for op in ops:
         definition = op["op_def"]
-        digest = _digest(definition)
-        op_digest[op["name"]] = digest
+        key = digest(definition)
+        op_digest[op["name"]] = key
         deprecation = definition.get("deprecation") or {}
-        op_def_rows[digest] = {
-            "digest": digest, "name": definition["name"],
+        op_def_rows[key] = {
+            "digest": key, "name": definition["name"],
             "summary": definition.get("summary") or "",
             "is_stateful": bool(definition.get("is_stateful")),
             "deprecated_in": deprecation.get("version"),
@@ -354,9 +357,9 @@ def _function_rows(entries: list[Document], source_ids: dict[str, int]
     for entry in entries:
         gradient = entry.get("gradient", entry)
         if gradient.get("function"):
-            digest, row = _function_row(gradient["function"], source_ids)
-            function_rows[digest] = row
-            function_digest[entry["name"]] = digest
+            key, row = _function_row(gradient["function"], source_ids)
+            function_rows[key] = row
+            function_digest[entry["name"]] = key
     return function_rows, function_digest
 
 
@@ -438,9 +441,9 @@ def _insert_xla(conn: Connection, records: list[tuple[int, str, Row]]) -> None:
                 for release_id, name, xla in records for variant in xla.get("variants") or ()]
     rows = [_xla_verdict(xla) for _, _, xla in records]
     variant_rows = [_xla_verdict(variant) for *_, variant in variants]
-    ids = _insert_missing(conn, _table(XlaVerdict), {
+    ids = insert_missing(conn, table_of(XlaVerdict), {
         v["digest"]: v for v in rows + variant_rows}) if rows else {}
-    _insert_chunks(conn, _table(OpXla), ({
+    insert_chunks(conn, table_of(OpXla), ({
         "release_id": release_id, "op_name": name, "device": xla.get("device") or "CPU",
         "verdict_id": ids[verdict["digest"]],
         "gradient_error": (xla.get("gradient") or {}).get("max_error"),
@@ -452,7 +455,7 @@ def _insert_xla(conn: Connection, records: list[tuple[int, str, Row]]) -> None:
             "release_id": release_id, "op_name": name, "device": device, "attrs": key[3],
             "verdict_id": ids[verdict["digest"]],
             "gradient_error": (variant.get("gradient") or {}).get("max_error")})
-    _insert_chunks(conn, _table(OpXlaVariant), by_key.values())
+    insert_chunks(conn, table_of(OpXlaVariant), by_key.values())
 
 
 def _numeric_error(probe: Document, position: int) -> float | None:
@@ -463,37 +466,7 @@ def _numeric_error(probe: Document, position: int) -> float | None:
     return None
 
 
-def _insert_chunks(conn: Connection, table: Table, rows: Iterable[Row]) -> None:
-    batch: list[Row] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= 2000:
-            conn.execute(insert(table), batch)
-            batch = []
-    if batch:
-        conn.execute(insert(table), batch)
 
-
-def _load_python_names(conn: Connection, names: Table, links: Table, release_id: int,
-                       entries: list[Document]) -> None:
-    wanted = {(e["name"], e["op"], e["method"]) for e in entries}
-    if not wanted:
-        return
-    known: dict[tuple[str, str, str], int] = {}
-    name_list = sorted({key[0] for key in wanted})
-    for start in range(0, len(name_list), _CHUNK):
-        rows = conn.execute(select(names.c.name, names.c.op_name, names.c.method, names.c.id)
-                            .where(names.c.name.in_(name_list[start:start + _CHUNK])))
-        known.update({(n, o, m): i for n, o, m, i in rows})
-    new = [{"name": n, "op_name": o, "method": m} for (n, o, m) in sorted(wanted - set(known))]
-    if new:
-        _insert_chunks(conn, names, new)
-        for start in range(0, len(name_list), _CHUNK):
-            rows = conn.execute(select(names.c.name, names.c.op_name, names.c.method, names.c.id)
-                                .where(names.c.name.in_(name_list[start:start + _CHUNK])))
-            known.update({(n, o, m): i for n, o, m, i in rows})
-    _insert_chunks(conn, links, ({"release_id": release_id, "python_name_id": known[key]}
-                                 for key in sorted(wanted)))
 
 
 @dataclass(frozen=True, repr=False)

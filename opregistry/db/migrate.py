@@ -118,7 +118,7 @@ def current(engine: Engine) -> str | None:
 _FIRST_TABLES = frozenset({"releases", "op_defs", "release_ops", "gradient_functions",
                            "orphan_gradients", "python_names", "release_python_names"})
 _OUR_TABLES = _FIRST_TABLES | {"op_inputs", "function_sources", "op_xla", "xla_verdicts",
-                                 "op_xla_variants"}
+                                 "op_xla_variants", "name_traces", "release_name_traces"}
 
 
 def revisions() -> frozenset[str]:

@@ -192,6 +192,33 @@ class ReleasePythonName(Base):
         ForeignKey("python_names.id"), primary_key=True, index=True)
 
 
+class NameTrace(Base):
+    """What TensorFlow built when a public Python name was called with generated
+    arguments (revision 0010, issue 39): ``ops``, space-separated and sorted, with the
+    argument ``family`` of the call; or, for a name no generated call reached, ``why``
+    (not a function of that release, never called, a parameter no generator makes...).
+    Stored once per distinct trace, however many releases and names share it."""
+
+    __tablename__ = "name_traces"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    family: Mapped[str | None] = mapped_column(String(64))
+    ops: Mapped[str] = mapped_column(Text)  # "" where not traced
+    why: Mapped[str | None] = mapped_column(Text)
+
+
+class ReleaseNameTrace(Base):
+    """A public name's trace in one release."""
+
+    __tablename__ = "release_name_traces"
+
+    release_id: Mapped[int] = mapped_column(
+        ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    trace_id: Mapped[int] = mapped_column(ForeignKey("name_traces.id"), index=True)
+
+
 class XlaVerdict(Base):
     """Whether an op and its gradient compile with XLA, and why not (revision 0008):
     stored once per distinct verdict however many releases and ops share it (most

@@ -8,7 +8,6 @@ the columns of an op in a release are listed once, in ``OP_COLUMNS``.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -23,15 +22,18 @@ from opregistry.db.location import (
     locked_error,
     resolve,
 )
+from opregistry.db.records import Row
+from opregistry.db.versions import is_prerelease, version_key
 from opregistry.db.vocabulary import HEAD_REVISION
 from opregistry.errors import DatabaseError, OpregistryError, UnknownReleaseError, first_line
 
 # databases behind head that the read store still reads: 0007 only added
 # op_inputs.by_output (NULL: no per-output facts), 0008 only moved op_xla's verdicts
 # into xla_verdicts (read from the wide op_xla before it), 0009 only added
-# op_xla_variants (before it: no verdicts per attribute setting), so a database
-# harvested before them answers as it did
-READS_ALSO = ("0006_xla", "0007_input_by_output", "0008_xla_verdicts")
+# op_xla_variants (before it: no verdicts per attribute setting), 0010 only added the
+# name traces (before it: every Python name unchecked), so a database harvested before
+# them answers as it did
+READS_ALSO = ("0006_xla", "0007_input_by_output", "0008_xla_verdicts", "0009_xla_variants")
 
 # what a row of ``op_rows`` holds: result name -> table.column (ro: release_ops,
 # r: releases, od: op_defs, gf: gradient_functions, x: xla_verdicts of op_xla on the CPU,
@@ -134,6 +136,7 @@ class Store:
         self._by_output = False  # whether op_inputs has by_output (revision 0007)
         self._xla_join = _XLA_JOIN  # how op_xla holds its verdicts (revision 0008)
         self._xla_variants = True  # whether op_xla_variants exists (revision 0009)
+        self._name_traces = True  # whether name traces exist (revision 0010)
         self._check_revision()
 
     # -- plumbing --------------------------------------------------------------------
@@ -172,9 +175,10 @@ class Store:
         # the revisions before head lack a nullable column (read as NULL) or hold the
         # XLA verdicts in op_xla itself
         self._by_output = revision != "0006_xla"
-        self._xla_join = _XLA_JOIN if revision in (HEAD_REVISION, "0008_xla_verdicts") \
-            else _XLA_JOIN_WIDE
-        self._xla_variants = revision == HEAD_REVISION
+        self._xla_join = _XLA_JOIN if revision in (
+            HEAD_REVISION, "0008_xla_verdicts", "0009_xla_variants") else _XLA_JOIN_WIDE
+        self._xla_variants = revision in (HEAD_REVISION, "0009_xla_variants")
+        self._name_traces = revision == HEAD_REVISION
         if revision not in (HEAD_REVISION, *READS_ALSO):
             raise DatabaseError(
                 f"{self.location.describe()} has schema {revision}, this opregistry reads "
@@ -423,6 +427,32 @@ class Store:
         return self.rows("SELECT DISTINCT name, op_name, method FROM python_names" +
                          (" WHERE " + where[0] if where else ""), **params)
 
+    def name_traces(self, release_id: int | None, names: Collection[str]) -> list[Row]:
+        """(release_id, name, family, ops, why) of the traces of ``names`` in one release
+        (None: in every release): what TensorFlow built when each was called with
+        generated arguments (none before revision 0010)."""
+        if not self._name_traces or not names:
+            return []
+        where: list[str] = []
+        params: Row = {}
+        _names_in("rt.name", names, where, params)
+        if release_id is not None:
+            where.append("rt.release_id = :release")
+            params["release"] = release_id
+        wanted = set(names)  # more than MAX_NAMES: every name's, kept here
+        return [row for row in self.rows(
+            "SELECT rt.release_id, rt.name, t.family, t.ops, t.why "
+            "FROM release_name_traces rt JOIN name_traces t ON t.id = rt.trace_id" +
+            (" WHERE " + " AND ".join(where) if where else ""), **params)
+            if row["name"] in wanted]
+
+    def traced_releases(self) -> list[int]:
+        """Ids of the releases whose names were traced."""
+        if not self._name_traces:
+            return []
+        return [r["release_id"] for r in self.rows(
+            "SELECT DISTINCT release_id FROM release_name_traces")]
+
     def python_names(self, name: str | None = None, fold_case: bool = False
                      ) -> list[dict[str, Any]]:
         """(name, op_name, method) of public Python names (or of one, in any case)."""
@@ -453,50 +483,6 @@ def _matching(releases: list[ReleaseRow], version: str,
         return []
     newest = max((key(r) for r in prefix), key=version_key)
     return [r for r in prefix if key(r) == newest]
-
-
-def is_prerelease(version: str) -> bool:
-    """``2.23.0.dev20261026``, ``2.16.0rc0``, ``2.22.0-dev20261130``: not a final release."""
-    match = _VERSION.fullmatch(version.strip())  # the parser version_key sorts with
-    return match is not None and bool(match["pre"] or match["dev"])
-
-
-_VERSION = re.compile(
-    r"v?(?P<release>\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(?P<pre>a|alpha|b|beta|c|rc|pre|preview)[-_.]?(?P<pre_n>\d*))?"
-    r"(?:[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d*)|-(?P<post_implicit>\d+))?"
-    r"(?:[-_.]?(?P<dev>dev)[-_.]?(?P<dev_n>\d*))?"
-    r"(?:\+[a-z0-9._-]*)?", re.IGNORECASE)
-_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-
-
-def version_key(version: str) -> tuple[Any, ...]:
-    """Sort key for versions, in PEP 440 order (as ``packaging.version`` sorts them):
-    ``2.9.3`` < ``2.10.1``; ``2.16.0.dev1`` < ``2.16.0a1`` < ``2.16.0rc0`` < ``2.16.0`` <
-    ``2.16.0.post1``; nightlies (``2.22.0-dev20261130``) before the release they lead to.
-    A string that is no version (an op library's empty version) sorts first, by text."""
-    match = _VERSION.fullmatch(version.strip())
-    if match is None:
-        return (0, (), (0, 0), -1, (1, 0), version)
-    release = tuple(int(part) for part in match["release"].split("."))
-    while len(release) > 1 and release[-1] == 0:
-        release = release[:-1]  # 2.9 == 2.9.0
-    post = match["post"] if match["post"] is not None else match["post_implicit"]
-    if match["pre"]:
-        pre = (_PRE_RANK[match["pre"].lower()], int(match["pre_n"] or 0))
-    elif match["dev"] and post is None:
-        pre = (-1, 0)  # a dev release of the final comes before its pre-releases
-    else:
-        pre = (3, 0)
-    dev = (0, int(match["dev_n"] or 0)) if match["dev"] else (1, 0)
-    return (1, release, pre, int(post or 0) if post is not None else -1, dev, version)
-
-
-def release_numbers(version: str) -> tuple[int, int, int]:
-    """``(major, minor, patch)`` of a version as ``version_key`` reads it (``2.16.0rc1``:
-    ``(2, 16, 0)``); ``(0, 0, 0)`` for a string that is no version."""
-    numbers = tuple(version_key(version)[1]) + (0, 0, 0)
-    return numbers[0], numbers[1], numbers[2]
 
 
 def location_of(db: DbLike) -> DatabaseLocation:

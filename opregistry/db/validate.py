@@ -18,11 +18,17 @@ import json
 import math
 import re
 import stat
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from opregistry.db.document_schema import MAX_DEPTH, MIN_FORMAT_VERSION, document_schema
+from opregistry.db.document_schema import (
+    MAX_DEPTH,
+    MIN_FORMAT_VERSION,
+    NAME_TRACES,
+    document_schema,
+)
 from opregistry.errors import DocumentError, first_line
 from opregistry.harvest.inenv.document import FORMAT, FORMAT_VERSION
 
@@ -133,6 +139,37 @@ def _unique(items: list[Any], key: str, path: str) -> None:
         seen.add(item[key])
 
 
+@lru_cache(maxsize=1)
+def _traces_validator() -> Callable[[object], object]:
+    import fastjsonschema
+
+    return fastjsonschema.compile(NAME_TRACES, use_default=False)
+
+
+def validate_name_traces(entries: object) -> None:
+    """Raise DocumentError unless ``entries`` are name traces the loader can store (a
+    document's ``name_traces``, or data/harvest_name_traces.py's for a stored release)."""
+    _checked(entries, _traces_validator(), "$.name_traces")
+    assert isinstance(entries, list)  # the schema says so
+    _unique(entries, "name", "$.name_traces")
+
+
+def _checked(value: object, validator: Callable[[object], object], path: str) -> None:
+    """``value`` checked for bounds and by the compiled schema ``validator``."""
+    bad = _bad_value(value)
+    if bad is not None:
+        problem, keys = bad
+        raise _fail(path + "".join(f"[{k}]" if type(k) is int else f".{k}"
+                                   for k in reversed(keys)), problem)
+    import fastjsonschema
+
+    try:
+        validator(value)
+    except fastjsonschema.JsonSchemaValueException as error:
+        raise _fail(_json_path(error.name or "data").replace("$", path, 1),
+                    _message(error)) from None
+
+
 def validate(document: Any) -> None:
     """Raise DocumentError, naming the first problem and its JSON path, unless
     ``document`` is a harvest document the loader can store as it is."""
@@ -143,19 +180,10 @@ def validate(document: Any) -> None:
         raise DocumentError(
             f"harvest document format_version {str(found)[:40]!r} is not supported "
             f"(this opregistry reads format_version {MIN_FORMAT_VERSION} to {FORMAT_VERSION})")
-    bad = _bad_value(document)
-    if bad is not None:
-        problem, keys = bad
-        raise _fail("$" + "".join(f"[{k}]" if type(k) is int else f".{k}"
-                                  for k in reversed(keys)), problem)
-    import fastjsonschema
-
-    try:
-        _validator()(document)
-    except fastjsonschema.JsonSchemaValueException as error:
-        raise _fail(_json_path(error.name or "data"), _message(error)) from None
+    _checked(document, _validator(), "$")
     # what JSON Schema cannot say: keys unique among a list's items, and agreements
     _unique(document["ops"], "name", "$.ops")
+    _unique(document.get("name_traces") or [], "name", "$.name_traces")
     _unique(document.get("orphan_gradients") or [], "name", "$.orphan_gradients")
     device = (document.get("probes") or {}).get("xla_device") or "CPU"
     for index, op in enumerate(document["ops"]):

@@ -8,7 +8,7 @@ from typing import get_args
 from opregistry.vocabulary import Effective, GradientStatus, XlaStatus
 
 # The Alembic revision the code expects; kept in step with migrations/versions.
-HEAD_REVISION = "0009_xla_variants"
+HEAD_REVISION = "0010_name_traces"
 
 GRADIENT_STATES: tuple[GradientStatus, ...] = get_args(GradientStatus)
 EFFECTIVE_STATES: tuple[Effective, ...] = get_args(Effective)

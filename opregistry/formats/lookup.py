@@ -10,6 +10,7 @@ from opregistry.registry.listings import Lookups, OpList, ReleaseList
 
 if TYPE_CHECKING:
     from opregistry.registry import lookup as query
+    from opregistry.registry.resolve import NameResolution
 
 COLUMNS = ["op", "release", "package", "gradient", "effective", "inputs", "second_order",
            "verified", "xla", "xla_gradient", "function", "location"]
@@ -69,6 +70,7 @@ def lookup_row(row: query.OpRelease) -> dict[str, object]:
         "xla_gradient": xla_summary(row.xla.gradient if row.xla else None,
                                     row.xla.gradient_blocker if row.xla else None),
         "xla_settings": xla_settings_summary(row.xla),
+        "traced": row.traced.replace("_", " ") if row.traced else None,
     }
 
 
@@ -88,13 +90,14 @@ class LookupsRenderer(Renderer[Lookups]):
             columns = [c for c in columns if c not in ("xla", "xla_gradient")]
         elif any(r.xla and r.xla.variants for r in rows):  # verdicts per attribute setting
             columns.insert(columns.index("xla_gradient") + 1, "xla_settings")
-        columns += [c for c in ("via", "needs_import") if any(getattr(r, c) for r in rows)]
+        columns += [c for c in ("via", "traced", "needs_import")
+                    if any(getattr(r, c) for r in rows)]
         if any(r.library for r in rows):  # which TensorFlow an op library ran with
             columns.insert(columns.index("package"), "with_tf")
         return columns
 
     def summary(self, result: Lookups) -> str:
-        return "\n".join(lookup_summary(r) for r in result.results)
+        return "\n".join(line for r in result.results for line in lookup_notes(r))
 
 
 class LookupResultRenderer(Renderer["query.LookupResult"]):
@@ -110,11 +113,48 @@ class LookupResultRenderer(Renderer["query.LookupResult"]):
         return LookupsRenderer().columns(Lookups((result,)))
 
     def summary(self, result: query.LookupResult) -> str:
-        return lookup_summary(result)
+        return "\n".join(lookup_notes(result))
 
 
 def _rows(result: Lookups) -> list[query.OpRelease]:
     return [row for found in result.results for row in found.rows]
+
+
+def resolution_text(how: NameResolution) -> str:
+    """How a Python name found the op shown first, and whether TF's trace of the name
+    confirms it, in one line (``explain``'s and ``lookup``'s)."""
+    first, release = how.first, how.release
+    basis = {"usual_call": f"its usual call builds {first}",
+             "only_op": f"its code reaches {first} alone",
+             "named_after": f"it is named after {first}, one of the {how.candidates} ops "
+                            "its code creates",
+             "code_creates": f"{first} is one of the {how.candidates} ops its code creates",
+             "trace": f"TF built {first} when it traced the name"}[how.by]
+    built = ", ".join(how.traced[:8]) + (", ..." if len(how.traced) > 8 else "")
+    if how.checked:
+        check = (f"checked: TF {release} built {first} for a call with generated arguments "
+                 f"(family {how.family})")
+    elif how.traced:
+        check = (f"TF {release} built {built} for a call with the required arguments only; "
+                 "the usual call's ops are listed by hand and checked against TF"
+                 if how.by == "usual_call" else
+                 f"not checked: TF {release} built {built} for a call with generated "
+                 "arguments")
+    elif how.untraced:
+        check = f"not checked by a trace in {release}: {how.untraced}"
+    else:
+        check = (f"not checked: {release} was harvested without traces of its names"
+                 if release else "not checked: no TensorFlow release to trace it in")
+    absent = (f" ({how.name} is not a name of TensorFlow {how.asked}: "
+              f"its newest trace is {release}'s)" if how.asked else "")
+    return f"{how.name} -> {first}: {basis}; {check}{absent}"
+
+
+def lookup_notes(result: query.LookupResult) -> list[str]:
+    """The stderr lines of one name looked up: its ops and their states; for a Python
+    name, how it found them (:func:`resolution_text`)."""
+    return [lookup_summary(result)] + (
+        [resolution_text(result.resolution)] if result.resolution else [])
 
 
 def lookup_summary(result: query.LookupResult) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from opregistry.formats import OutputFormat, Renderer, plural
-from opregistry.formats.lookup import xla_settings
+from opregistry.formats.lookup import resolution_text, xla_settings
 from opregistry.text import fenced, markdown_safe, printable
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ def explain_text(result: Any, markdown: bool = False) -> str:
                   if result.effective else str(result.gradient))
         lines.append(f"{result.name}: {status} in {result.release}"
                      if result.release else f"{result.name}: not in the release asked for")
+        if result.resolution is not None:  # asked by a Python name
+            lines.append(resolution_text(result.resolution))
         if result.history:
             lines.append("history:")
             for h in result.history:

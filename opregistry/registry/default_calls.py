@@ -197,6 +197,12 @@ _calls("tf.nn.pool", "MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D")
 # stateful=True by default: PyFunc (PyFuncStateless only when asked)
 _calls("tf.numpy_function", "PyFunc", "PyFuncStateless")
 
+# names whose call with generated arguments (the required ones only) builds another
+# form than the usual one: the trace does not reorder their ops. tf.where(c) alone is
+# Where; tf.where(c, x, y), the form on a gradient path, SelectV2 (Select in TF 1's)
+GENERATED_CALL_DIFFERS = frozenset({"tf.where", "tf.compat.v1.where_v2",
+                                    "tf.compat.v1.where"})
+
 # what every public name with a call of its own leads to (read-only from here on)
 DEFAULT_CALLS: dict[str, tuple[str, ...]] = CALLS
 _COMPAT = ("tf.compat.v1.", "tf.compat.v2.")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opregistry.db.location import DbLike
-from opregistry.db.store import is_prerelease, using, version_key
+from opregistry.db.store import using
+from opregistry.db.versions import is_prerelease, version_key
 from opregistry.registry.lookup import InputGradient, OpRelease, op_release, xla_variants
 from opregistry.registry.names import implemented_by, ranked
 

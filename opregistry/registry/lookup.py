@@ -9,11 +9,14 @@ from typing import Any, Iterator, Sequence, Union
 
 from opregistry.db.location import DbLike
 from opregistry.db.records import Row
-from opregistry.db.store import Store, is_prerelease, using, version_key
+from opregistry.db.store import Store, using
+from opregistry.db.versions import is_prerelease, version_key
 from opregistry.db.vocabulary import EFFECTIVE_STATES, GRADIENT_STATES, XLA_STATES
 from opregistry.errors import OpregistryError, UnknownOpError
-from opregistry.registry.resolve import SHOWN_UNKNOWN, NameIndex, suggest
+from opregistry.registry.release_choice import checked_release, wanted_releases
+from opregistry.registry.resolve import SHOWN_UNKNOWN, NameIndex, NameResolution, suggest
 from opregistry.shown import Shown
+from opregistry.vocabulary import TraceStatus
 
 # --------------------------------------------------------------------------- results
 
@@ -147,6 +150,9 @@ class OpRelease:
     library_version: str | None = None
     # XLA on the CPU (compiles | fails | unknown; unknown where not harvested)
     xla: Xla | None = None
+    # looked up by a Python name: whether TF built this op when it called the name with
+    # generated arguments in this release (None: the release has no trace of the name)
+    traced: TraceStatus | None = None
 
     @property
     def release_label(self) -> str:
@@ -178,10 +184,13 @@ class LookupResult(Shown):
     matched_by: str  # op | op_case_insensitive | python_name
     ops: tuple[str, ...]
     rows: tuple[OpRelease, ...]
+    # a Python name: how it found its ops, checked against TF's trace of it
+    resolution: NameResolution | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "matched_by": self.matched_by, "ops": list(self.ops),
-                "rows": [r.to_dict() for r in self.rows]}
+                "rows": [r.to_dict() for r in self.rows],
+                "resolution": self.resolution.to_dict() if self.resolution else None}
 
 
 @dataclass(frozen=True)
@@ -396,26 +405,30 @@ def _sorted_rows(rows: list[OpRelease]) -> list[OpRelease]:
 
 
 def lookup(name: str, release: str | None = None, *, library: str | None = None,
-           db: DbLike = None) -> LookupResult:
+           checked_in: str | None = None, db: DbLike = None) -> LookupResult:
     """Gradient status of an op (by op name, any case, or public Python name) in every
     release, or in ``release`` only (an op library's op: in the library release that
-    ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only."""
-    results, errors = lookup_many([name], release, library=library, db=db)
+    ``check`` uses with that TensorFlow). ``library`` keeps that library's releases only.
+    A Python name is checked against TF's trace of it in ``checked_in`` (default:
+    ``release``, else the newest)."""
+    results, errors = lookup_many([name], release, library=library, checked_in=checked_in,
+                                  db=db)
     if errors:
         raise errors[0]
     return results[0]
 
 
 def lookup_many(names: Sequence[str], release: str | None = None, *,
-                library: str | None = None, db: DbLike = None
+                library: str | None = None, checked_in: str | None = None,
+                db: DbLike = None
                 ) -> tuple[tuple[LookupResult, ...], tuple[OpregistryError, ...]]:
     """:func:`lookup` of each of ``names`` in a few queries, whatever their number:
     (the results of the names found, in order; an error per name not found, in order,
     the first ``SHOWN_UNKNOWN`` unknown ones with suggestions). An unknown release or
     library raises."""
     with using(db) as store:
-        wanted = _wanted_releases(store, release, library)
-        index = NameIndex(store, names)
+        wanted = wanted_releases(store, release, library)
+        index = NameIndex(store, names, checked_release(store, checked_in or release, library))
         resolved = [(name, index.resolve(name)) for name in names]
         ops = {op for _, found in resolved if found for op, _ in found[1]}
         by_op: dict[str, list[dict[str, Any]]] = {}
@@ -438,10 +451,12 @@ def lookup_many(names: Sequence[str], release: str | None = None, *,
                 errors.append(UnknownOpError(
                     name, suggest(store, name) if unknown <= SHOWN_UNKNOWN else []))
                 continue
-            matched_by, pairs = found
-            rows = [op_release(row, via=name if method else None,
-                               inputs=inputs.get((row["release_id"], op), []),
-                               variants=variants.get((row["release_id"], op), ()))
+            matched_by, pairs, how = found
+            rows = [replace(op_release(row, via=name if method else None,
+                                       inputs=inputs.get((row["release_id"], op), []),
+                                       variants=variants.get((row["release_id"], op), ())),
+                            traced=index.trace_status(how.name, row["release_id"], op)
+                            if how else None)
                     for op, method in pairs for row in by_op.get(op, [])]
             if wanted is not None and not rows:
                 where = f"release {release}" if release else f"op library {library}"
@@ -449,24 +464,8 @@ def lookup_many(names: Sequence[str], release: str | None = None, *,
                 continue
             results.append(LookupResult(query=name, matched_by=matched_by,
                                         ops=tuple(op for op, _ in pairs),
-                                        rows=tuple(_sorted_rows(rows))))
+                                        rows=tuple(_sorted_rows(rows)), resolution=how))
         return tuple(results), tuple(errors)
-
-
-def _wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:
-    """Release ids a lookup keeps (None: all)."""
-    if library is not None and library != "tensorflow":
-        if release is not None:
-            return {store.release(release, library=library).id}
-        name = library.replace("==", " ").split()[0]
-        store.release("latest", library=library)  # an unknown library is an error
-        return {r.id for r in store.library_releases(name)}
-    if release is None:
-        return None if library is None else {r.id for r in store.core_releases()}
-    rel = store.release(release)
-    if library is not None:  # --library tensorflow: TF's own release only
-        return {rel.id}
-    return {rel.id} | {r.id for r in store.library_releases_for(rel)}
 
 
 def ops(release: str | None = None, *, status: str | None = None, public_only: bool = False,

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 from opregistry.db.location import DbLike
-from opregistry.db.store import release_numbers, using, version_key
+from opregistry.db.store import ReleaseRow, Store, using
+from opregistry.db.versions import release_numbers, version_key
+from opregistry.errors import DatabaseError
 
 # the distributions TensorFlow is installed as (read from package metadata: no import)
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tensorflow-intel")
@@ -102,3 +104,30 @@ def choose_release(requested: str | None = None, db: DbLike = None, *,
 class ReleaseWarning(UserWarning):
     """The API used another release's facts for the installed TensorFlow (a patch the
     database does not hold): which, and why. Pass ``release=`` to choose one."""
+
+
+def checked_release(store: Store, release: str | None, library: str | None) -> ReleaseRow | None:
+    """The TensorFlow release Python names are checked in: ``release`` (a TF release,
+    unless ``library`` names an op library), else the newest; None without one."""
+    try:
+        if release is not None and library in (None, "tensorflow"):
+            return store.release(release)
+        return store.release("latest")
+    except DatabaseError:  # no TensorFlow release: nothing to check against
+        return None
+
+
+def wanted_releases(store: Store, release: str | None, library: str | None) -> set[int] | None:
+    """Release ids a lookup keeps (None: all)."""
+    if library is not None and library != "tensorflow":
+        if release is not None:
+            return {store.release(release, library=library).id}
+        name = library.replace("==", " ").split()[0]
+        store.release("latest", library=library)  # an unknown library is an error
+        return {r.id for r in store.library_releases(name)}
+    if release is None:
+        return None if library is None else {r.id for r in store.core_releases()}
+    rel = store.release(release)
+    if library is not None:  # --library tensorflow: TF's own release only
+        return {rel.id}
+    return {rel.id} | {r.id for r in store.library_releases_for(rel)}

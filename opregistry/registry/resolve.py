@@ -4,11 +4,14 @@ suggestions for a name not found, and the one error of a lookup's names not foun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from opregistry.db.store import Store, ascii_lower
+from opregistry.db.store import ReleaseRow, Store, ascii_lower
 from opregistry.errors import OpregistryError, UnknownOpError
+from opregistry.registry.default_calls import GENERATED_CALL_DIFFERS
 from opregistry.registry.names import default_call, helpers_last, implemented_by, newest_first
+from opregistry.vocabulary import ResolvedBy, TraceStatus
 
 # unknown names given a "did you mean" (difflib over every name: slow), and named in
 # the one error of a lookup of many
@@ -22,11 +25,52 @@ def strip_prefix(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class NameResolution:
+    """How a public Python name found its ops, and whether TensorFlow's trace of the
+    name in ``release`` confirms the first: ``traced`` holds the ops TF built when the
+    name was called with generated arguments (``family``: their shapes and dtypes), or
+    ``untraced`` why no such call built an op; neither where the release has no traces
+    (harvested before them). ``candidates``: the ops the name's code can create."""
+
+    name: str
+    release: str | None
+    by: ResolvedBy
+    first: str
+    candidates: int
+    traced: tuple[str, ...] = ()
+    family: str | None = None
+    untraced: str | None = None
+    # the release asked for, where it has no trace of the name and ``release`` is the
+    # newest that has one (a TF 1 name asked of TF 2)
+    asked: str | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether TF built the first op when it traced the name."""
+        return self.first in self.traced
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "release": self.release, "by": self.by,
+                "first": self.first, "checked": self.checked,
+                "candidates": self.candidates, "traced": list(self.traced),
+                "family": self.family, "untraced": self.untraced, "asked": self.asked}
+
+
+class Resolved(NamedTuple):
+    """A name's match: by op name, op name in any case, or Python name (``how``)."""
+
+    matched_by: str  # op | op_case_insensitive | python_name
+    pairs: list[tuple[str, str | None]]  # (op, python-name method), the first shown first
+    how: NameResolution | None = None
+
+
 class NameIndex:
     """The op and Python names a lookup of ``names`` can match, read in a few queries
-    whatever the number of names (not one per name)."""
+    whatever the number of names (not one per name); Python names checked against
+    their traces in ``release`` (a TensorFlow release of the store; None: unchecked)."""
 
-    def __init__(self, store: Store, names: Sequence[str]):
+    def __init__(self, store: Store, names: Sequence[str], release: ReleaseRow | None = None):
         bares = {strip_prefix(n.strip()) for n in names}
         self.ops = set(store.op_names_in(bares))
         missing = {b for b in bares if b not in self.ops}
@@ -44,36 +88,105 @@ class NameIndex:
         self.python_folded: dict[str, list[dict[str, Any]]] = {}
         for row in store.python_names_in(missing, fold_case=True) if missing else ():
             self.python_folded.setdefault(ascii_lower(row["name"]), []).append(row)
+        self.release = release
+        self._store = store
+        self._traced_ids: set[int] | None = None  # the releases with traces, when needed
+        # (the stores' reads of many names return every row: only the candidates')
+        found = {r["name"] for c in candidates for r in (
+            self.python.get(c) or self.python_folded.get(ascii_lower(c), []))} | {
+            c for c in candidates if default_call(c)}
+        # every release's traces of those names: lookup says per row whether TF built it
+        self.traces = {(row["release_id"], row["name"]): row
+                       for row in store.name_traces(None, found)} if found else {}
 
     def _is_op(self, name: str) -> bool:
         bare = strip_prefix(name.strip())
         return bare in self.ops or ascii_lower(bare) in self.folded
 
-    def resolve(self, name: str) -> tuple[str, list[tuple[str, str | None]]] | None:
-        """(matched_by, [(op, python-name method)]) for an op or Python name, or None."""
+    def resolve(self, name: str) -> Resolved | None:
+        """How ``name`` (an op or a Python name) matched, its ops, or None."""
         bare = strip_prefix(name.strip())
         if bare in self.ops:
-            return "op", [(bare, None)]
+            return Resolved("op", [(bare, None)])
         if ascii_lower(bare) in self.folded:
-            return "op_case_insensitive", [(op, None) for op in self.folded[ascii_lower(bare)]]
+            return Resolved("op_case_insensitive",
+                            [(op, None) for op in self.folded[ascii_lower(bare)]])
         for candidate in _candidates(name):
-            called = [op for op in default_call(candidate) if op in self.called]
-            if called:  # what the usual call builds, its gradient path's op first
-                return "python_name", [(op, "default_call") for op in called]
-            found = self.python.get(candidate) or \
-                self.python_folded.get(ascii_lower(candidate), [])
-            # the op the name is implemented by, not every op its code creates (else all)
-            named = [r for r in found if implemented_by(r["name"], r["op_name"], r["method"])]
-            found = named or found
-            if found:
-                ops: dict[str, str] = {}
-                for row in sorted(found, key=lambda r: (
-                        (False, *newest_first(r["op_name"])) if named
-                        else helpers_last(r["op_name"]),
-                        r["method"])):
-                    ops.setdefault(row["op_name"], row["method"])
-                return "python_name", list(ops.items())
+            found = self._python(candidate)
+            if found is not None:
+                return self._checked(*found)
         return None
+
+    def _python(self, candidate: str
+                ) -> tuple[str, list[tuple[str, str]], ResolvedBy, int] | None:
+        """(the Python name, its ops in order with their methods, how, how many ops its
+        code can create) as the harvest and the usual calls say, or None."""
+        rows = self.python.get(candidate) or self.python_folded.get(ascii_lower(candidate), [])
+        created = len({r["op_name"] for r in rows})
+        called = [op for op in default_call(candidate) if op in self.called]
+        if called:  # what the usual call builds, its gradient path's op first
+            return candidate, [(op, "default_call") for op in called], "usual_call", \
+                max(created, len(called))
+        if not rows:
+            return None
+        # the op the name is implemented by, not every op its code creates (else all)
+        named = [r for r in rows if implemented_by(r["name"], r["op_name"], r["method"])]
+        ops: dict[str, str] = {}
+        for row in sorted(named or rows, key=lambda r: (
+                (False, *newest_first(r["op_name"])) if named else helpers_last(r["op_name"]),
+                r["method"])):
+            ops.setdefault(row["op_name"], row["method"])
+        multi = any(str(m).endswith("_multi") for m in ops.values())
+        by: ResolvedBy = "code_creates" if not named else "named_after" if multi else "only_op"
+        return rows[0]["name"], list(ops.items()), by, created
+
+    def _checked(self, name: str, pairs: list[tuple[str, str]], by: ResolvedBy,
+                 created: int) -> Resolved:
+        """The ops of a Python name, those TF built when it traced the name first (the
+        harvest's order otherwise kept), with how they were found."""
+        version = self.release.version if self.release else None
+        trace = self.traces.get((self.release.id, name)) if self.release else None
+        asked = None
+        if trace is None and self.release is not None:
+            # a name the release lacks (tf.nn.dynamic_rnn of TF 2): the newest trace of it
+            order = {r.id: index for index, r in enumerate(self._store.core_releases())}
+            others = sorted((order[rid], rid) for rid, n in self.traces
+                            if n == name and rid in order)
+            if others:
+                asked, trace = version, self.traces[(others[-1][1], name)]
+                version = self._store.core_releases()[others[-1][0]].version
+            elif self.release.id in self._traced():
+                return Resolved("python_name", list(pairs), NameResolution(
+                    name, version, by, pairs[0][0], created,
+                    untraced=f"not a public name of TensorFlow {version}"))
+        if trace is None:
+            return Resolved("python_name", list(pairs),
+                            NameResolution(name, version, by, pairs[0][0], created))
+        built = tuple(trace["ops"].split()) if trace["ops"] else ()
+        if built and pairs[0][0] not in built and name not in GENERATED_CALL_DIFFERS:
+            inside = [p for p in pairs if p[0] in built]
+            if not inside:  # none of the harvest's ops: the trace's, helpers last
+                inside = [(op, "trace") for op in sorted(built, key=helpers_last)]
+            pairs = inside + [p for p in pairs if p not in inside]
+            by = "trace"
+        return Resolved("python_name", list(pairs), NameResolution(
+            name, version, by, pairs[0][0], created, built, trace["family"],
+            None if built else trace["why"], asked))
+
+    def _traced(self) -> set[int]:
+        if self._traced_ids is None:
+            self._traced_ids = set(self._store.traced_releases())
+        return self._traced_ids
+
+    def trace_status(self, name: str, release_id: int, op: str) -> TraceStatus | None:
+        """Whether TF built ``op`` when it traced the Python name ``name`` in the release
+        (None: the release has no trace of it)."""
+        trace = self.traces.get((release_id, name))
+        if trace is None:
+            return None
+        if not trace["ops"]:
+            return "untraced"
+        return "built" if op in trace["ops"].split() else "not_built"
 
 
 def _candidates(name: str) -> list[str]:

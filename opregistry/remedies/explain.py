@@ -11,6 +11,7 @@ from opregistry.shown import Shown
 
 if TYPE_CHECKING:
     from opregistry.registry.lookup import Xla
+    from opregistry.registry.resolve import NameResolution
 
 # the reason a blocking op has, from its effective status (else its registry status)
 REASON_OF_STATUS = {"none": "none", "no_gradient": "no_gradient", "missing": "missing",
@@ -45,6 +46,8 @@ class Explanation(Shown):
     history: tuple[HistorySpan, ...] = ()
     # the op's XLA verdict (CPU) in that release, with its verdicts per attribute setting
     xla: Xla | None = None
+    # a Python name: how it found the op, checked against TF's trace of it in the release
+    resolution: NameResolution | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "kind": self.kind, "name": self.name,
@@ -55,13 +58,15 @@ class Explanation(Shown):
                 "history": [vars(h) for h in self.history],
                 "xla": None if self.xla is None else {
                     **{k: v for k, v in asdict(self.xla).items() if k != "variants"},
-                    "variants": [v.to_dict() for v in self.xla.variants]}}
+                    "variants": [v.to_dict() for v in self.xla.variants]},
+                "resolution": self.resolution.to_dict() if self.resolution else None}
 
 
 def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Explanation:
     """The remedies for a reason (``integer_edge``) or an op (``ArgMax``, ``tf.round``),
     and for an op its status in ``release`` (default: the newest) and every release."""
-    from opregistry.db.store import using, version_key
+    from opregistry.db.store import using
+    from opregistry.db.versions import version_key
     from opregistry.registry.facts import op_facts
     from opregistry.registry.lookup import lookup
 
@@ -74,7 +79,7 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
             return Explanation(name, "reason", name, None, None, None, name, tuple(
                 Suggestion(r, snippet_for(r, "OpName")) for r in cat.for_reason(name)),
                 None)
-        found = lookup(name, db=store)
+        found = lookup(name, checked_in=version, db=store)
         op = found.ops[0]
         version, facts = op_facts(version, [op], db=store)
     # TensorFlow's releases; an op library's op: that library's releases
@@ -95,7 +100,8 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
                             for r in cat.for_op(op))
     where = (fact.library or version) if fact else None  # an op library's release by name
     return Explanation(name, "op", op, where, gradient, effective, reason,
-                       suggestions, no_remedy, _spans(rows), fact.xla if fact else None)
+                       suggestions, no_remedy, _spans(rows), fact.xla if fact else None,
+                       found.resolution)
 
 
 def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:

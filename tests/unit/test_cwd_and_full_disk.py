@@ -73,7 +73,7 @@ def test_db_upgrade_on_a_full_disk_leaves_no_file_and_an_old_database_intact(tmp
     assert list(tmp_path.iterdir()) == []  # not an empty database file, no temporary file
     done = cli("db", "upgrade", "--db", "new.sqlite", cwd=tmp_path)
     assert done.returncode == 0 and list(tmp_path.iterdir()) == [tmp_path / "new.sqlite"]
-    assert done.stderr == f"{tmp_path / 'new.sqlite'} is at 0009_xla_variants\n"
+    assert done.stderr == f"{tmp_path / 'new.sqlite'} is at 0010_name_traces\n"
     done = cli("db", "downgrade", "0001", "--db", "new.sqlite", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     before = dump(tmp_path / "new.sqlite")

@@ -11,7 +11,8 @@ import opregistry
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
-from opregistry.db.store import is_prerelease, using
+from opregistry.db.store import using
+from opregistry.db.versions import is_prerelease
 from opregistry.errors import OpregistryError, UnknownReleaseError
 from opregistry.registry.facts import op_facts
 

@@ -216,7 +216,7 @@ def _queries(names: list[str], db: Path) -> tuple[int, int]:
 def test_a_lookup_of_many_names_asks_the_database_a_few_times(inputs):
     few = ["ArgMax", "floor", "tf.math.floor"]
     assert _queries(few, inputs["db"]) == _queries(few * 700, inputs["db"])[:1] + (0,)
-    assert _queries(few, inputs["db"])[0] <= 8
+    assert _queries(few, inputs["db"])[0] <= 9  # 9: the names' traces (issue 39)
     # unknown names: suggestions for the first five only
     unknown = [f"NoSuch{i}" for i in range(5000)]
     assert _queries(unknown[:5], inputs["db"]) == (_queries(unknown, inputs["db"])[0], 5)

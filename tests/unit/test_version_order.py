@@ -1,10 +1,10 @@
-"""One version ordering (``db.store.version_key``), in PEP 440 order: the database's
+"""One version ordering (``db.versions.version_key``), in PEP 440 order: the database's
 release lists, the history and the guard's nearest release all sort by it."""
 from __future__ import annotations
 
 import pytest
 
-from opregistry.db.store import release_numbers, version_key
+from opregistry.db.versions import release_numbers, version_key
 from opregistry.registry.release_choice import nearest_release
 
 # PEP 440 order, oldest first (tf-nightly writes its dev releases as 2.22.0-dev2026...)
