@@ -239,6 +239,53 @@ def test_xla_variants_on_postgres_as_on_sqlite_and_migration_0009_both_ways(
     assert cli(*ask, url).stdout == on_pg
 
 
+def test_name_traces_on_postgres_as_on_sqlite_and_migration_0010_both_ways(
+        postgres_url, tf_document, tmp_path, cli):
+    """Name traces (issue 39) read the same from PostgreSQL as from SQLite: each lookup
+    row's ``traced`` and the name's resolution; down to 0009 the names answer unchecked,
+    up and loaded again they are checked again."""
+    import json
+
+    import pg8000.native
+
+    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
+    host, port = host_port.split(":")
+    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
+    admin.run("DROP DATABASE IF EXISTS migration_0010")
+    admin.run("CREATE DATABASE migration_0010")
+    admin.close()
+    url = postgres_url.rsplit("/", 1)[0] + "/migration_0010"
+    by_name: dict[str, list[str]] = {}
+    for entry in tf_document["python_names"]:
+        by_name.setdefault(entry["name"], []).append(entry["op"])
+    names = sorted(n for n in by_name if n.startswith(("tf.math.", "tf.nn.")))[:40]
+    # TF "built" each name's last op (by name), and one name was not traced
+    traced = dict(tf_document, name_traces=[
+        {"name": n, "family": "square", "ops": sorted(by_name[n])[-1:]} for n in names[1:]]
+        + [{"name": names[0], "family": None, "why": "never called (changes the process)"}])
+    document = tmp_path / "traces.json"
+    document.write_text(json.dumps(traced))
+    sqlite = tmp_path / "traces.sqlite"
+    for db in (url, str(sqlite)):
+        done = cli("db", "load", str(document), "--db", db)
+        assert done.returncode == 0, done.stderr
+    ask = ("lookup", *names, "--format", "json", "--db")
+    on_pg = cli(*ask, url)
+    assert on_pg.returncode == 0, on_pg.stderr
+    assert (on_pg.stdout, on_pg.stderr) == (lambda d: (d.stdout, d.stderr))(cli(*ask, str(sqlite)))
+    rows = json.loads(on_pg.stdout)
+    assert {r["traced"] for r in rows} >= {"built", "untraced"}
+    assert "not checked by a trace in" in on_pg.stderr and "checked: TF" in on_pg.stderr
+    down = cli("db", "downgrade", "0009_xla_variants", "--db", url)
+    assert down.returncode == 0, down.stderr
+    unchecked = cli(*ask, url)
+    assert {r["traced"] for r in json.loads(unchecked.stdout)} == {None}
+    assert "was harvested without traces" in unchecked.stderr
+    assert cli("db", "upgrade", "--db", url).returncode == 0
+    assert cli("db", "load", str(document), "--db", url).returncode == 0
+    assert cli(*ask, url).stdout == on_pg.stdout
+
+
 def test_write_commands_never_touch_another_applications_postgres_database(
         postgres_url, tmp_path, cli):
     """Another application's Alembic database on the server (its own revision, or one
