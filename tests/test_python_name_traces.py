@@ -3,9 +3,10 @@
 
 The names are the installed release's (the shipped database's ``tf.*`` names of TF
 2.21.0: 2,171, without ``tf.raw_ops.*``, which are op names). One child process
-(tests/name_traces.py: it calls arbitrary public functions, some of which change TF's
-global state) calls each function once (aliases share it) with arguments generated
-from its signature by parameter name (tests/name_arguments.py: tensors, sparse
+(``runner.trace_names``, the harvester's opregistry/harvest/inenv/name_traces.py: it
+calls arbitrary public functions, some of which change TF's global state) calls each
+function once (aliases share it) with arguments generated from its signature by
+parameter name (opregistry/harvest/inenv/name_arguments.py: tensors, sparse
 tensors, resource variables, strings, sampled classes, integer labels of logits,
 callables, windows and sizes; lists and sparse tensors where the docstring says so),
 in families of shapes and dtypes (float, complex, int, bool, string and quantized;
@@ -35,17 +36,15 @@ tracing, in the child; about 24 CPU seconds for the file.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections import Counter
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from opregistry.db.store import using
+from opregistry.harvest.runner import trace_names
 from opregistry.registry.names import DEFAULT_CALLS
 from opregistry.registry.resolve import NameIndex
 
@@ -75,13 +74,8 @@ def release_names() -> list[str]:
 
 
 def traced(names: list[str]) -> dict[str, dict[str, Any]]:
-    """Each name's trace by the child process (tests/name_traces.py)."""
-    child = subprocess.run([sys.executable, str(Path(__file__).with_name("name_traces.py"))],
-                           input=json.dumps(names), capture_output=True, text=True,
-                           timeout=1800, check=False)
-    assert child.returncode == 0, child.stderr[-3000:]
-    found: dict[str, dict[str, Any]] = json.loads(child.stdout)
-    return found
+    """Each name's trace by the harvester's child process, under this interpreter."""
+    return trace_names(sys.executable, names)
 
 
 @pytest.fixture(scope="module")

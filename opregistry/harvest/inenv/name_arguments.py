@@ -1,5 +1,7 @@
 """Arguments for public TensorFlow functions, generated from their parameters' names
-(imported by tests/name_traces.py, in its child process only: it needs TensorFlow).
+(for ``name_traces``, in its own process: the generators need TensorFlow).
+
+In-environment code (see ``__init__.py``): standard library only at import, Python 3.7+.
 
 A call is tried in families of shapes and dtypes (:func:`families`); each parameter
 gets the argument its name asks for in that family (:func:`argument`): a placeholder
@@ -236,7 +238,7 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
                                          tf.constant([d or 2 for d in shape], tf.int64))
                   for _ in range(2 if name == "sp_inputs" else 1)]
         return sparse if name == "sp_inputs" else sparse[0]
-    if name == "ref":  # TF 2 has resource variables only: made outside the graph
+    if name == "ref":  # a variable as the release makes it (TF 1: a reference variable)
         return tf.Variable(lambda: tf.zeros([d or 2 for d in shape], dtype))
     if name in ("updates", "gradients", "operand", "val", "ary", "q", "counts",
                 "mean_ss", "variance_ss", "signals"):
