@@ -60,7 +60,7 @@ NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experi
 # function takes one of the two (tf.compat.v1.nn.conv2d(filter=None, filters=None))
 TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
          "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
-         "value": "input"}
+         "value": "input", "bytes": "input_bytes"}
 
 
 def called(name: str) -> bool:
