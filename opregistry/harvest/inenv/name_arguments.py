@@ -166,10 +166,14 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
         return list(reversed(range(len(shape))))
     if name in ("dtype", "out_type"):  # another dtype than the input's: a real cast
         return tf.int32 if dtype.is_floating or dtype.is_complex else tf.float32
-    if name == "seed":
-        return (rng.randint(0, 99), rng.randint(0, 99))
-    if name in ("fn", "func"):
-        return lambda *args: args[0] * 2
+    if name == "seed":  # a stateless op's pair (and fold_in's, split's); else an int
+        pair = (rng.randint(0, 99), rng.randint(0, 99))
+        stateless = "stateless" in call.function or call.function.endswith(
+            ("fold_in", "random.split"))
+        return pair if stateless else pair[0]
+    if name in ("fn", "func"):  # map_fn's and foldl's over a list: each element's double
+        return lambda *args: ([a * 2 for a in args[0]] if isinstance(args[0], (list, tuple))
+                              else args[0] * 2)
     if name == "boxes":
         return tf.compat.v1.placeholder(tf.float32, [rows, 4])
     rank = len(shape)

@@ -60,7 +60,8 @@ NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experi
 # function takes one of the two (tf.compat.v1.nn.conv2d(filter=None, filters=None))
 TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
          "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
-         "value": "input", "bytes": "input_bytes"}
+         "value": "input", "bytes": "input_bytes",
+         "block_size": "block_shape"}
 
 
 def called(name: str) -> bool:
@@ -83,7 +84,10 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
     optional = [p for p in parameters if p.default is None or (
         p.kind == p.VAR_POSITIONAL and p.name in ("inputs", "args", "tensors", "values"))]
     given = {p.name for p in required + optional}
-    optional = [p for p in optional if TWINS.get(p.name) not in given]
+    # one of two twins: the new one, unless the old one has a value already (required,
+    # or a default such as softmax_cross_entropy_with_logits' dim=-1)
+    valued = {TWINS[p.name] for p in parameters if p.name in TWINS and p.default is not None}
+    optional = [p for p in optional if TWINS.get(p.name) not in given and p.name not in valued]
     refused, plumbing = "", False
     for extra in ([], optional):
         if extra is optional and (not optional or not refused):
