@@ -14,6 +14,7 @@ from opregistry.errors import OpregistryError
 
 BUSY_TIMEOUT = "OPREGISTRY_BUSY_TIMEOUT"
 COLLECTOR_TIMEOUT = "OPREGISTRY_COLLECTOR_TIMEOUT"
+TRACE_TIMEOUT = "OPREGISTRY_TRACE_TIMEOUT"
 CACHE = "OPREGISTRY_CACHE"
 # SQLite's busy timeout is an int of milliseconds: 2**31 - 1 ms is ~24.8 days
 MAX_BUSY_SECONDS = 2_147_483

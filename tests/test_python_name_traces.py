@@ -3,22 +3,25 @@
 
 The names are the installed release's (the shipped database's ``tf.*`` names of TF
 2.21.0: 2,171, without ``tf.raw_ops.*``, which are op names). One child process
-(tests/name_traces.py: it calls arbitrary public functions, some of which change TF's
-global state) calls each function once (aliases share it) with arguments generated
-from its signature by parameter name (tests/name_arguments.py: tensors, sparse
+(``runner.trace_names``, the harvester's opregistry/harvest/inenv/name_traces.py: it
+calls arbitrary public functions, some of which change TF's global state) calls each
+function once (aliases share it) with arguments generated from its signature by
+parameter name (opregistry/harvest/inenv/name_arguments.py: tensors, sparse
 tensors, resource variables, strings, sampled classes, integer labels of logits,
 callables, windows and sizes; lists and sparse tensors where the docstring says so),
 in families of shapes and dtypes (float, complex, int, bool, string and quantized;
 rank 0 to 5; lists of tensors), seeded per function, and records every op of the
-traced graph and of its functions (cond and loop bodies). 1,697 names build an op
-that way (1,155 before the structured arguments and the families after the seventh).
-The other 474 cannot be called with generated arguments: 117 are not
+traced graph and of its functions (cond and loop bodies). 1,762 names build an op
+that way (1,155 before the structured arguments and the families after the seventh,
+1,697 before loops, map_fn and folds over lists, switch_case, batch_normalization,
+conv1d, strided_slice, reverse, crop_and_resize, sequence masks and the inverse STFT).
+The other 409 cannot be called with generated arguments: 117 are not
 functions of this installation (generated wrappers of ops that modules the harvest
 imported had loaded: ``tf.compat.v1.xla_*``, ``rpc_*``; a class), 91 are never called
 (``tf.config``, ``tf.summary``, ``tf.data``, ``tf.keras``, ``tf.train``,
 ``enable_*``...: they change the process, touch files, or need a writer or a
-cluster), 132 take a parameter no generator makes (an RNN cell, a variable list, a
-protobuf's field names, an index to shuffle...), 69 refuse every family of generated
+cluster), 79 take a parameter no generator makes (an RNN cell, a variable list, a
+protobuf's field names, an index to shuffle...), 57 refuse every family of generated
 arguments (shapes or dtypes they do not take together, or a call TF refuses to trace:
 NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing
 but plumbing with them (a cast to the same dtype, a static shape, a check TF decides
@@ -30,22 +33,22 @@ cannot tell: tf.norm -> Sqrt, not Svd; tf.signal.rfft -> RFFT, not Pad;
 tf.compat.v1.scatter_update -> ResourceScatterUpdate, on TF 2's variables) and in
 ``names.HELPER_OPS`` / ``names.newest_first`` (TF 1's Enter/Exit and reference
 variables last; AddV2 before Add). ``EXCEPTIONS`` holds the few names whose generated
-call is not their usual one. Cost: one TF import and about 15 CPU seconds of
-tracing, in the child; about 24 CPU seconds for the file.
+call is not their usual one, ``NOT_YET_RESOLVED`` those traced since whose resolution
+is still wrong (the resolution from the harvested traces is to fix them). Cost: one TF
+import and about 15 CPU seconds of tracing, in the child; about 25 CPU seconds for the
+file.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from collections import Counter
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from opregistry.db.store import using
+from opregistry.harvest.runner import trace_names
 from opregistry.registry.names import DEFAULT_CALLS
 from opregistry.registry.resolve import NameIndex
 
@@ -58,8 +61,21 @@ EXCEPTIONS = {
     "tf.compat.v1.where_v2": "Where",
     "tf.compat.v1.where": "Where",  # where(c, x, y): Select
 }
-# names the generator calls today (1,697): fewer means a generator or a family broke
-CALLED_AT_LEAST = 1670
+# names traced since the generators learnt loops, branches, slices and masks, whose
+# first op is still not one their call builds: the resolution from the harvested
+# traces (data/harvest_name_traces.py) is to fix them (name: an op the call builds)
+NOT_YET_RESOLVED = {
+    "tf.while_loop": "StatelessWhile", "tf.compat.v1.while_loop": "StatelessWhile",
+    "tf.switch_case": "StatelessCase", "tf.compat.v1.switch_case": "StatelessCase",
+    "tf.__operators__.getitem": "StridedSlice",
+    "tf.signal.inverse_stft": "IRFFT", "tf.compat.v1.signal.inverse_stft": "IRFFT",
+    "tf.ragged.row_splits_to_segment_ids": "Range",
+    "tf.compat.v1.ragged.row_splits_to_segment_ids": "Range",
+    "tf.experimental.numpy.concatenate": "ConcatV2",
+    "tf.experimental.numpy.swapaxes": "Transpose",
+}
+# names the generator calls today (1,762): fewer means a generator or a family broke
+CALLED_AT_LEAST = 1730
 
 
 def release_names() -> list[str]:
@@ -75,13 +91,8 @@ def release_names() -> list[str]:
 
 
 def traced(names: list[str]) -> dict[str, dict[str, Any]]:
-    """Each name's trace by the child process (tests/name_traces.py)."""
-    child = subprocess.run([sys.executable, str(Path(__file__).with_name("name_traces.py"))],
-                           input=json.dumps(names), capture_output=True, text=True,
-                           timeout=1800, check=False)
-    assert child.returncode == 0, child.stderr[-3000:]
-    found: dict[str, dict[str, Any]] = json.loads(child.stdout)
-    return found
+    """Each name's trace by the harvester's child process, under this interpreter."""
+    return trace_names(sys.executable, names)
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +126,15 @@ def test_every_called_name_leads_first_to_an_op_its_call_builds(
     ours = first_ops(sorted(called))
     assert set(called) <= set(ours)  # every name of the release resolves
     wrong = {name: (ours[name][:4], sorted(ops)) for name, ops in called.items()
-             if ours[name][0] not in ops and name not in EXCEPTIONS}
+             if ours[name][0] not in ops and name not in EXCEPTIONS
+             and name not in NOT_YET_RESOLVED}
     assert not wrong, "\n".join(f"{n}: we say {o}, TF builds {t}" for n, (o, t) in
                                 sorted(wrong.items()))
     for name, built in EXCEPTIONS.items():  # still so, else the entry goes
         assert name in called and ours[name][0] not in called[name], name
         assert built in called[name] and built in ours[name], (name, ours[name])
+    for name, built in NOT_YET_RESOLVED.items():  # still wrong, else the entry goes
+        assert built in called[name] and ours[name][0] not in called[name], name
 
 
 def test_each_default_call_is_traced_or_called_by_hand(

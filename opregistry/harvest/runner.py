@@ -33,7 +33,8 @@ from opregistry.harvest.recipes import (
 from opregistry.shown import Shown
 
 __all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe",
-           "collect", "collector_command", "harvest", "iter_harvest", "recipe_for"]
+           "collect", "collector_command", "harvest", "iter_harvest", "recipe_for",
+           "trace_names"]
 
 # the in-environment harvester's entry point, run by path (inenv/__init__.py)
 COLLECTOR = Path(__file__).resolve().parent / "inenv" / "__main__.py"
@@ -41,6 +42,8 @@ COLLECTOR_TIMEOUT_S = 30 * 60
 # compiling ~420 ops and their gradients with XLA took over 30 minutes on a busy 2-core
 # machine (2.19 under `nice -n 19`): a harvest with --xla gets longer
 COLLECTOR_TIMEOUT_XLA_S = 3 * 60 * 60
+# tracing every public name of a release: ~15 CPU seconds for TF 2.21's 2,171
+TRACE_TIMEOUT_S = 30 * 60
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
 COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported
 # where a harvest compiles with XLA: the CPU here, a GPU on a host with one (``--device``)
@@ -160,6 +163,46 @@ def collector_command(interpreter: str, out: str | os.PathLike[str], *,
     # the CPU harvest hides GPUs (the facts are the CPU's); a GPU harvest needs them
     hidden = {"CUDA_VISIBLE_DEVICES": ""} if device == "CPU" else {}
     return cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **hidden)
+
+
+def trace_names(python: str | os.PathLike[str] | None, names: list[str]
+                ) -> dict[str, dict[str, Any]]:
+    """Call each public name (``tf.math.add``) under ``python`` with generated arguments
+    and return what its call builds: name -> {"family", "ops"} (the op types TF traced),
+    or {"family": None, "why"} (inenv/name_traces.py). One process of its own: the
+    calls are arbitrary public functions, some of which change TF's global state."""
+    interpreter = str(python or sys.executable)
+    if not Path(interpreter).exists() and not shutil.which(interpreter):
+        raise HarvestError(f"no such interpreter: {interpreter}")
+    timeout = trace_timeout()
+    try:
+        done = subprocess.run([interpreter, "-I", str(COLLECTOR), "--name-traces"],
+                              input=json.dumps(names), capture_output=True, text=True,
+                              timeout=timeout, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                                        CUDA_VISIBLE_DEVICES=""))
+    except subprocess.TimeoutExpired:
+        raise HarvestError(f"{interpreter}: tracing {len(names)} names timed out after "
+                           f"{timeout:.0f} s") from None
+    except OSError as exc:
+        raise HarvestError(f"{interpreter}: cannot run: {exc.strerror or exc}") from None
+    if done.returncode != 0:
+        reason = last_error_line(done.stderr)
+        if done.returncode < 0:
+            reason = f"killed by signal {-done.returncode}"
+        raise HarvestError(f"{interpreter}: tracing names failed: {reason}")
+    try:
+        traces: dict[str, dict[str, Any]] = json.loads(done.stdout)
+    except ValueError as exc:
+        raise HarvestError(f"{interpreter}: the name tracer wrote invalid JSON: {exc}") from None
+    return traces
+
+
+def trace_timeout() -> float:
+    """Seconds tracing a release's names may take: ``OPREGISTRY_TRACE_TIMEOUT`` if set,
+    else 30 minutes."""
+    from opregistry.settings import TRACE_TIMEOUT, seconds
+
+    return seconds(TRACE_TIMEOUT, float(TRACE_TIMEOUT_S), 1, 7 * 86400)
 
 
 # ---------------------------------------------------------------------------- harvest

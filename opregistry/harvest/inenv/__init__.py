@@ -15,5 +15,7 @@ list of them (packaging, ruff, mypy and the Python 3.7 test all read the folder)
 registries (as each probe worker does); ``workers`` runs the probes in subprocesses;
 ``probe`` probes one op (``probe_build``, ``probe_symbolic``, ``probe_numeric`` with
 ``probe_args`` and ``probe_families``, sharing ``probe_api``; with ``--xla``,
-``probe_xla`` builds what ``xla`` compiles); ``common`` holds the shared helpers.
+``probe_xla`` builds what ``xla`` compiles); ``name_traces`` (``--name-traces``) calls
+public Python names with arguments from ``name_arguments`` and records the ops they
+build; ``common`` holds the shared helpers.
 """

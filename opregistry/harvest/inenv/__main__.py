@@ -2,6 +2,7 @@
 
     python -I .../opregistry/harvest/inenv/__main__.py [--out FILE] [--probes] ...
     python -I .../opregistry/harvest/inenv/__main__.py --probe-worker OPS RESULTS ...
+    python -I .../opregistry/harvest/inenv/__main__.py --name-traces < names.json
 
 ``-I`` keeps the working directory and user site off ``sys.path``, and opregistry is not
 installed there: this script imports its own folder as the package ``opregistry_inenv``
@@ -34,6 +35,8 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--probe-worker"]:
         return module("workers").main(argv)
+    if argv == ["--name-traces"]:  # names on stdin, what each one's call builds out
+        return module("name_traces").main()
     return module("collector").main(argv)
 
 

@@ -1,5 +1,7 @@
 """Arguments for public TensorFlow functions, generated from their parameters' names
-(imported by tests/name_traces.py, in its child process only: it needs TensorFlow).
+(for ``name_traces``, in its own process: the generators need TensorFlow).
+
+In-environment code (see ``__init__.py``): standard library only at import, Python 3.7+.
 
 A call is tried in families of shapes and dtypes (:func:`families`); each parameter
 gets the argument its name asks for in that family (:func:`argument`): a placeholder
@@ -21,8 +23,10 @@ FLOATS = {"x", "y", "input", "a", "b", "tensor", "data", "inputs", "value", "val
           "params", "weights", "t", "z", "signal", "y_true", "y_pred", "matrix", "rhs",
           "diagonal", "bias", "scores", "v", "input_", "image", "images", "chol",
           "lower_upper", "lhs", "grad", "dy", "arr", "embeddings", "coeffs", "dividend",
-          "divisor", "u", "w", "m", "x_in", "x_or_y", "target", "targets", "condition"}
-LISTS = {"tensors", "elems", "xs", "input_list", "inputs_list"}
+          "divisor", "u", "w", "m", "x_in", "x_or_y", "target", "targets", "condition",
+          "other", "stfts", "mdcts", "log_mel_spectrograms", "bands", "array", "starts",
+          "limits", "splits", "multi_class_labels", "onehot_labels", "losses", "a1", "a2"}
+LISTS = {"tensors", "elems", "xs", "input_list", "inputs_list", "arys"}
 INTS = {"k": 2, "num": 2, "n": 2, "depth": 3, "num_segments": 3, "num_classes": 3,
         "num_or_size_splits": 2, "max_output_size": 2, "nbins": 4, "num_true": 1,
         "num_sampled": 2, "range_max": 4, "block_size": 2, "axis": -1, "dim": -1}
@@ -34,16 +38,19 @@ SCALARS = {"delta", "max_delta", "contrast_factor", "saturation_factor", "alpha"
 # parameters holding a string (file contents, serialized protos, text) and what the
 # Python-side ones are: a pattern, an encoding, a message
 STRINGS = {"contents", "bytes", "filename", "json_examples", "serialized", "records",
-           "serialized_sparse", "string_tensor", "source"}
+           "serialized_sparse", "string_tensor", "source", "input_bytes"}
 PYTHON_STRINGS = {"pattern": "a+", "rewrite": "b", "input_encoding": "UTF-8",
-                  "output_encoding": "UTF-8", "message": "m", "equation": "ij,jk->ik"}
+                  "output_encoding": "UTF-8", "message": "m", "equation": "ij,jk->ik",
+                  "template": "{}"}
 # more sizes, by name: windows, offsets, bins, quantization
 MORE_INTS = {"num_lower": 1, "num_upper": 1, "num_partitions": 2, "offset_height": 0,
              "offset_width": 0, "min_jpeg_quality": 50, "max_jpeg_quality": 90,
              "pos": 0, "len": 1, "indices_or_sections": 1, "limit": 3,
-             "max_index": 4}
+             "max_index": 4, "stride": 1, "ngram_width": 2, "N": 2, "seq_axis": 1,
+             "batch_axis": 0, "axis1": 0, "axis2": -1}
 MORE_SCALARS = {"scalar": 2.0, "input_min": 0.0, "input_max": 1.0, "probs": 0.5,
-                "stop": 2.0, "start": 0.5}
+                "stop": 2.0, "start": 0.5, "variance_epsilon": 0.001, "pos_weight": 2.0,
+                "fill_value": 2.0}
 
 
 class NoArgument(Exception):
@@ -125,7 +132,7 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
     if family.name in ("list", "string_list") and name in call.lists:
         return [placeholder(), placeholder()]
     if name in ("bias", "upper", "size", "perm", "axes", "filters", "output_shape", "min",
-                "max"):
+                "max", "kernel", "axis"):
         special = shaped(tf, name, family, rng, call, placeholder)
         if special is not None:
             return special
@@ -151,7 +158,7 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
         return [len(shape) - 1]
     if name in ("indices", "ids", "segment_ids"):  # sorted, in range of any axis
         return tf.constant(sorted(rng.randint(0, 1) for _ in range(rows)))
-    if name in ("shape", "size", "output_shape", "dims"):
+    if name in ("shape", "size", "output_shape", "dims", "end"):
         return [d or 2 for d in shape]
     if name == "multiples":
         return [2] * len(shape)
@@ -159,10 +166,14 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
         return list(reversed(range(len(shape))))
     if name in ("dtype", "out_type"):  # another dtype than the input's: a real cast
         return tf.int32 if dtype.is_floating or dtype.is_complex else tf.float32
-    if name == "seed":
-        return (rng.randint(0, 99), rng.randint(0, 99))
-    if name in ("fn", "func"):
-        return lambda *args: args[0] * 2
+    if name == "seed":  # a stateless op's pair (and fold_in's, split's); else an int
+        pair = (rng.randint(0, 99), rng.randint(0, 99))
+        stateless = "stateless" in call.function or call.function.endswith(
+            ("fold_in", "random.split"))
+        return pair if stateless else pair[0]
+    if name in ("fn", "func"):  # map_fn's and foldl's over a list: each element's double
+        return lambda *args: ([a * 2 for a in args[0]] if isinstance(args[0], (list, tuple))
+                              else args[0] * 2)
     if name == "boxes":
         return tf.compat.v1.placeholder(tf.float32, [rows, 4])
     rank = len(shape)
@@ -216,6 +227,10 @@ def shaped(tf: Any, name: str, family: Family, rng: random.Random, call: Call,
         return placeholder([shape[-1]], tf.int32)
     if name == "axes" and {"a", "b"} <= params:  # tensordot: the contracted axes' count
         return 1
+    if name == "axis" and function.rsplit(".", 1)[-1] in ("reverse", "reverse_v2"):
+        return [-1]  # the axes to reverse: a list
+    if name in ("filters", "kernel") and ("dilation2d" in function or "erosion2d" in function):
+        return placeholder([2, 2, shape[-1]])  # morphological: [height, width, depth]
     transposed = "transpose" in function and "conv" in function
     if name == "filters" and transposed and len(shape) >= 3:  # [window, out, in]
         return placeholder([*[3] * (len(shape) - 2), 2, shape[-1]])
@@ -236,7 +251,7 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
                                          tf.constant([d or 2 for d in shape], tf.int64))
                   for _ in range(2 if name == "sp_inputs" else 1)]
         return sparse if name == "sp_inputs" else sparse[0]
-    if name == "ref":  # TF 2 has resource variables only: made outside the graph
+    if name == "ref":  # a variable as the release makes it (TF 1: a reference variable)
         return tf.Variable(lambda: tf.zeros([d or 2 for d in shape], dtype))
     if name in ("updates", "gradients", "operand", "val", "ary", "q", "counts",
                 "mean_ss", "variance_ss", "signals"):
@@ -327,6 +342,25 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
         return placeholder([rows, 2])
     if name == "ranks":
         return [rank]
+    if name in ("lengths", "seq_lengths", "seq_length", "box_indices"):  # one per row
+        return placeholder([rows], tf.int32)
+    if name in ("crop_size", "newshape"):
+        return [2, 2] if name == "crop_size" else [-1]
+    if name in ("slice_spec", "pad_width"):  # tensor[0:1]; a pad of one on every side
+        return (slice(0, 1),) if name == "slice_spec" else [[1, 1]] * rank
+    if name == "data_format":  # channels last, by rank
+        return {3: "NWC", 4: "NHWC", 5: "NDHWC"}.get(rank, "NHWC")
+    if name == "branch_index":
+        return placeholder([], tf.int32)
+    if name in ("branch_fns", "loop_vars"):  # switch_case's branches, a loop's variables
+        tensor = placeholder()
+        return [lambda: tensor * 2, lambda: tensor * 3] if name == "branch_fns" else [tensor]
+    if name == "cond":  # while_loop(cond, body, loop_vars)
+        return lambda *args: tf.less(tf.reduce_sum(tf.cast(args[0], tf.float32)), 10.0)
+    if name == "body":
+        return lambda *args: [a * 2 for a in args]
+    if name == "uniform_sampler":  # general_dropout's: a shape to uniform samples
+        return lambda shape, *args, **kwargs: tf.random.uniform(shape)
     if name == "pred_fn_pairs":
         tensor = placeholder()
         return [(placeholder([], tf.bool), lambda: tensor * 2)]

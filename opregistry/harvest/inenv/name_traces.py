@@ -1,6 +1,12 @@
 """Call public TensorFlow names with generated arguments and record the ops TF puts in
-the graph (a child process of tests/test_python_name_traces.py: it calls arbitrary
-public functions, some of which change TF's global state, so never in a test worker).
+the graph: what each name's call really builds, per release (``__main__.py
+--name-traces``, run by ``runner.trace_names`` in its own process: it calls arbitrary
+public functions, some of which change TF's global state).
+
+In-environment code (see ``__init__.py``): standard library and TensorFlow only,
+Python 3.7+, TF 1.13+. TF 2 traces each call in a ``FuncGraph`` (what ``tf.function``
+builds); TF 1, whose users build graphs, in a ``tf.Graph`` (control flow v1, reference
+variables).
 
 Reads a JSON list of names on stdin; prints one JSON object: name -> {"family": the
 argument family the call traced with, "ops": the op types of the traced graph and of
@@ -8,21 +14,22 @@ every function in its library (cond and loop bodies), without Placeholder and Co
 {"family": null, "why": the reason it cannot be called}.
 
 Arguments are generated from each function's signature, by parameter name
-(tests/name_arguments.py), in families of shapes and dtypes tried in order; the first
+(``name_arguments``), in families of shapes and dtypes tried in order; the first
 family whose call builds an op that is not plumbing wins. A function that refuses
 every family with its required parameters is tried again with its optional ones that
-default to None (of TF 1's twin parameters, the new name only). Sizes and scalars come from a ``random.Random`` seeded per function,
-so a run is the same on every machine.
+default to None (of TF 1's twin parameters, the new name only). Sizes and scalars come
+from a ``random.Random`` seeded per function, so a run is the same on every machine.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import random
 import sys
 from typing import Any
 
-from name_arguments import Call, Family, NoArgument, argument, described, families
+from .name_arguments import Call, Family, NoArgument, argument, described, families
 
 # ops that say nothing of what a call does: a call building only these did nothing
 # with its arguments (a float cast to float, a static shape read as a constant)
@@ -32,7 +39,8 @@ PLUMBING = frozenset({"Placeholder", "Const", "Identity", "NoOp", "IdentityN"})
 CHECK_PLUMBING = PLUMBING | {"Shape"}
 
 # modules and names never called: they change the process (eager mode, devices,
-# seeds, summaries' writers), touch files or the network, or need a running cluster
+# seeds, summaries' writers, TF 1's tf.app.run exits), touch files or the network, or
+# need a running cluster
 NEVER_CALLED = ("tf.config.", "tf.compat.v1.config.", "tf.distribute.",
                 "tf.compat.v1.distribute.", "tf.tpu.", "tf.compat.v1.tpu.",
                 "tf.saved_model.", "tf.compat.v1.saved_model.", "tf.summary.",
@@ -43,7 +51,8 @@ NEVER_CALLED = ("tf.config.", "tf.compat.v1.config.", "tf.distribute.",
                 "tf.debugging.experimental.", "tf.compat.v1.debugging.experimental.",
                 "tf.experimental.dtensor.", "tf.test.", "tf.compat.v1.test.",
                 "tf.compat.v1.app.", "tf.compat.v1.flags.", "tf.compat.v1.logging.",
-                "tf.autograph.", "tf.compat.v1.autograph.")
+                "tf.autograph.", "tf.compat.v1.autograph.", "tf.app.", "tf.flags.",
+                "tf.logging.", "tf.gfile.", "tf.estimator.", "tf.compat.v1.estimator.")
 NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experimental_")
 
 
@@ -51,7 +60,8 @@ NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experi
 # function takes one of the two (tf.compat.v1.nn.conv2d(filter=None, filters=None))
 TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
          "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
-         "value": "input"}
+         "value": "input", "bytes": "input_bytes",
+         "block_size": "block_shape"}
 
 
 def called(name: str) -> bool:
@@ -74,7 +84,10 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
     optional = [p for p in parameters if p.default is None or (
         p.kind == p.VAR_POSITIONAL and p.name in ("inputs", "args", "tensors", "values"))]
     given = {p.name for p in required + optional}
-    optional = [p for p in optional if TWINS.get(p.name) not in given]
+    # one of two twins: the new one, unless the old one has a value already (required,
+    # or a default such as softmax_cross_entropy_with_logits' dim=-1)
+    valued = {TWINS[p.name] for p in parameters if p.name in TWINS and p.default is not None}
+    optional = [p for p in optional if TWINS.get(p.name) not in given and p.name not in valued]
     refused, plumbing = "", False
     for extra in ([], optional):
         if extra is optional and (not optional or not refused):
@@ -99,13 +112,11 @@ def trace(tf: Any, name: str, fn: Any, seed: int) -> dict[str, Any]:
 def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,
          parameters: tuple[list[Any], list[Any]]) -> set[str] | Exception:
     """The op types one call builds (its graph's and its functions'), or why not."""
-    from tensorflow.python.framework import func_graph
-
     name, fn = function
     required, optional = parameters
     context = Call(name, frozenset(p.name for p in required + optional),
                    *described(inspect.getdoc(fn) or ""))
-    graph = func_graph.FuncGraph("call")
+    graph = new_graph(tf)
     try:
         with graph.as_default():
             args = {p.name: argument(tf, p.name, family, rng, context)
@@ -134,20 +145,47 @@ def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,
     return ops
 
 
+def new_graph(tf: Any) -> Any:
+    """The graph one call is traced in: TF 2's ``tf.function`` graph, TF 1's graph."""
+    if tf.__version__.startswith("1."):
+        return tf.Graph()
+    from tensorflow.python.framework import func_graph
+
+    return func_graph.FuncGraph("call")
+
+
 def main() -> None:
     import warnings
 
     import tensorflow as tf
 
     warnings.simplefilter("ignore")
-    tf.get_logger().setLevel("ERROR")
+    if hasattr(tf, "get_logger"):  # TF 1.14+
+        tf.get_logger().setLevel("ERROR")
     names = json.load(sys.stdin)
+    with contextlib.redirect_stdout(sys.stderr):  # what a call prints: not the result
+        results = traced(tf, names)
+    json.dump(results, sys.stdout)
+    sys.stdout.flush()
+
+
+def public(tf: Any, name: str) -> Any:
+    """The object ``name`` (``tf.math.add``) is in this TensorFlow, or None."""
+    found: Any = tf
+    for part in name.split(".")[1:]:
+        try:  # TF 1's lazily loaded modules (tf.contrib) raise on import
+            found = getattr(found, part, None)
+        except Exception:  # noqa: BLE001 - whatever the module's import raises
+            return None
+    return found
+
+
+def traced(tf: Any, names: list[str]) -> dict[str, Any]:
+    """Each name's trace, or why it has none."""
     functions: dict[int, Any] = {}
     results: dict[str, Any] = {}
     for index, name in enumerate(names):
-        fn: Any = tf
-        for part in name.split(".")[1:]:
-            fn = getattr(fn, part, None)
+        fn = public(tf, name)
         if fn is None or inspect.isclass(fn) or not callable(fn):
             results[name] = {"family": None, "why": "not a function of this TensorFlow"}
         elif not called(name):
@@ -157,8 +195,4 @@ def main() -> None:
             results[name] = functions[id(fn)]
         else:
             results[name] = functions[id(fn)]
-    json.dump(results, sys.stdout)
-
-
-if __name__ == "__main__":
-    main()
+    return results

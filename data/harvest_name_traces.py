@@ -1,0 +1,114 @@
+"""Trace the public Python names of TensorFlow releases: each name called with generated
+arguments under the release's own TensorFlow, and the ops its call builds recorded
+(``runner.trace_names``; issue 39: a name resolves to what the user's call builds).
+
+    python data/harvest_name_traces.py                     # every release, the nightly too
+    python data/harvest_name_traces.py 1.15.5 2.21.0 --out-dir /tmp/traces
+
+The releases are the shipped database's TensorFlow releases (not op libraries'); each
+one's names are its public ``tf.*`` names in that database, without ``tf.raw_ops.*``
+(op names). Each release's venv is the harvest's own (cached under
+~/.cache/opregistry/venvs, built if missing). One file per release,
+``OUT_DIR/<version>.json``: name -> {"family", "ops"} or {"family": null, "why"}.
+
+A line per release: its names, how many were traced, the seconds it took, and how many
+traced names today's resolution (``lookup``/``explain``) leads first to an op their
+call did not build (names listed with ``--show N``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from opregistry.db.store import using
+from opregistry.errors import OpregistryError
+from opregistry.files import write_atomically
+from opregistry.harvest import runner
+from opregistry.harvest.environments import ensure_venv
+from opregistry.harvest.recipes import recipe_for
+from opregistry.registry.resolve import NameIndex
+
+OUT_DIR = "/work/traces"
+
+
+def releases() -> dict[str, str]:
+    """The shipped database's TensorFlow releases, oldest first: version -> package."""
+    with using(None) as store:
+        rows = store.rows("SELECT version, package FROM releases WHERE library = ''")
+    found = {r["version"]: r["package"] for r in rows}
+    return dict(sorted(found.items(), key=lambda item: ordered(item[0])))
+
+
+def ordered(version: str) -> tuple[int, ...]:
+    """``2.23.0-dev20261026`` after ``2.21.0``, ``2.10.1`` after ``2.9.3``."""
+    return tuple(int(part) for part in version.split("-")[0].split(".")[:3])
+
+
+def release_names(version: str) -> list[str]:
+    """The release's public ``tf.*`` names in the shipped database."""
+    with using(None) as store:
+        rows = store.rows(
+            "SELECT DISTINCT pn.name FROM release_python_names rpn "
+            "JOIN python_names pn ON pn.id = rpn.python_name_id "
+            "JOIN releases r ON r.id = rpn.release_id "
+            "WHERE r.version = :v AND r.library = ''", v=version)
+    return sorted(r["name"] for r in rows
+                  if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
+
+
+def untraced_first_ops(traces: dict[str, dict[str, Any]]) -> dict[str, tuple[str, list[str]]]:
+    """Traced names whose first op by today's resolution is not among the ops their
+    call built: name -> (that op, the ops built)."""
+    called = {name: t["ops"] for name, t in traces.items() if t["family"]}
+    with using(None) as store:
+        index = NameIndex(store, sorted(called))
+        resolved = {name: index.resolve(name) for name in called}
+    return {name: (found[1][0][0], called[name]) for name, found in resolved.items()
+            if found and found[1] and found[1][0][0] not in called[name]}
+
+
+def trace_release(version: str, package: str, out_dir: Path, show: int) -> str:
+    """Trace ``version``'s names into ``out_dir``; its summary line."""
+    started = time.monotonic()
+    names = release_names(version)
+    # the database writes a nightly 2.23.0-dev20261026, pip 2.23.0.dev20261026
+    python = ensure_venv(recipe_for(version.replace("-dev", ".dev"), package))
+    traces = runner.trace_names(python, names)
+    write_atomically(out_dir / f"{version}.json", json.dumps(traces, sort_keys=True, indent=1))
+    wrong = untraced_first_ops(traces)
+    line = (f"{version}: {len(names)} names, {sum(1 for t in traces.values() if t['family'])} "
+            f"traced in {time.monotonic() - started:.0f} s; {len(wrong)} lead first to an op "
+            "their call does not build")
+    shown = [f"  {name}: first {op}, built {', '.join(ops)}"
+             for name, (op, ops) in sorted(wrong.items())[:show]]
+    return "\n".join([line, *shown])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("releases", nargs="*", help="2.21.0, 1.15.5, ... (default: all)")
+    parser.add_argument("--out-dir", default=OUT_DIR, type=Path)
+    parser.add_argument("--show", type=int, default=0, metavar="N",
+                        help="list the first N names whose first op is not traced")
+    args = parser.parse_args(argv)
+    known = releases()
+    unknown = [v for v in args.releases if v not in known]
+    if unknown:
+        parser.error(f"not a TensorFlow release of the shipped database: {', '.join(unknown)}")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for version in args.releases or list(known):
+        try:
+            print(trace_release(version, known[version], args.out_dir, args.show), flush=True)
+        except OpregistryError as exc:  # one release failing does not stop the others
+            print(f"{version}: {exc}", flush=True)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
