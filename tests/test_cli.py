@@ -152,7 +152,8 @@ def test_releases_command(harvested_db, cli):
 
 def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document):
     db = tmp_path / "cli.sqlite"
-    done = cli("harvest", "--no-probes", "--db", str(db), "--format", "json")
+    done = cli("harvest", "--no-probes", "--no-trace-names", "--db", str(db),
+               "--format", "json")
     assert done.returncode == 0, done.stderr
     (outcome,) = json.loads(done.stdout)
     assert outcome["ok"] and outcome["release"] == tf.__version__
@@ -161,8 +162,14 @@ def test_harvest_current_interpreter_through_the_cli(tmp_path, cli, tf_document)
     assert row.gradient == "registered" and row.effective is None  # not probed
     report = cli("probe-report", "--db", str(db))
     assert report.returncode == 2 and "harvested without probes" in report.stderr
+    unchecked = opregistry.lookup("tf.math.floor", db=db).resolution
+    assert unchecked is not None and not unchecked.checked and unchecked.traced == ()
+    # the names traced too (the default): each checked against what TF built
     again = cli("harvest", "--no-probes", "--db", str(db), "--format", "json")
     assert json.loads(again.stdout)[0]["replaced"] is True
+    checked = opregistry.lookup("tf.math.floor", db=db).resolution
+    assert checked is not None and checked.checked and checked.traced == ("Floor",)
+    assert checked.release == tf.__version__
     current = cli("db", "current", "--db", str(db))
     assert current.returncode == 0
     assert current.stdout.strip() == HEAD_REVISION

@@ -28,7 +28,7 @@ def two_releases(tmp_path_factory, tf_document):
     older = json.loads(open(outcome["document_path"]).read())
     assert older["release"]["python"].startswith("3.8")
     assert older["release"]["package"] == "tensorflow-cpu"
-    done = run_cli("harvest", "--db", str(db))
+    done = run_cli("harvest", "--no-trace-names", "--db", str(db))  # test_cli traces it
     assert done.returncode == 0, done.stderr
     return db, older, tf_document
 
@@ -151,3 +151,18 @@ def test_diff_source_shows_what_changed_and_nothing_for_a_reannotation(two_relea
     table = cli("diff", SECOND, newer["release"]["version"], "--source", "--db", str(db))
     some = sorted(changed)[0]
     assert changed[some]["source_diff"].splitlines()[0] in table.stdout
+
+
+def test_the_older_release_harvest_traces_its_names_in_its_own_environment(two_releases):
+    """``harvest`` calls each public name of the release it harvests in that release's
+    venv (Python 3.8, TF 2.12), and lookup checks names against those traces."""
+    db, older, _ = two_releases
+    traces = {t["name"]: t for t in older["name_traces"]}
+    names = {p["name"] for p in older["python_names"]
+             if p["name"].startswith("tf.") and ".raw_ops." not in p["name"]}
+    assert set(traces) == names
+    assert sum(1 for t in traces.values() if t["family"]) >= 0.6 * len(names)
+    assert traces["tf.math.floor"]["ops"] == ["Floor"]
+    how = opregistry.lookup("tf.nn.gelu", release=older["release"]["version"], db=db).resolution
+    assert how is not None and how.checked and how.release == older["release"]["version"]
+    assert how.first in traces["tf.nn.gelu"]["ops"]

@@ -74,6 +74,10 @@ def harvest_command(
         "CPU", "--device", metavar="CPU|GPU",
         help="With --xla, compile on this device: GPU on a host with one adds GPU rows to "
              "the release already harvested on the CPU (see docs/xla.md)."),
+    trace_names: bool = typer.Option(
+        True, "--trace-names/--no-trace-names",
+        help="Call each public tf.* name with generated arguments and record the ops TF "
+             "builds (about 20 s a release): lookup and explain check names against them."),
     save_json: OptionalStr = typer.Option(
         None, "--save-json", metavar="DIR", help="Also keep each harvest document in DIR."),
     fmt: TableFormat = FormatOption,
@@ -131,7 +135,7 @@ def harvest_command(
         location = resolve(db).writable()
         outcomes = _harvest(targets, location, dict(
             rebuild_env=rebuild_env, discard_env=discard_env, save_documents=save_json,
-            probes=probes, numeric=numeric, xla=xla, device=device))
+            probes=probes, numeric=numeric, xla=xla, device=device, trace_names=trace_names))
     except OpregistryError as exc:
         raise fail(exc) from None
     result = Harvested(tuple(outcomes), location.describe())

@@ -197,6 +197,25 @@ def trace_names(python: str | os.PathLike[str] | None, names: list[str]
     return traces
 
 
+def public_names(document: dict[str, Any]) -> list[str]:
+    """A harvest document's public ``tf.*`` names, the ones to trace (``tf.raw_ops.*``
+    are op names: their op is their name)."""
+    return sorted({entry["name"] for entry in document.get("python_names") or ()
+                   if str(entry.get("name", "")).startswith("tf.")
+                   and ".raw_ops." not in entry["name"]})
+
+
+def with_name_traces(python: str | os.PathLike[str] | None, document: dict[str, Any],
+                     trace: bool = True) -> dict[str, Any]:
+    """``document`` with ``name_traces``: each public name traced under ``python``
+    (what the loader stores, and ``lookup``/``explain`` check names against)."""
+    if trace:
+        traces = trace_names(python, public_names(document))
+        document["name_traces"] = [{"name": name, **found}
+                                   for name, found in sorted(traces.items())]
+    return document
+
+
 def trace_timeout() -> float:
     """Seconds tracing a release's names may take: ``OPREGISTRY_TRACE_TIMEOUT`` if set,
     else 30 minutes."""
@@ -279,19 +298,22 @@ def harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
             rebuild_env: bool = False, discard_env: bool = False,
             save_documents: str | os.PathLike[str] | None = None,
             probes: bool = True, numeric: bool = True, xla: bool = False,
-            device: str = "CPU",
+            device: str = "CPU", trace_names: bool = True,
             on_start: Callable[[HarvestTarget], None] | None = None) -> list[HarvestOutcome]:
-    """Harvest each target into ``db``; a failing target does not stop the others."""
+    """Harvest each target into ``db``; a failing target does not stop the others.
+    ``trace_names``: also call each public name of TensorFlow as TF traces it (about
+    20 s a release), so ``lookup`` and ``explain`` check names against what TF built."""
     return list(iter_harvest(targets, db=db, rebuild_env=rebuild_env, discard_env=discard_env,
                              save_documents=save_documents, probes=probes, numeric=numeric,
-                             xla=xla, device=device, on_start=on_start))
+                             xla=xla, device=device, trace_names=trace_names,
+                             on_start=on_start))
 
 
 def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
                  rebuild_env: bool = False, discard_env: bool = False,
                  save_documents: str | os.PathLike[str] | None = None,
                  probes: bool = True, numeric: bool = True, xla: bool = False,
-                 device: str = "CPU",
+                 device: str = "CPU", trace_names: bool = True,
                  on_start: Callable[[HarvestTarget], None] | None = None
                  ) -> Iterator[HarvestOutcome]:
     from opregistry.db.engine import make_engine
@@ -314,7 +336,7 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
         started = time.monotonic()
         try:
             document = _collect_target(target, rebuild_env, discard_env, probes, numeric, xla,
-                                       device)
+                                       device, trace_names)
             saved = None
             if save_documents:
                 saved = _save(document, Path(save_documents))
@@ -329,17 +351,22 @@ def iter_harvest(targets: Iterable[HarvestTarget] | None = None, *, db: DbLike,
 
 
 def _collect_target(target: HarvestTarget, rebuild_env: bool, discard_env: bool, probes: bool,
-                    numeric: bool, xla: bool = False, device: str = "CPU") -> dict[str, Any]:
+                    numeric: bool, xla: bool = False, device: str = "CPU",
+                    trace: bool = False) -> dict[str, Any]:
     libraries = target.libraries()
+    # TensorFlow's own names, in a CPU harvest (a library's or a device's adds none)
+    trace = trace and not libraries and device == "CPU"
     if not target.tf_version:
         target.requirements()  # a requirement without an environment to install it in
-        return collect(target.python, probes=probes, numeric=numeric, libraries=libraries,
-                       xla=xla, device=device)
+        return with_name_traces(target.python, collect(
+            target.python, probes=probes, numeric=numeric, libraries=libraries, xla=xla,
+            device=device), trace)
     recipe = recipe_for(target.tf_version, target.package, target.requirements())
     python = ensure_venv(recipe, target.python, rebuild=rebuild_env)
     try:
-        return collect(python, probes=probes, numeric=numeric, libraries=libraries,
-                       xla=xla, device=device)
+        return with_name_traces(python, collect(
+            python, probes=probes, numeric=numeric, libraries=libraries, xla=xla,
+            device=device), trace)
     finally:
         if discard_env:
             discard_venv(recipe)
