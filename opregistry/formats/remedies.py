@@ -102,6 +102,8 @@ def explain_text(result: Any, markdown: bool = False) -> str:
                      if result.release else f"{result.name}: not in the release asked for")
         if result.resolution is not None:  # asked by a Python name
             lines.append(resolution_text(result.resolution))
+        if result.built:  # its traced call built several ops: each one's state
+            lines.append(built_text(result.built, result.resolution.release))
         if result.history:
             lines.append("history:")
             for h in result.history:
@@ -133,6 +135,20 @@ def explain_text(result: Any, markdown: bool = False) -> str:
             lines += [""] + [f"    {line}" if line else "" for line in s.snippet.splitlines()]
     safe = markdown_safe if markdown else printable
     return "\n".join(line if isinstance(line, _Verbatim) else safe(line) for line in lines)
+
+
+def built_text(built: Iterable[Any], release: str | None) -> str:
+    """The ops a traced call built, grouped by state, in one line; where some have no
+    gradient, that they stop it only on a path from the input."""
+    by_state: dict[str, list[str]] = {}
+    for op in built:
+        by_state.setdefault(op.state, []).append(op.op)
+    states = "; ".join(f"{state}: {', '.join(ops)}" for state, ops in sorted(by_state.items()))
+    line = f"the traced call built, in {release}: {states}"
+    if set(by_state) - {"differentiable"}:
+        line += (" (an op without a gradient stops it only on a path from an input: "
+                 "opregistry.check(fn, x) says which)")
+    return line
 
 
 class _Verbatim(str):

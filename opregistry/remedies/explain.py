@@ -29,6 +29,20 @@ class HistorySpan:
     effective: str | None
 
 
+@dataclass(frozen=True)
+class BuiltOp:
+    """An op TF built when it traced the Python name asked for, with its state in the
+    release (``effective``: what the probes found; None where not probed)."""
+
+    op: str
+    gradient: str | None  # None: not an op of the release (another release's trace)
+    effective: str | None
+
+    @property
+    def state(self) -> str:
+        return self.effective or self.gradient or "unknown"
+
+
 @dataclass(frozen=True, repr=False)
 class Explanation(Shown):
     """How to let the gradient through an op or past a reason: the tested remedies with
@@ -48,6 +62,8 @@ class Explanation(Shown):
     xla: Xla | None = None
     # a Python name: how it found the op, checked against TF's trace of it in the release
     resolution: NameResolution | None = None
+    # a Python name whose traced call built several ops: each, with its state
+    built: tuple[BuiltOp, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "kind": self.kind, "name": self.name,
@@ -59,7 +75,8 @@ class Explanation(Shown):
                 "xla": None if self.xla is None else {
                     **{k: v for k, v in asdict(self.xla).items() if k != "variants"},
                     "variants": [v.to_dict() for v in self.xla.variants]},
-                "resolution": self.resolution.to_dict() if self.resolution else None}
+                "resolution": self.resolution.to_dict() if self.resolution else None,
+                "built": [dict(vars(b), state=b.state) for b in self.built]}
 
 
 def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Explanation:
@@ -81,7 +98,8 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
                 None)
         found = lookup(name, checked_in=version, db=store)
         op = found.ops[0]
-        version, facts = op_facts(version, [op], db=store)
+        traced = found.resolution.traced if found.resolution else ()
+        version, facts = op_facts(version, [op, *traced], db=store)
     # TensorFlow's releases; an op library's op: that library's releases
     core = [r for r in found.rows if r.op == op and r.library is None]
     rows = sorted(core or [r for r in found.rows if r.op == op],
@@ -101,7 +119,10 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
     where = (fact.library or version) if fact else None  # an op library's release by name
     return Explanation(name, "op", op, where, gradient, effective, reason,
                        suggestions, no_remedy, _spans(rows), fact.xla if fact else None,
-                       found.resolution)
+                       found.resolution, tuple(
+                           BuiltOp(t, facts[t].gradient if t in facts else None,
+                                   facts[t].effective if t in facts else None)
+                           for t in traced) if len(traced) > 1 else ())
 
 
 def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:

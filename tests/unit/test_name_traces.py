@@ -122,6 +122,15 @@ def test_explain_says_how_the_name_was_resolved_in_every_format(tmp_path):
     line = ("tf.compose -> Beta: TF built Beta when it traced the name; checked: TF 2.1.0 "
             "built Beta for a call with generated arguments (family square)")
     assert line in text.splitlines()
+    # the traced call built two ops: each one's state (Mul is no op of this release)
+    built = ("the traced call built, in 2.1.0: missing: Beta; unknown: Mul (an op without "
+             "a gradient stops it only on a path from an input: opregistry.check(fn, x) "
+             "says which)")
+    assert built in text.splitlines()
+    assert json.loads(render(result, "json"))["built"] == [
+        {"op": "Beta", "gradient": "missing", "effective": "missing", "state": "missing"},
+        {"op": "Mul", "gradient": None, "effective": None, "state": "unknown"}]
+    assert explain("tf.math.floor", db=db).built == ()  # one op: said above it
     assert line.replace(">", "&gt;") in render(result, "markdown")
     data = json.loads(render(result, "json"))
     assert data["resolution"]["by"] == "trace" and data["resolution"]["checked"] is True
