@@ -4,6 +4,8 @@ arguments under the release's own TensorFlow, and the ops its call builds record
 
     python data/harvest_name_traces.py                     # every release, the nightly too
     python data/harvest_name_traces.py 1.15.5 2.21.0 --out-dir /tmp/traces
+    python data/harvest_name_traces.py --db data/opregistry.sqlite   # and load them
+    python data/harvest_name_traces.py --load-only --db data/opregistry.sqlite
 
 The releases are the shipped database's TensorFlow releases (not op libraries'); each
 one's names are its public ``tf.*`` names in that database, without ``tf.raw_ops.*``
@@ -12,8 +14,11 @@ one's names are its public ``tf.*`` names in that database, without ``tf.raw_ops
 ``OUT_DIR/<version>.json``: name -> {"family", "ops"} or {"family": null, "why"}.
 
 A line per release: its names, how many were traced, the seconds it took, and how many
-traced names today's resolution (``lookup``/``explain``) leads first to an op their
-call did not build (names listed with ``--show N``).
+traced names the harvest's reading of the code alone (``lookup``/``explain`` without
+traces) leads first to an op their call did not build (names listed with ``--show N``).
+With ``--db``, each release's traces are loaded into that database's release of the
+same version (``load_name_traces``: its earlier traces replaced); ``--load-only`` loads
+the files already in OUT_DIR without tracing again.
 """
 from __future__ import annotations
 
@@ -88,22 +93,51 @@ def trace_release(version: str, package: str, out_dir: Path, show: int) -> str:
     return "\n".join([line, *shown])
 
 
+def load_release(version: str, out_dir: Path, db: str) -> str:
+    """Load ``OUT_DIR/<version>.json`` into ``db``'s release ``version``; a line."""
+    from opregistry.db.engine import make_engine
+    from opregistry.db.loader import load_name_traces
+    from opregistry.db.location import resolve
+
+    path = out_dir / f"{version}.json"
+    try:
+        traces = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OpregistryError(f"cannot read {path}: {exc}") from None
+    engine = make_engine(resolve(db))
+    try:
+        traced = load_name_traces(engine, version, [
+            {"name": name, **found} for name, found in sorted(traces.items())])
+    finally:
+        engine.dispose()
+    return f"{version}: {len(traces)} traces loaded into {db} ({traced} names traced)"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("releases", nargs="*", help="2.21.0, 1.15.5, ... (default: all)")
     parser.add_argument("--out-dir", default=OUT_DIR, type=Path)
     parser.add_argument("--show", type=int, default=0, metavar="N",
                         help="list the first N names whose first op is not traced")
+    parser.add_argument("--db", help="also load each release's traces into this database")
+    parser.add_argument("--load-only", action="store_true",
+                        help="load OUT_DIR's files into --db without tracing again")
     args = parser.parse_args(argv)
     known = releases()
     unknown = [v for v in args.releases if v not in known]
     if unknown:
         parser.error(f"not a TensorFlow release of the shipped database: {', '.join(unknown)}")
+    if args.load_only and not args.db:
+        parser.error("--load-only needs --db")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     failed = 0
     for version in args.releases or list(known):
         try:
-            print(trace_release(version, known[version], args.out_dir, args.show), flush=True)
+            if not args.load_only:
+                print(trace_release(version, known[version], args.out_dir, args.show),
+                      flush=True)
+            if args.db:
+                print(load_release(version, args.out_dir, args.db), flush=True)
         except OpregistryError as exc:  # one release failing does not stop the others
             print(f"{version}: {exc}", flush=True)
             failed += 1
