@@ -63,6 +63,18 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _new_database(postgres_url: str, name: str) -> str:
+    """The URL of a new, empty database ``name`` on the test's server."""
+    import pg8000.native
+
+    host, port = postgres_url.rsplit("@", 1)[1].split("/")[0].split(":")
+    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
+    admin.run(f"DROP DATABASE IF EXISTS {name}")
+    admin.run(f"CREATE DATABASE {name}")
+    admin.close()
+    return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+
 READS = [
     ("lookup", "ArgMax", "Round", "MatMul", "--format", "json"),
     ("releases", "--format", "json"),
@@ -161,15 +173,7 @@ def test_migration_0008_on_postgres_moves_the_verdicts_and_loads_after(postgres_
     upgrade adds verdicts (the id sequence follows the ids the migration gave)."""
     import json
 
-    import pg8000.native
-
-    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
-    host, port = host_port.split(":")
-    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
-    admin.run("DROP DATABASE IF EXISTS migration_0008")
-    admin.run("CREATE DATABASE migration_0008")
-    admin.close()
-    url = postgres_url.rsplit("/", 1)[0] + "/migration_0008"
+    url = _new_database(postgres_url, "migration_0008")
     document = tmp_path / "xla.json"
     document.write_text(json.dumps(_with_xla(tf_document)))
     assert cli("db", "load", str(document), "--db", url).returncode == 0
@@ -202,15 +206,7 @@ def test_xla_variants_on_postgres_as_on_sqlite_and_migration_0009_both_ways(
     come back."""
     import json
 
-    import pg8000.native
-
-    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
-    host, port = host_port.split(":")
-    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
-    admin.run("DROP DATABASE IF EXISTS migration_0009")
-    admin.run("CREATE DATABASE migration_0009")
-    admin.close()
-    url = postgres_url.rsplit("/", 1)[0] + "/migration_0009"
+    url = _new_database(postgres_url, "migration_0009")
     changed = _with_xla(tf_document)
     for op in changed["ops"]:
         if op["name"] == "MatMul":
@@ -246,15 +242,7 @@ def test_name_traces_on_postgres_as_on_sqlite_and_migration_0010_both_ways(
     up and loaded again they are checked again."""
     import json
 
-    import pg8000.native
-
-    host_port = postgres_url.rsplit("@", 1)[1].split("/")[0]
-    host, port = host_port.split(":")
-    admin = pg8000.native.Connection("postgres", host=host, port=int(port))
-    admin.run("DROP DATABASE IF EXISTS migration_0010")
-    admin.run("CREATE DATABASE migration_0010")
-    admin.close()
-    url = postgres_url.rsplit("/", 1)[0] + "/migration_0010"
+    url = _new_database(postgres_url, "migration_0010")
     by_name: dict[str, list[str]] = {}
     for entry in tf_document["python_names"]:
         by_name.setdefault(entry["name"], []).append(entry["op"])
