@@ -43,12 +43,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from importlib.metadata import version
-from typing import Any
 
 import pytest
 
 from opregistry.db.store import using
-from opregistry.harvest.runner import trace_names
+from opregistry.harvest.runner import NameTrace, trace_names
 from opregistry.registry.names import DEFAULT_CALLS
 from opregistry.registry.resolve import NameIndex
 
@@ -90,20 +89,20 @@ def release_names() -> list[str]:
                   if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
 
 
-def traced(names: list[str]) -> dict[str, dict[str, Any]]:
+def traced(names: list[str]) -> dict[str, NameTrace]:
     """Each name's trace by the harvester's child process, under this interpreter."""
     return trace_names(sys.executable, names)
 
 
 @pytest.fixture(scope="module")
-def traces() -> dict[str, dict[str, Any]]:
+def traces() -> dict[str, NameTrace]:
     names = release_names()
     if not names:
         pytest.skip(f"the shipped database has no TensorFlow {version('tensorflow')}")
     return traced(names)
 
 
-def counts(traces: dict[str, dict[str, Any]]) -> Counter[str]:
+def counts(traces: dict[str, NameTrace]) -> Counter[str]:
     """How many names were traced, per family, and why the others were not (the
     figures of this docstring and of docs/commands/lookup.md)."""
     return Counter(f"traced ({t['family']})" if t["family"] else
@@ -120,7 +119,7 @@ def first_ops(names: list[str]) -> dict[str, list[str]]:
 
 
 def test_every_called_name_leads_first_to_an_op_its_call_builds(
-        traces: dict[str, dict[str, Any]]) -> None:
+        traces: dict[str, NameTrace]) -> None:
     called = {name: set(t["ops"]) for name, t in traces.items() if t["family"]}
     assert len(called) >= CALLED_AT_LEAST, len(called)
     ours = first_ops(sorted(called))
@@ -138,7 +137,7 @@ def test_every_called_name_leads_first_to_an_op_its_call_builds(
 
 
 def test_each_default_call_is_traced_or_called_by_hand(
-        traces: dict[str, dict[str, Any]]) -> None:
+        traces: dict[str, NameTrace]) -> None:
     """An entry of ``DEFAULT_CALLS`` is checked against TF: by this generator, or by
     tests/test_python_name_calls.py's hand-written calls, or it is a name of another
     release only."""
