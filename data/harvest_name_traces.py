@@ -27,7 +27,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from opregistry.db.store import using
 from opregistry.errors import OpregistryError
@@ -35,6 +34,7 @@ from opregistry.files import write_atomically
 from opregistry.harvest import runner
 from opregistry.harvest.environments import ensure_venv
 from opregistry.harvest.recipes import recipe_for
+from opregistry.harvest.runner import NameTrace
 from opregistry.registry.resolve import NameIndex
 
 OUT_DIR = "/work/traces"
@@ -65,7 +65,7 @@ def release_names(version: str) -> list[str]:
                   if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
 
 
-def untraced_first_ops(traces: dict[str, dict[str, Any]]) -> dict[str, tuple[str, list[str]]]:
+def untraced_first_ops(traces: dict[str, NameTrace]) -> dict[str, tuple[str, list[str]]]:
     """Traced names whose first op by today's resolution is not among the ops their
     call built: name -> (that op, the ops built)."""
     called = {name: t["ops"] for name, t in traces.items() if t["family"]}

@@ -11,17 +11,17 @@ tensors, resource variables, strings, sampled classes, integer labels of logits,
 callables, windows and sizes; lists and sparse tensors where the docstring says so),
 in families of shapes and dtypes (float, complex, int, bool, string and quantized;
 rank 0 to 5; lists of tensors), seeded per function, and records every op of the
-traced graph and of its functions (cond and loop bodies). 1,762 names build an op
+traced graph and of its functions (cond and loop bodies). 1,771 names build an op
 that way (1,155 before the structured arguments and the families after the seventh,
 1,697 before loops, map_fn and folds over lists, switch_case, batch_normalization,
-conv1d, strided_slice, reverse, crop_and_resize, sequence masks and the inverse STFT).
-The other 409 cannot be called with generated arguments: 117 are not
-functions of this installation (generated wrappers of ops that modules the harvest
+conv1d, strided_slice, reverse, crop_and_resize, sequence masks, the inverse STFT and
+more of TF 1's twin parameters). The other 400 cannot be called with generated
+arguments: 117 are not functions of this installation (generated wrappers of ops that modules the harvest
 imported had loaded: ``tf.compat.v1.xla_*``, ``rpc_*``; a class), 91 are never called
 (``tf.config``, ``tf.summary``, ``tf.data``, ``tf.keras``, ``tf.train``,
 ``enable_*``...: they change the process, touch files, or need a writer or a
 cluster), 79 take a parameter no generator makes (an RNN cell, a variable list, a
-protobuf's field names, an index to shuffle...), 57 refuse every family of generated
+protobuf's field names, an index to shuffle...), 48 refuse every family of generated
 arguments (shapes or dtypes they do not take together, or a call TF refuses to trace:
 NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing
 but plumbing with them (a cast to the same dtype, a static shape, a check TF decides
@@ -43,12 +43,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from importlib.metadata import version
-from typing import Any
 
 import pytest
 
 from opregistry.db.store import using
-from opregistry.harvest.runner import trace_names
+from opregistry.harvest.runner import NameTrace, trace_names
 from opregistry.registry.names import DEFAULT_CALLS
 from opregistry.registry.resolve import NameIndex
 
@@ -74,8 +73,8 @@ NOT_YET_RESOLVED = {
     "tf.experimental.numpy.concatenate": "ConcatV2",
     "tf.experimental.numpy.swapaxes": "Transpose",
 }
-# names the generator calls today (1,762): fewer means a generator or a family broke
-CALLED_AT_LEAST = 1730
+# names the generator calls today (1,771): fewer means a generator or a family broke
+CALLED_AT_LEAST = 1745
 
 
 def release_names() -> list[str]:
@@ -90,20 +89,20 @@ def release_names() -> list[str]:
                   if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
 
 
-def traced(names: list[str]) -> dict[str, dict[str, Any]]:
+def traced(names: list[str]) -> dict[str, NameTrace]:
     """Each name's trace by the harvester's child process, under this interpreter."""
     return trace_names(sys.executable, names)
 
 
 @pytest.fixture(scope="module")
-def traces() -> dict[str, dict[str, Any]]:
+def traces() -> dict[str, NameTrace]:
     names = release_names()
     if not names:
         pytest.skip(f"the shipped database has no TensorFlow {version('tensorflow')}")
     return traced(names)
 
 
-def counts(traces: dict[str, dict[str, Any]]) -> Counter[str]:
+def counts(traces: dict[str, NameTrace]) -> Counter[str]:
     """How many names were traced, per family, and why the others were not (the
     figures of this docstring and of docs/commands/lookup.md)."""
     return Counter(f"traced ({t['family']})" if t["family"] else
@@ -120,7 +119,7 @@ def first_ops(names: list[str]) -> dict[str, list[str]]:
 
 
 def test_every_called_name_leads_first_to_an_op_its_call_builds(
-        traces: dict[str, dict[str, Any]]) -> None:
+        traces: dict[str, NameTrace]) -> None:
     called = {name: set(t["ops"]) for name, t in traces.items() if t["family"]}
     assert len(called) >= CALLED_AT_LEAST, len(called)
     ours = first_ops(sorted(called))
@@ -138,7 +137,7 @@ def test_every_called_name_leads_first_to_an_op_its_call_builds(
 
 
 def test_each_default_call_is_traced_or_called_by_hand(
-        traces: dict[str, dict[str, Any]]) -> None:
+        traces: dict[str, NameTrace]) -> None:
     """An entry of ``DEFAULT_CALLS`` is checked against TF: by this generator, or by
     tests/test_python_name_calls.py's hand-written calls, or it is a name of another
     release only."""

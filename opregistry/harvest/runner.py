@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from opregistry.db.location import DbLike
 from opregistry.errors import HarvestError, OpregistryError
@@ -32,8 +32,8 @@ from opregistry.harvest.recipes import (
 )
 from opregistry.shown import Shown
 
-__all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "Recipe",
-           "collect", "collector_command", "harvest", "iter_harvest", "recipe_for",
+__all__ = ["DEVICES", "RECIPES", "HarvestOutcome", "HarvestTarget", "Libraries", "NameTrace",
+           "Recipe", "collect", "collector_command", "harvest", "iter_harvest", "recipe_for",
            "trace_names"]
 
 # the in-environment harvester's entry point, run by path (inenv/__init__.py)
@@ -165,8 +165,17 @@ def collector_command(interpreter: str, out: str | os.PathLike[str], *,
     return cmd, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **hidden)
 
 
+class NameTrace(TypedDict, total=False):
+    """What one public name's call builds: the argument family it was traced with and
+    the op types of its graph, or ``family`` None and why it cannot be called."""
+
+    family: str | None
+    ops: list[str]
+    why: str
+
+
 def trace_names(python: str | os.PathLike[str] | None, names: list[str]
-                ) -> dict[str, dict[str, Any]]:
+                ) -> dict[str, NameTrace]:
     """Call each public name (``tf.math.add``) under ``python`` with generated arguments
     and return what its call builds: name -> {"family", "ops"} (the op types TF traced),
     or {"family": None, "why"} (inenv/name_traces.py). One process of its own: the
@@ -191,7 +200,7 @@ def trace_names(python: str | os.PathLike[str] | None, names: list[str]
             reason = f"killed by signal {-done.returncode}"
         raise HarvestError(f"{interpreter}: tracing names failed: {reason}")
     try:
-        traces: dict[str, dict[str, Any]] = json.loads(done.stdout)
+        traces: dict[str, NameTrace] = json.loads(done.stdout)
     except ValueError as exc:
         raise HarvestError(f"{interpreter}: the name tracer wrote invalid JSON: {exc}") from None
     return traces

@@ -61,7 +61,8 @@ NEVER_CALLED_VERBS = ("enable_", "disable_", "set_", "reset_", "clear_", "experi
 TWINS = {"filter": "filters", "dim": "axis", "input": "input_tensor", "keep_prob": "rate",
          "reduction_indices": "axis", "keep_dims": "keepdims", "ksizes": "sizes",
          "value": "input", "bytes": "input_bytes",
-         "block_size": "block_shape"}
+         "block_size": "block_shape", "targets": "labels", "string_tensor": "input",
+         "source": "input", "rates": "dilations", "t": "x", "msg": "message"}
 
 
 def called(name: str) -> bool:
