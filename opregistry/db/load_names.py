@@ -38,7 +38,8 @@ def load_python_names(conn: Connection, release_id: int, entries: list[Document]
 
 def trace_row(entry: Document) -> Row:
     """A ``name_traces`` row of a trace entry: ops sorted, space-separated."""
-    row = {"family": entry.get("family"), "ops": " ".join(sorted(set(entry.get("ops") or ()))),
+    row = {"name": entry["name"], "family": entry.get("family"),
+           "ops": " ".join(sorted(set(entry.get("ops") or ()))),
            "why": None if entry.get("family") else entry.get("why")}
     return dict(row, digest=digest(row))
 
@@ -51,7 +52,6 @@ def load_traces(conn: Connection, release_id: int, entries: list[Document]) -> i
     rows = {entry["name"]: trace_row(entry) for entry in entries}
     ids = insert_missing(conn, table_of(NameTrace),
                          {row["digest"]: row for row in rows.values()}) if rows else {}
-    insert_chunks(conn, links, ({"release_id": release_id, "name": name,
-                                 "trace_id": ids[row["digest"]]}
-                                for name, row in sorted(rows.items())))
+    insert_chunks(conn, links, ({"release_id": release_id, "trace_id": ids[row["digest"]]}
+                                for _, row in sorted(rows.items())))
     return sum(1 for row in rows.values() if row["family"])

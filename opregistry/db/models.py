@@ -197,26 +197,29 @@ class NameTrace(Base):
     arguments (revision 0010, issue 39): ``ops``, space-separated and sorted, with the
     argument ``family`` of the call; or, for a name no generated call reached, ``why``
     (not a function of that release, never called, a parameter no generator makes...).
-    Stored once per distinct trace, however many releases and names share it."""
+    Stored once however many releases share it: most releases trace a name alike."""
 
     __tablename__ = "name_traces"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     digest: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(256), index=True)
     family: Mapped[str | None] = mapped_column(String(64))
     ops: Mapped[str] = mapped_column(Text)  # "" where not traced
     why: Mapped[str | None] = mapped_column(Text)
 
 
 class ReleaseNameTrace(Base):
-    """A public name's trace in one release."""
+    """A release's trace of one of its public names (one per name: the loader's
+    documents name each once)."""
 
     __tablename__ = "release_name_traces"
+    __table_args__ = {"sqlite_with_rowid": False}  # two ints: the key is the row
 
     release_id: Mapped[int] = mapped_column(
         ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
-    name: Mapped[str] = mapped_column(String(256), primary_key=True)
-    trace_id: Mapped[int] = mapped_column(ForeignKey("name_traces.id"), index=True)
+    trace_id: Mapped[int] = mapped_column(ForeignKey("name_traces.id"), primary_key=True,
+                                          index=True)
 
 
 class XlaVerdict(Base):

@@ -435,13 +435,13 @@ class Store:
             return []
         where: list[str] = []
         params: Row = {}
-        _names_in("rt.name", names, where, params)
+        _names_in("t.name", names, where, params)
         if release_id is not None:
             where.append("rt.release_id = :release")
             params["release"] = release_id
         wanted = set(names)  # more than MAX_NAMES: every name's, kept here
         return [row for row in self.rows(
-            "SELECT rt.release_id, rt.name, t.family, t.ops, t.why "
+            "SELECT rt.release_id, t.name, t.family, t.ops, t.why "
             "FROM release_name_traces rt JOIN name_traces t ON t.id = rt.trace_id" +
             (" WHERE " + " AND ".join(where) if where else ""), **params)
             if row["name"] in wanted]

@@ -159,7 +159,8 @@ def test_reloading_a_release_replaces_its_traces_and_drops_unused_ones(tmp_path)
     engine = make_engine(resolve(db))
     assert load_name_traces(engine, "2.1.0", TRACES[:2]) == 2
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT name FROM release_name_traces ORDER BY name").fetchall()
+        rows = conn.execute("SELECT t.name FROM release_name_traces JOIN name_traces t "
+                            "ON t.id = trace_id ORDER BY t.name").fetchall()
         assert rows == [("tf.compose",), ("tf.math.floor",)]
         # the traces only tf.where and tf.old_only used are gone
         assert conn.execute("SELECT count(*) FROM name_traces").fetchone() == (2,)
