@@ -145,7 +145,7 @@ def resolution_text(how: NameResolution) -> str:
     else:
         check = (f"not checked: {release} was harvested without traces of its names"
                  if release else "not checked: no TensorFlow release to trace it in")
-    absent = (f" ({how.name} is not a name of TensorFlow {how.asked}: "
+    absent = (f" (the harvest of TensorFlow {how.asked} does not list {how.name}: "
               f"its newest trace is {release}'s)" if how.asked else "")
     return f"{how.name} -> {first}: {basis}; {check}{absent}"
 

@@ -19,8 +19,8 @@ from functools import lru_cache
 
 from opregistry.registry.default_calls import DEFAULT_CALLS, default_call
 
-__all__ = ["DEFAULT_CALLS", "HELPER_OPS", "default_call", "helpers_last", "implemented_by",
-           "newest_first", "rank", "ranked", "same_name"]
+__all__ = ["DEFAULT_CALLS", "HELPER_OPS", "STRUCTURE_OPS", "default_call", "helpers_last",
+           "implemented_by", "newest_first", "rank", "ranked", "same_name"]
 
 _VERSION_SUFFIX = re.compile(r"v\d+$")
 _VERSION = re.compile(r"V(\d+)$")
@@ -41,6 +41,11 @@ HELPER_OPS = frozenset({
     "CheckNumericsV2", "Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond",
     "RefEnter", "RefExit", "RefMerge", "RefSwitch", "RefNextIteration", "RefIdentity",
     "ControlTrigger", "Assign", "AssignAdd", "AssignSub", "Variable", "VariableV2"})
+
+# the ops a control-flow call is (tf.while_loop: StatelessWhile; tf.switch_case:
+# StatelessCase): a trace also records the ops of their bodies, which are the caller's
+STRUCTURE_OPS = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case",
+                           "StatelessCase", "PartitionedCall", "StatefulPartitionedCall"})
 
 
 def newest_first(op: str) -> tuple[str, int]:

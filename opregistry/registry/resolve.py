@@ -10,7 +10,14 @@ from typing import Any, NamedTuple
 from opregistry.db.store import ReleaseRow, Store, ascii_lower
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.default_calls import GENERATED_CALL_DIFFERS
-from opregistry.registry.names import default_call, helpers_last, implemented_by, newest_first
+from opregistry.registry.names import (
+    HELPER_OPS,
+    STRUCTURE_OPS,
+    default_call,
+    helpers_last,
+    implemented_by,
+    newest_first,
+)
 from opregistry.vocabulary import ResolvedBy, TraceStatus
 
 # unknown names given a "did you mean" (difflib over every name: slow), and named in
@@ -158,15 +165,22 @@ class NameIndex:
             elif self.release.id in self._traced():
                 return Resolved("python_name", list(pairs), NameResolution(
                     name, version, by, pairs[0][0], created,
-                    untraced=f"not a public name of TensorFlow {version}"))
+                    untraced=f"not among the public names the harvest of TensorFlow "
+                             f"{version} lists"))
         if trace is None:
             return Resolved("python_name", list(pairs),
                             NameResolution(name, version, by, pairs[0][0], created))
         built = tuple(trace["ops"].split()) if trace["ops"] else ()
         if built and pairs[0][0] not in built and name not in GENERATED_CALL_DIFFERS:
-            inside = [p for p in pairs if p[0] in built]
-            if not inside:  # none of the harvest's ops: the trace's, helpers last
-                inside = [(op, "trace") for op in sorted(built, key=helpers_last)]
+            # what TF built: a control-flow call's own op before its bodies' (the
+            # caller's), the work before the casts, shapes and checks around it
+            # (tf.signal.inverse_stft: its RFFT's ops, not the harvest's Cast), of equal
+            # kind the harvest's ops first
+            known = [p for p in pairs if p[0] in built]
+            more = [(op, "trace") for op in sorted(built, key=helpers_last)
+                    if op not in {k for k, _ in known}]
+            inside = sorted(known + more, key=lambda p: (
+                p[0] not in STRUCTURE_OPS, p[0] in HELPER_OPS, p[1] == "trace"))
             pairs = inside + [p for p in pairs if p not in inside]
             by = "trace"
         return Resolved("python_name", list(pairs), NameResolution(

@@ -59,7 +59,8 @@ def test_a_trace_decides_the_first_op_and_each_row_says_what_tf_built(tmp_path):
     db = _db(tmp_path)
     found = lookup("tf.compose", db=db)
     # the harvest alone puts Alpha first (alphabetical among ops named after none)
-    assert found.ops[0] == "Beta" and set(found.ops) == {"Alpha", "Beta"}
+    # what TF built first (of the harvest's ops before the trace's own), then the rest
+    assert found.ops == ("Beta", "Mul", "Alpha")
     how = found.resolution
     assert how is not None and how.by == "trace" and how.checked and how.release == "2.1.0"
     assert how.traced == ("Beta", "Mul") and how.candidates == 2
@@ -95,7 +96,8 @@ def test_a_name_another_release_has_is_checked_in_that_release(tmp_path):
     with using(db) as store:
         assert store.traced_releases() and len(store.traced_releases()) == 1
     how = lookup("tf.old_only", db=db).resolution
-    assert how is not None and how.untraced == "not a public name of TensorFlow 2.1.0"
+    assert how is not None and how.untraced == (
+        "not among the public names the harvest of TensorFlow 2.1.0 lists")
     assert how.release == "2.1.0" and how.asked is None and not how.checked
     # a name the release has, that no generated call reached
     how = lookup("tf.rnn", db=db).resolution
@@ -136,7 +138,8 @@ def test_explain_says_how_the_name_was_resolved_in_every_format(tmp_path):
     assert data["resolution"]["by"] == "trace" and data["resolution"]["checked"] is True
     unchecked = render(explain("tf.old_only", db=db), "table")
     assert ("tf.old_only -> Alpha: its code reaches Alpha alone; not checked by a trace in "
-            "2.1.0: not a public name of TensorFlow 2.1.0") in unchecked
+            "2.1.0: not among the public names the harvest of TensorFlow 2.1.0 lists"
+            ) in unchecked
 
 
 def test_lookup_shows_the_traced_column_in_every_format(tmp_path, cli):
@@ -198,3 +201,22 @@ def test_many_names_read_every_trace_in_one_query(tmp_path):
     results, errors = lookup_many(names, db=db)
     assert not errors and [r.resolution.checked for r in results[:3]  # type: ignore[union-attr]
                            ] == [True, True, False]
+
+
+def test_a_control_flow_call_is_its_own_op_before_its_bodies_and_work_before_helpers(
+        tmp_path):
+    db = _db(tmp_path)
+    engine = make_engine(resolve(db))
+    # a trace records the loop's op and its body's (the caller's AddV2) and the
+    # helpers around them; a composite's work comes before its casts and shapes
+    load(engine, dict(document("2.1.0", OPS), python_names=NAMES[:5] + [
+        {"name": "tf.loop", "op": "Alpha", "method": "calls_wrapper_multi"},
+        {"name": "tf.istft", "op": "Cast", "method": "calls_wrapper_multi"},
+        {"name": "tf.istft", "op": "Alpha", "method": "calls_wrapper_multi"}],
+        name_traces=TRACES + [
+        {"name": "tf.loop", "family": "square", "ops": ["AddV2", "Shape", "StatelessWhile"]},
+        {"name": "tf.istft", "family": "complex", "ops": ["Cast", "IRFFT", "Reshape"]}]))
+    engine.dispose()
+    assert lookup_many(["tf.loop"], db=db)[0][0].ops[:3] == ("StatelessWhile", "AddV2", "Shape")
+    # the harvest's Cast was built, but it is a helper: TF's IRFFT first
+    assert lookup_many(["tf.istft"], db=db)[0][0].ops[:2] == ("IRFFT", "Cast")
