@@ -11,6 +11,7 @@ from opregistry.text import fenced, markdown_safe, printable
 
 if TYPE_CHECKING:
     from opregistry.remedies import OpRemedies
+    from opregistry.remedies.explain import BuiltOp
 
 
 def fix_text(advice: OpRemedies) -> str:
@@ -137,7 +138,7 @@ def explain_text(result: Any, markdown: bool = False) -> str:
     return "\n".join(line if isinstance(line, _Verbatim) else safe(line) for line in lines)
 
 
-def built_text(built: Iterable[Any], release: str | None) -> str:
+def built_text(built: Iterable[BuiltOp], release: str | None) -> str:
     """The ops a traced call built, grouped by state, in one line; where some have no
     gradient, that they stop it only on a path from the input."""
     by_state: dict[str, list[str]] = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from opregistry.db.location import DbLike
+from opregistry.db.records import Document
 from opregistry.errors import HarvestError, OpregistryError
 from opregistry.files import write_atomically
 from opregistry.harvest.environments import discard_venv, ensure_venv, last_error_line
@@ -206,7 +207,7 @@ def trace_names(python: str | os.PathLike[str] | None, names: list[str]
     return traces
 
 
-def public_names(document: dict[str, Any]) -> list[str]:
+def public_names(document: Document) -> list[str]:
     """A harvest document's public ``tf.*`` names, the ones to trace (``tf.raw_ops.*``
     are op names: their op is their name)."""
     return sorted({entry["name"] for entry in document.get("python_names") or ()
@@ -214,8 +215,8 @@ def public_names(document: dict[str, Any]) -> list[str]:
                    and ".raw_ops." not in entry["name"]})
 
 
-def with_name_traces(python: str | os.PathLike[str] | None, document: dict[str, Any],
-                     trace: bool = True) -> dict[str, Any]:
+def with_name_traces(python: str | os.PathLike[str] | None, document: Document,
+                     trace: bool = True) -> Document:
     """``document`` with ``name_traces``: each public name traced under ``python``
     (what the loader stores, and ``lookup``/``explain`` check names against)."""
     if trace:

@@ -7,7 +7,7 @@ import runpy
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-CEILING = 299  # issue 38 asked for at most 371 (half of 742); 328 after the thirteenth
+CEILING = 298  # issue 38 asked for at most 371 (half of 742); 328 after the thirteenth
 # session's merges, 299 once their seams were typed (WalkState, Consumers, Proto, ...)
 
 
