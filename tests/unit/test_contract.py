@@ -79,7 +79,7 @@ KINDS: dict[str, dict[str, str]] = {
                 "op_libraries": "text", "imports": "text", "library_name": "text",
                 "library_version": "text", "all_releases": "flag", "all_libraries": "flag", "xla": "flag",
                 "device": "text", "package": "text", "rebuild_env": "flag", "discard_env": "flag",
-                "probes": "flag", "numeric": "flag", "save_json": "text", "fmt": "fmt",
+                "probes": "flag", "numeric": "flag", "trace_names": "flag", "save_json": "text", "fmt": "fmt",
                 "output_file": "out", "db": "db"},
     "site": {"out_dir": "text", "force": "flag", "db": "db"},
     "db upgrade": {"revision": "text", "db": "db"},
