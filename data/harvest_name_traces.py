@@ -56,13 +56,7 @@ def ordered(version: str) -> tuple[int, ...]:
 def release_names(version: str) -> list[str]:
     """The release's public ``tf.*`` names in the shipped database."""
     with using(None) as store:
-        rows = store.rows(
-            "SELECT DISTINCT pn.name FROM release_python_names rpn "
-            "JOIN python_names pn ON pn.id = rpn.python_name_id "
-            "JOIN releases r ON r.id = rpn.release_id "
-            "WHERE r.version = :v AND r.library = ''", v=version)
-    return sorted(r["name"] for r in rows
-                  if r["name"].startswith("tf.") and ".raw_ops." not in r["name"])
+        return store.public_names(store.release(version).id)
 
 
 def untraced_first_ops(traces: dict[str, NameTrace]) -> dict[str, tuple[str, list[str]]]:

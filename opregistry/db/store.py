@@ -427,6 +427,13 @@ class Store:
         return self.rows("SELECT DISTINCT name, op_name, method FROM python_names" +
                          (" WHERE " + where[0] if where else ""), **params)
 
+    def public_names(self, release_id: int) -> list[str]:
+        """The release's public names a harvest traces (:func:`traced_name`), sorted."""
+        return sorted({row["name"] for row in self.rows(
+            "SELECT DISTINCT pn.name FROM release_python_names rpn JOIN python_names pn "
+            "ON pn.id = rpn.python_name_id WHERE rpn.release_id = :r", r=release_id)
+            if traced_name(row["name"])})
+
     def name_traces(self, release_id: int | None, names: Collection[str]) -> list[Row]:
         """(release_id, name, family, ops, why) of the traces of ``names`` in one release
         (None: in every release): what TensorFlow built when each was called with
@@ -461,6 +468,12 @@ class Store:
         test = "lower(name) = lower(:n)" if fold_case else "name = :n"
         return self.rows(f"SELECT DISTINCT name, op_name, method FROM python_names "
                          f"WHERE {test}", n=name)
+
+
+def traced_name(name: str) -> bool:
+    """A public ``tf.*`` name a harvest calls to trace it; ``tf.raw_ops.*`` are op names
+    (their op is their name)."""
+    return name.startswith("tf.") and ".raw_ops." not in name
 
 
 ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -210,9 +210,10 @@ def trace_names(python: str | os.PathLike[str] | None, names: list[str]
 def public_names(document: Document) -> list[str]:
     """A harvest document's public ``tf.*`` names, the ones to trace (``tf.raw_ops.*``
     are op names: their op is their name)."""
+    from opregistry.db.store import traced_name
+
     return sorted({entry["name"] for entry in document.get("python_names") or ()
-                   if str(entry.get("name", "")).startswith("tf.")
-                   and ".raw_ops." not in entry["name"]})
+                   if traced_name(str(entry.get("name", "")))})
 
 
 def with_name_traces(python: str | os.PathLike[str] | None, document: Document,

@@ -26,11 +26,7 @@ TRACED_SHARE = 0.6
 
 def release_names(store: Store) -> dict[int, list[str]]:
     """Each TensorFlow release's public ``tf.*`` names (``tf.raw_ops.*`` are op names)."""
-    names: dict[int, set[str]] = {}
-    for row in store.release_python_names():
-        if row["name"].startswith("tf.") and ".raw_ops." not in row["name"]:
-            names.setdefault(row["release_id"], set()).add(row["name"])
-    return {release: sorted(found) for release, found in names.items()}
+    return {release.id: store.public_names(release.id) for release in store.core_releases()}
 
 
 def judged(store: Store, release: ReleaseRow, names: list[str]
