@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from system_packages import require
@@ -73,6 +74,20 @@ def _new_database(postgres_url: str, name: str) -> str:
     admin.run(f"CREATE DATABASE {name}")
     admin.close()
     return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+
+def _loaded_into_both(cli: Any, document: dict[str, Any], stem: Path, url: str
+                      ) -> tuple[Path, Path]:
+    """``document`` written to ``stem``.json and loaded into the PostgreSQL database
+    ``url`` and into a new SQLite file ``stem``.sqlite: (the document, the SQLite file)."""
+    import json
+
+    path, sqlite = stem.with_suffix(".json"), stem.with_suffix(".sqlite")
+    path.write_text(json.dumps(document))
+    for db in (url, str(sqlite)):
+        done = cli("db", "load", str(path), "--db", db)
+        assert done.returncode == 0, done.stderr
+    return path, sqlite
 
 
 READS = [
@@ -214,12 +229,7 @@ def test_xla_variants_on_postgres_as_on_sqlite_and_migration_0009_both_ways(
                 {"attrs": {"transpose_a": flag}, "forward": {"status": status},
                  "gradient": {"status": status}} for flag, status in (
                     (False, "compiles"), (True, "fails"))]
-    document = tmp_path / "variants.json"
-    document.write_text(json.dumps(changed))
-    sqlite = tmp_path / "variants.sqlite"
-    for db in (url, str(sqlite)):
-        done = cli("db", "load", str(document), "--db", db)
-        assert done.returncode == 0, done.stderr
+    document, sqlite = _loaded_into_both(cli, changed, tmp_path / "variants", url)
     ask = ("lookup", "MatMul", "Tanh", "--format", "json", "--db")
     on_pg = cli(*ask, url).stdout
     assert on_pg == cli(*ask, str(sqlite)).stdout
@@ -251,12 +261,7 @@ def test_name_traces_on_postgres_as_on_sqlite_and_migration_0010_both_ways(
     traced = dict(tf_document, name_traces=[
         {"name": n, "family": "square", "ops": sorted(by_name[n])[-1:]} for n in names[1:]]
         + [{"name": names[0], "family": None, "why": "never called (changes the process)"}])
-    document = tmp_path / "traces.json"
-    document.write_text(json.dumps(traced))
-    sqlite = tmp_path / "traces.sqlite"
-    for db in (url, str(sqlite)):
-        done = cli("db", "load", str(document), "--db", db)
-        assert done.returncode == 0, done.stderr
+    document, sqlite = _loaded_into_both(cli, traced, tmp_path / "traces", url)
     ask = ("lookup", *names, "--format", "json", "--db")
     on_pg = cli(*ask, url)
     assert on_pg.returncode == 0, on_pg.stderr
