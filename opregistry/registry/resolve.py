@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from opregistry.db.store import ReleaseRow, Store, ascii_lower
+from opregistry.db.name_reads import ascii_lower
+from opregistry.db.store import ReleaseRow, Store
 from opregistry.errors import OpregistryError, UnknownOpError
 from opregistry.registry.default_calls import GENERATED_CALL_DIFFERS
 from opregistry.registry.names import (
