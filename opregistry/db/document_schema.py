@@ -175,6 +175,7 @@ PROBE = obj({"effective": text(16, choices=EFFECTIVE_STATES)}, {
 # what TF built when each public name was called with generated arguments (issue 39,
 # data/harvest_name_traces.py): the call's argument family and ops, or why no call built
 # an op (not a function of the release, a parameter no generator makes...)
+PYTHON_NAMES = array(obj({"name": text(), "op": text(pattern=OP_NAME), "method": text(32)}))
 NAME_TRACES = array(obj({"name": text()}, {
     "family": text(64, nullable=True), "ops": array(text(pattern=OP_NAME), max_items=10_000),
     "why": text(MAX_TEXT, nullable=True)}), max_items=100_000)
@@ -210,8 +211,7 @@ def document_schema() -> Schema:
                      "status": text(16, choices=GRADIENT_STATES)},
                     {"function": FUNCTION, "needs_import": text(nullable=True)}),
                 max_items=100_000),
-            "python_names": array(obj({"name": text(), "op": text(pattern=OP_NAME),
-                                       "method": text(32)})),
+            "python_names": PYTHON_NAMES,
             "name_traces": NAME_TRACES,
             "probes": obj({}, {"seconds": number(0), "worker_restarts": integer(0, 10 ** 6),
                                "numeric": boolean(nullable=True),

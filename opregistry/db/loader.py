@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, insert, select
@@ -46,7 +47,7 @@ from opregistry.db.rows import (
     insert_missing,
     table_of,
 )
-from opregistry.db.validate import validate, validate_name_traces
+from opregistry.db.validate import validate, validate_name_traces, validate_python_names
 from opregistry.errors import DocumentError
 from opregistry.shown import Shown
 
@@ -147,6 +148,30 @@ def load_name_traces(engine: Engine, version: str, entries: list[Document]) -> i
     packages) with ``entries`` (data/harvest_name_traces.py: the traces of a release
     harvested before them); how many names were traced."""
     validate_name_traces(entries)
+    return _into_stored_release(engine, version, "name traces",
+                                lambda conn, release_id: load_traces(conn, release_id, entries))
+
+
+def replace_python_names(engine: Engine, version: str, entries: list[Document]) -> int:
+    """Replace the public Python names of the stored TensorFlow release ``version`` (each
+    of its packages) with ``entries`` (data/harvest_python_names.py: the names of a
+    release read again by a newer harvester); how many names it has now."""
+    validate_python_names(entries)
+
+    def replace(conn: Connection, release_id: int) -> int:
+        links = table_of(ReleasePythonName)
+        conn.execute(delete(links).where(links.c.release_id == release_id))
+        load_python_names(conn, release_id, entries)
+        return len({entry["name"] for entry in entries})
+
+    return _into_stored_release(engine, version, "Python names", replace)
+
+
+def _into_stored_release(engine: Engine, version: str, what: str,
+                         write: Callable[[Connection, int], int]) -> int:
+    """``write`` into each stored release of TensorFlow ``version`` in one transaction
+    (the loader's lock taken), then the rows no release uses any more removed; what the
+    last ``write`` returned."""
     migrate.ensure_current(engine)
     releases = table_of(Release)
     with translated(engine, "load into"), engine.begin() as conn:
@@ -155,13 +180,13 @@ def load_name_traces(engine: Engine, version: str, entries: list[Document]) -> i
         found = conn.execute(select(releases.c.id).where(
             releases.c.version == version, releases.c.library == "")).scalars().all()
         if not found:
-            raise DocumentError(f"name traces of TensorFlow {version}, which the database "
+            raise DocumentError(f"{what} of TensorFlow {version}, which the database "
                                 f"does not hold: harvest the release first")
-        traced = 0
+        written = 0
         for release_id in found:
-            traced = load_traces(conn, release_id, entries)
+            written = write(conn, release_id)
         collect_garbage(conn)
-        return traced
+        return written
 
 
 def xla_device(document: Document) -> str:

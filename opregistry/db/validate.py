@@ -19,7 +19,7 @@ import math
 import re
 import stat
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from opregistry.db.document_schema import (
     MAX_DEPTH,
     MIN_FORMAT_VERSION,
     NAME_TRACES,
+    PYTHON_NAMES,
     document_schema,
 )
 from opregistry.errors import DocumentError, first_line
@@ -139,19 +140,28 @@ def _unique(items: list[Any], key: str, path: str) -> None:
         seen.add(item[key])
 
 
-@lru_cache(maxsize=1)
-def _traces_validator() -> Callable[[object], object]:
+@cache
+def _piece_validator(piece: str) -> Callable[[object], object]:
+    """The compiled schema of a document's ``name_traces`` or ``python_names``, the
+    pieces that also load on their own into a stored release."""
     import fastjsonschema
 
-    return fastjsonschema.compile(NAME_TRACES, use_default=False)
+    pieces = {"name_traces": NAME_TRACES, "python_names": PYTHON_NAMES}
+    return fastjsonschema.compile(pieces[piece], use_default=False)
 
 
 def validate_name_traces(entries: object) -> None:
     """Raise DocumentError unless ``entries`` are name traces the loader can store (a
     document's ``name_traces``, or data/harvest_name_traces.py's for a stored release)."""
-    _checked(entries, _traces_validator(), "$.name_traces")
+    _checked(entries, _piece_validator("name_traces"), "$.name_traces")
     assert isinstance(entries, list)  # the schema says so
     _unique(entries, "name", "$.name_traces")
+
+
+def validate_python_names(entries: object) -> None:
+    """Raise DocumentError unless ``entries`` are a release's public Python names the
+    loader can store (data/harvest_python_names.py's for a stored release)."""
+    _checked(entries, _piece_validator("python_names"), "$.python_names")
 
 
 def _checked(value: object, validator: Callable[[object], object], path: str) -> None:

@@ -43,7 +43,7 @@ COLLECTOR_TIMEOUT_S = 30 * 60
 # compiling ~420 ops and their gradients with XLA took over 30 minutes on a busy 2-core
 # machine (2.19 under `nice -n 19`): a harvest with --xla gets longer
 COLLECTOR_TIMEOUT_XLA_S = 3 * 60 * 60
-# tracing every public name of a release: ~15 CPU seconds for TF 2.21's 2,171
+# tracing every public name of a release: ~15 CPU seconds for TF 2.21's 2,185
 TRACE_TIMEOUT_S = 30 * 60
 COLLECTOR_NO_TF = 3  # the collector's exit code when TensorFlow cannot be imported
 COLLECTOR_NO_PLUGIN = 5  # ... and when a plugin cannot be imported

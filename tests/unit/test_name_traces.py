@@ -15,7 +15,7 @@ import pytest
 from documents import document, op
 
 from opregistry.db.engine import make_engine
-from opregistry.db.loader import load, load_name_traces
+from opregistry.db.loader import load, load_name_traces, replace_python_names
 from opregistry.db.location import resolve
 from opregistry.db.store import using
 from opregistry.errors import DocumentError
@@ -171,6 +171,37 @@ def test_reloading_a_release_replaces_its_traces_and_drops_unused_ones(tmp_path)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM name_traces").fetchone() == (0,)
     engine.dispose()
+
+
+def test_a_release_s_python_names_read_again_replace_its_own_only(tmp_path):
+    """data/harvest_name_traces.py --python-names: a newer reading of TF's code (a name
+    the harvest had missed, one it reads differently) replaces one release's names; the
+    other release keeps its own, and names no release links any more are gone."""
+    db = _db(tmp_path)
+    engine = make_engine(resolve(db))
+    again = [{"name": "tf.compose", "op": "Beta", "method": "calls_wrapper"},
+             {"name": "tf.map_fn", "op": "Alpha", "method": "calls_wrapper"}]
+    assert replace_python_names(engine, "2.1.0", again) == 2
+    assert lookup("tf.map_fn", "2.1.0", db=db).ops == ("Alpha",)
+    assert lookup("tf.compose", "2.1.0", db=db).ops[0] == "Beta"
+    with sqlite3.connect(db) as conn:
+        names = conn.execute("SELECT pn.name FROM release_python_names JOIN releases r "
+                             "ON r.id = release_id JOIN python_names pn ON pn.id = "
+                             "python_name_id WHERE r.version = '2.1.0' ORDER BY 1").fetchall()
+        assert names == [("tf.compose",), ("tf.map_fn",)]
+        assert conn.execute("SELECT count(*) FROM release_python_names JOIN releases r ON "
+                            "r.id = release_id WHERE r.version = '2.0.0'").fetchone() == (len(NAMES),)
+        # tf.old_only, tf.rnn... are 2.0.0's still; none is left unlinked
+        assert conn.execute("SELECT count(*) FROM python_names WHERE id NOT IN "
+                            "(SELECT python_name_id FROM release_python_names)"
+                            ).fetchone() == (0,)
+    with pytest.raises(DocumentError, match=r"\$\.python_names\[0\]\.op"):
+        replace_python_names(engine, "2.1.0", [{"name": "tf.a", "op": "no op", "method": "m"}])
+    with pytest.raises(DocumentError, match="Python names of TensorFlow 9.9.9, which the "
+                                            "database does not hold"):
+        replace_python_names(engine, "9.9.9", again)
+    engine.dispose()
+    assert lookup("tf.map_fn", "2.1.0", db=db).ops == ("Alpha",)  # kept
 
 
 @pytest.mark.parametrize(("entries", "where"), [

@@ -95,10 +95,23 @@ def _called_gen_ops(fn, op_names, gen_cache, depth=0, seen=None):
             helpers.append(value)
     for helper in helpers:
         if inspect.isfunction(helper) and _is_tf_module(getattr(helper, "__module__", "")):
-            for op in _called_gen_ops(_unwrap_tf(helper), op_names, gen_cache, depth + 1, seen):
+            # a v2 function that hands its call to its v1 twin (``map_fn_v2`` ->
+            # ``map_fn``) is one level, not two: else the twin's helpers fall past the
+            # depth and the public name leads to no op (tf.map_fn, tf.scan in 2.13+)
+            target = _unwrap_tf(helper)
+            deeper = depth if _twins(fn, target) else depth + 1
+            for op in _called_gen_ops(target, op_names, gen_cache, deeper, seen):
                 if op not in ops:
                     ops.append(op)
     return ops
+
+
+def _twins(fn, other):
+    """``fn`` and ``other`` are the v1 and v2 versions of one function (their names
+    equal without a ``_v1``/``_v2`` suffix)."""
+    def base(f):
+        return re.sub(r"_v[12]$", "", getattr(f, "__name__", "") or "")
+    return base(fn) == base(other) and fn.__name__ != other.__name__
 
 
 def _is_tf_module(name):
