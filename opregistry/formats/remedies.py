@@ -105,6 +105,8 @@ def explain_text(result: Any, markdown: bool = False) -> str:
             lines.append(resolution_text(result.resolution))
         if result.built:  # its traced call built several ops: each one's state
             lines.append(built_text(result.built, result.resolution.release))
+        if result.created:  # untraced: each op its code can create, with its state
+            lines.append(built_text(result.created, result.release, traced=False))
         if result.history:
             lines.append("history:")
             for h in result.history:
@@ -138,14 +140,17 @@ def explain_text(result: Any, markdown: bool = False) -> str:
     return "\n".join(line if isinstance(line, _Verbatim) else safe(line) for line in lines)
 
 
-def built_text(built: Iterable[BuiltOp], release: str | None) -> str:
-    """The ops a traced call built, grouped by state, in one line; where some have no
-    gradient, that they stop it only on a path from the input."""
+def built_text(built: Iterable[BuiltOp], release: str | None, traced: bool = True) -> str:
+    """The ops a traced call built (not ``traced``: the ops an untraced name's code can
+    create), grouped by state, in one line; where some have no gradient, that they stop
+    it only on a path from the input."""
     by_state: dict[str, list[str]] = {}
     for op in built:
         by_state.setdefault(op.state, []).append(op.op)
     states = "; ".join(f"{state}: {', '.join(ops)}" for state, ops in sorted(by_state.items()))
-    line = f"the traced call built, in {release}: {states}"
+    line = (f"the traced call built, in {release}: {states}" if traced else
+            f"its code can create, in {release} (no trace says which its call builds): "
+            f"{states}")
     if set(by_state) - {"differentiable"}:
         line += (" (an op without a gradient stops it only on a path from an input: "
                  "opregistry.check(fn, x) says which)")

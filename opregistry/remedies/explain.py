@@ -2,6 +2,7 @@
 in every release, from the database."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,9 @@ class HistorySpan:
 
 @dataclass(frozen=True)
 class BuiltOp:
-    """An op TF built when it traced the Python name asked for, with its state in the
-    release (``effective``: what the probes found; None where not probed)."""
+    """An op TF built when it traced the Python name asked for (or, untraced, one its
+    code can create), with its state in the release (``effective``: what the probes
+    found; None where not probed)."""
 
     op: str
     gradient: str | None  # None: not an op of the release (another release's trace)
@@ -64,6 +66,9 @@ class Explanation(Shown):
     resolution: NameResolution | None = None
     # a Python name whose traced call built several ops: each, with its state
     built: tuple[BuiltOp, ...] = ()
+    # a Python name no trace checks, whose code can create several ops: each, with its
+    # state (the op explained is one of them, not the one its call is known to build)
+    created: tuple[BuiltOp, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "kind": self.kind, "name": self.name,
@@ -76,7 +81,8 @@ class Explanation(Shown):
                     **{k: v for k, v in asdict(self.xla).items() if k != "variants"},
                     "variants": [v.to_dict() for v in self.xla.variants]},
                 "resolution": self.resolution.to_dict() if self.resolution else None,
-                "built": [dict(vars(b), state=b.state) for b in self.built]}
+                "built": [dict(vars(b), state=b.state) for b in self.built],
+                "created": [dict(vars(c), state=c.state) for c in self.created]}
 
 
 def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Explanation:
@@ -99,7 +105,9 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
         found = lookup(name, checked_in=version, db=store)
         op = found.ops[0]
         traced = found.resolution.traced if found.resolution else ()
-        version, facts = op_facts(version, [op, *traced], db=store)
+        # untraced, the ops its code can create: which one its call builds is not known
+        created = found.ops if found.resolution and not traced and len(found.ops) > 1 else ()
+        version, facts = op_facts(version, [op, *traced, *created], db=store)
     # TensorFlow's releases; an op library's op: that library's releases
     core = [r for r in found.rows if r.op == op and r.library is None]
     rows = sorted(core or [r for r in found.rows if r.op == op],
@@ -119,10 +127,14 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
     where = (fact.library or version) if fact else None  # an op library's release by name
     return Explanation(name, "op", op, where, gradient, effective, reason,
                        suggestions, no_remedy, _spans(rows), fact.xla if fact else None,
-                       found.resolution, tuple(
-                           BuiltOp(t, facts[t].gradient if t in facts else None,
-                                   facts[t].effective if t in facts else None)
-                           for t in traced) if len(traced) > 1 else ())
+                       found.resolution, _states(traced, facts) if len(traced) > 1 else (),
+                       _states(sorted(created), facts))
+
+
+def _states(ops: Sequence[str], facts: Mapping[str, Any]) -> tuple[BuiltOp, ...]:
+    """Each op with its state in the release (None: not an op of the release)."""
+    return tuple(BuiltOp(op, facts[op].gradient if op in facts else None,
+                         facts[op].effective if op in facts else None) for op in ops)
 
 
 def _spans(rows: list[Any]) -> tuple[HistorySpan, ...]:

@@ -140,6 +140,21 @@ def test_explain_says_how_the_name_was_resolved_in_every_format(tmp_path):
     assert ("tf.old_only -> Alpha: its code reaches Alpha alone; not checked by a trace in "
             "2.1.0: not among the public names the harvest of TensorFlow 2.1.0 lists"
             ) in unchecked
+    assert result.created == ()  # traced: what it built is said, not what it can create
+    # no trace: every op the name's code can create, each with its state (the op
+    # explained is one of them, not one its call is known to build)
+    (tmp_path / "untraced").mkdir()
+    untraced = explain("tf.compose", db=_db(tmp_path / "untraced", None))
+    assert untraced.built == () and [c.op for c in untraced.created] == ["Alpha", "Beta"]
+    created = ("its code can create, in 2.1.0 (no trace says which its call builds): "
+               "differentiable: Alpha; missing: Beta (an op without a gradient stops it only "
+               "on a path from an input: opregistry.check(fn, x) says which)")
+    assert created in render(untraced, "table").splitlines()
+    assert created in render(untraced, "markdown")
+    assert json.loads(render(untraced, "json"))["created"] == [
+        {"op": "Alpha", "gradient": "registered", "effective": "differentiable",
+         "state": "differentiable"},
+        {"op": "Beta", "gradient": "missing", "effective": "missing", "state": "missing"}]
 
 
 def test_lookup_shows_the_traced_column_in_every_format(tmp_path, cli):
