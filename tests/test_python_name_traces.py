@@ -11,20 +11,22 @@ tensors, resource variables, strings, sampled classes, integer labels of logits,
 callables, windows and sizes; lists and sparse tensors where the docstring says so),
 in families of shapes and dtypes (float, complex, int, bool, string and quantized;
 rank 0 to 5; lists of tensors), seeded per function, and records every op of the
-traced graph and of its functions (cond and loop bodies). 1,784 names build an op
-that way (1,155 before the structured arguments and the families after the seventh,
+traced graph and of its functions (cond and loop bodies), less those only the
+generated callables built (a body's, a map's fn's, an RNN cell's). 1,787 names build
+an op that way (1,155 before the structured arguments and the families after the seventh,
 1,697 before loops, map_fn and folds over lists, switch_case, batch_normalization,
 conv1d, strided_slice, reverse, crop_and_resize, sequence masks, the inverse STFT and
 more of TF 1's twin parameters; 1,771 before the harvest read ``tf.map_fn``, the
-folds, ``tf.nn.embedding_lookup`` and ten more names it had missed). The other 401 cannot be called with generated
+folds, ``tf.nn.embedding_lookup`` and ten more names it had missed; 1,784 before the
+generated RNN cell). The other 398 cannot be called with generated
 arguments: 117 are not functions of this installation (generated wrappers of ops that modules the harvest
 imported had loaded: ``tf.compat.v1.xla_*``, ``rpc_*``; a class), 91 are never called
 (``tf.config``, ``tf.summary``, ``tf.data``, ``tf.keras``, ``tf.train``,
 ``enable_*``...: they change the process, touch files, or need a writer or a
-cluster), 80 take a parameter no generator makes (an RNN cell, a variable list, a
+cluster), 76 take a parameter no generator makes (a raw_rnn's loop_fn, a variable list, a
 protobuf's field names, an index to shuffle...), 48 refuse every family of generated
 arguments (shapes or dtypes they do not take together, or a call TF refuses to trace:
-NumPy methods on a tensor, a variable made from a traced value), and 65 build nothing
+NumPy methods on a tensor, a variable made from a traced value), and 66 build nothing
 but plumbing with them (a cast to the same dtype, a static shape, a check TF decides
 statically). ``python tests/test_python_name_traces.py`` prints these counts.
 
@@ -79,8 +81,11 @@ DECIDED_BY_THE_TRACE = {
     "tf.compat.v1.ragged.row_splits_to_segment_ids": "Range",
     "tf.experimental.numpy.concatenate": "ConcatV2",
     "tf.experimental.numpy.swapaxes": "Transpose",
+    # an RNN around the generated cell: its loop; the concatenation of both directions
+    "tf.compat.v1.nn.dynamic_rnn": "StatelessWhile",
+    "tf.compat.v1.nn.static_bidirectional_rnn": "ConcatV2",
 }
-# names the generator calls today (1,784): fewer means a generator or a family broke
+# names the generator calls today (1,787): fewer means a generator or a family broke
 CALLED_AT_LEAST = 1745
 
 
@@ -158,6 +163,27 @@ def test_the_shipped_traces_of_the_installed_release_are_what_tf_traces_now(
     changed = {name: (shipped.get(name), found) for name, found in now.items()
                if shipped.get(name) != found}
     assert not changed, sorted(changed.items())[:10]
+
+
+def test_a_call_s_ops_are_its_own_not_those_of_the_callables_it_runs(
+        traces: dict[str, NameTrace]) -> None:
+    """A loop's body, a map's fn, a branch, a sampler, an RNN cell are the user's code:
+    the ops they build are left out of the trace (name_arguments.recorded), so the
+    function's own ops remain (its loop, its list plumbing), whatever the user runs."""
+    def ops(name: str) -> set[str]:
+        assert traces[name]["family"], traces[name]
+        return set(traces[name]["ops"])
+
+    assert ops("tf.while_loop") == {"AddV2", "StatelessWhile"}  # the body's Mul, cond's Less
+    assert ops("tf.cond") == {"Identity", "StatelessIf"}  # the branches' Mul
+    assert "StatelessWhile" in ops("tf.map_fn") and "Mul" not in ops("tf.map_fn")
+    assert "RandomUniform" not in ops("tf.nn.experimental.general_dropout")
+    # an RNN cell (name_arguments.RnnCell): its MatMul and Tanh are not the RNN's
+    rnn = ops("tf.compat.v1.nn.dynamic_rnn")
+    assert "StatelessWhile" in rnn and not rnn & {"MatMul", "Tanh"}
+    # static_rnn builds nothing of its own around the cell it calls
+    assert traces["tf.compat.v1.nn.static_rnn"] == {"family": None,
+                                                     "why": "builds only plumbing"}
 
 
 # public names the harvest's reading of the code once missed in 2.x, each a v2 function

@@ -105,8 +105,10 @@ def explain(name: str, release: str | None = None, *, db: DbLike = None) -> Expl
         found = lookup(name, checked_in=version, db=store)
         op = found.ops[0]
         traced = found.resolution.traced if found.resolution else ()
-        # untraced, the ops its code can create: which one its call builds is not known
-        created = found.ops if found.resolution and not traced and len(found.ops) > 1 else ()
+        # untraced, one of the ops its code can create (not an op it is named after or
+        # its usual call builds): each, since which its call builds is not known
+        created = found.ops if found.resolution and not traced and \
+            found.resolution.by == "code_creates" and len(found.ops) > 1 else ()
         version, facts = op_facts(version, [op, *traced, *created], db=store)
     # TensorFlow's releases; an op library's op: that library's releases
     core = [r for r in found.rows if r.op == op and r.library is None]

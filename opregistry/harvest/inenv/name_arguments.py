@@ -13,10 +13,12 @@ logits, sampled classes). Sizes and scalars come from the caller's seeded
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 FLOATS = {"x", "y", "input", "a", "b", "tensor", "data", "inputs", "value", "values",
           "labels", "predictions", "features", "input_tensor", "x1", "x2", "logits",
@@ -51,6 +53,33 @@ MORE_INTS = {"num_lower": 1, "num_upper": 1, "num_partitions": 2, "offset_height
 MORE_SCALARS = {"scalar": 2.0, "input_min": 0.0, "input_max": 1.0, "probs": 0.5,
                 "stop": 2.0, "start": 0.5, "variance_epsilon": 0.001, "pos_weight": 2.0,
                 "fill_value": 2.0}
+
+
+RNN_CELLS = frozenset({"cell", "cell_fw", "cell_bw"})
+
+
+class RnnCell:
+    """The least TF's RNN functions take for a cell (``assert_like_rnncell``: its sizes,
+    a zero state, a call): two units, ``h' = tanh(x W + h U)``, its weights constants of
+    the inputs' dtype (a trace creates no variable). Its ops are the user's (recorded)."""
+
+    state_size = output_size = 2
+
+    def __init__(self, tf: Any, call: Call):
+        self.tf, self.call = tf, call
+
+    def zero_state(self, batch_size: Any, dtype: Any) -> Any:
+        with recorded(self.tf, self.call):
+            return self.tf.zeros([batch_size, self.state_size], dtype)
+
+    def __call__(self, inputs: Any, state: Any, scope: Any = None) -> Any:
+        tf = self.tf
+        with recorded(tf, self.call):
+            depth = int(inputs.shape[-1])  # TF 1: a Dimension
+            w = tf.fill([depth, self.state_size], tf.cast(0.5, inputs.dtype))
+            u = tf.fill([self.state_size, self.state_size], tf.cast(0.25, inputs.dtype))
+            new = tf.tanh(tf.matmul(inputs, w) + tf.matmul(state, u))
+            return new, new
 
 
 class NoArgument(Exception):
@@ -101,6 +130,30 @@ class Call:
     params: frozenset[str]
     lists: frozenset[str] = frozenset()
     sparse: frozenset[str] = frozenset()
+    # the op types the generated callables (a loop's body, a map's fn, an RNN cell...)
+    # built, per type: the user's ops, not the function's (``name_traces`` leaves them out)
+    inside: Counter = field(default_factory=Counter, compare=False)
+
+
+@contextlib.contextmanager
+def recorded(tf: Any, call: Call) -> Iterator[None]:
+    """Count the ops built in the block (in the graph it runs in: a body's own graph)
+    as the generated callables' (``Call.inside``)."""
+    graph = tf.compat.v1.get_default_graph()
+    before = len(graph.get_operations())
+    try:
+        yield
+    finally:
+        call.inside.update(op.type for op in graph.get_operations()[before:])
+
+
+def callable_of(tf: Any, call: Call, body: Any) -> Any:
+    """``body`` as a generated callable whose ops are recorded as the user's; its
+    signature stays ``(*args)``, as TF's callers inspect it."""
+    def user(*args):
+        with recorded(tf, call):
+            return body(*args)
+    return user
 
 
 def described(doc: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -164,6 +217,8 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
         return [2] * len(shape)
     if name == "perm":
         return list(reversed(range(len(shape))))
+    if name == "dtype" and params & RNN_CELLS:  # an RNN's state: the inputs' own dtype
+        return dtype
     if name in ("dtype", "out_type"):  # another dtype than the input's: a real cast
         return tf.int32 if dtype.is_floating or dtype.is_complex else tf.float32
     if name == "seed":  # a stateless op's pair (and fold_in's, split's); else an int
@@ -172,8 +227,8 @@ def argument(tf: Any, name: str, family: Family, rng: random.Random, call: Call)
             ("fold_in", "random.split"))
         return pair if stateless else pair[0]
     if name in ("fn", "func"):  # map_fn's and foldl's over a list: each element's double
-        return lambda *args: ([a * 2 for a in args[0]] if isinstance(args[0], (list, tuple))
-                              else args[0] * 2)
+        return callable_of(tf, call, lambda *args: (
+            [a * 2 for a in args[0]] if isinstance(args[0], (list, tuple)) else args[0] * 2))
     if name == "boxes":
         return tf.compat.v1.placeholder(tf.float32, [rows, 4])
     rank = len(shape)
@@ -291,6 +346,8 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
         return [1.0, 1.44, 1.73, 1.0]
     if name == "partitions":
         return placeholder([rows], tf.int32)
+    if name == "sequence_length" and params & RNN_CELLS:  # an RNN's usual call: none
+        raise NoArgument("an RNN's usual call gives no sequence_length")
     if name == "sequence_length":  # a [time, batch, classes] sequence's batch
         return placeholder([shape[1] if rank == 3 else rows], tf.int32)
     if name in ("filter_sizes", "input_sizes"):
@@ -313,7 +370,13 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
         return placeholder([], tf.bool)
     if name in ("true_fn", "false_fn", "f"):
         tensor = placeholder()
-        return (lambda *args: tensor * 2) if name != "f" else (lambda x: x * 2)
+        if name != "f":
+            return callable_of(tf, call, lambda *args: tensor * 2)
+
+        def f(x: Any) -> Any:  # one named parameter: custom_gradient reads f's signature
+            with recorded(tf, call):
+                return x * 2
+        return f
     if name in ("variance", "per_example_loss", "log_input", "regularization_loss",
                 "frequency_weights", "self", "audio"):
         return placeholder([rows, 1] if name == "audio" else shape)
@@ -354,20 +417,27 @@ def structured(tf: Any, name: str, family: Family, call: Call, placeholder: Any)
         return placeholder([], tf.int32)
     if name in ("branch_fns", "loop_vars"):  # switch_case's branches, a loop's variables
         tensor = placeholder()
-        return [lambda: tensor * 2, lambda: tensor * 3] if name == "branch_fns" else [tensor]
+        return [callable_of(tf, call, lambda: tensor * 2),
+                callable_of(tf, call, lambda: tensor * 3)] if name == "branch_fns" else [tensor]
     if name == "cond":  # while_loop(cond, body, loop_vars)
-        return lambda *args: tf.less(tf.reduce_sum(tf.cast(args[0], tf.float32)), 10.0)
+        return callable_of(tf, call, lambda *args: tf.less(
+            tf.reduce_sum(tf.cast(args[0], tf.float32)), 10.0))
     if name == "body":
-        return lambda *args: [a * 2 for a in args]
+        return callable_of(tf, call, lambda *args: [a * 2 for a in args])
     if name == "uniform_sampler":  # general_dropout's: a shape to uniform samples
-        return lambda shape, *args, **kwargs: tf.random.uniform(shape)
+        def sampler(shape: Any, *args: Any, **kwargs: Any) -> Any:
+            with recorded(tf, call):
+                return tf.random.uniform(shape)
+        return sampler
     if name == "pred_fn_pairs":
         tensor = placeholder()
-        return [(placeholder([], tf.bool), lambda: tensor * 2)]
+        return [(placeholder([], tf.bool), callable_of(tf, call, lambda: tensor * 2))]
     if name in ("inp", "Tout"):  # py_function(func, inp, Tout)
         return [placeholder()] if name == "inp" else dtype
     if name == "record_defaults":
         return [[0.0]]
     if name == "unigrams":
         return [1.0] * 4
+    if name in RNN_CELLS:  # dynamic_rnn's, static_rnn's, bidirectional_dynamic_rnn's
+        return RnnCell(tf, call)
     raise NoArgument(f"no generated argument for parameter {name!r}")

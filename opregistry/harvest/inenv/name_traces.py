@@ -10,8 +10,9 @@ variables).
 
 Reads a JSON list of names on stdin; prints one JSON object: name -> {"family": the
 argument family the call traced with, "ops": the op types of the traced graph and of
-every function in its library (cond and loop bodies), without Placeholder and Const} or
-{"family": null, "why": the reason it cannot be called}.
+every function in its library (cond and loop bodies), without Placeholder and Const,
+and without those only the generated callables built (a body's, a map's fn's, an RNN
+cell's: the user's ops)} or {"family": null, "why": the reason it cannot be called}.
 
 Arguments are generated from each function's signature, by parameter name
 (``name_arguments``), in families of shapes and dtypes tried in order; the first
@@ -27,6 +28,7 @@ import inspect
 import json
 import random
 import sys
+from collections import Counter
 from typing import Any
 
 from .name_arguments import Call, Family, NoArgument, argument, described, families
@@ -140,10 +142,12 @@ def call(tf: Any, function: tuple[str, Any], family: Family, rng: random.Random,
     except Exception as error:  # noqa: BLE001 - arguments the function refuses
         return error
     definition = graph.as_graph_def()
-    ops = {node.op for node in definition.node}
+    built = Counter(node.op for node in definition.node)
     for library_function in definition.library.function:
-        ops.update(node.op for node in library_function.node_def)
-    return ops
+        built.update(node.op for node in library_function.node_def)
+    # the function's own ops: not those only the generated callables built (a loop's
+    # body, a map's fn: the user's ops, which the function only runs)
+    return {op for op, count in built.items() if count > context.inside[op]}
 
 
 def new_graph(tf: Any) -> Any:
