@@ -7,8 +7,9 @@ import runpy
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-CEILING = 298  # issue 38 asked for at most 371 (half of 742); 328 after the thirteenth
-# session's merges, 299 once their seams were typed (WalkState, Consumers, Proto, ...)
+CEILING = 294  # issue 38 asked for at most 371 (half of 742); 328 after the thirteenth
+# session's merges, 299 once their seams were typed (WalkState, Consumers, Proto, ...),
+# 294 once the name queries read Rows (db/name_reads.py)
 
 
 def test_the_bare_any_count_stays_under_the_ceiling():
