@@ -149,13 +149,37 @@ class LoopCarried(tf.Module):
         return self.compute(x)
 
 
+class AffineTransform(tf.Module):
+    """A learned projective transform of an image, as keras.ops.image.affine_transform
+    builds it under TF (ImageProjectiveTransformV3): TF's gradient reaches the image, not
+    the transform (its probe once failed, and check let the transform have a gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        self.image = tf.Variable(tf.reshape(tf.range(16.0), [1, 4, 4, 1]) / 16.0, name="image")
+        self.transform = tf.Variable([[1.0, 0.1, 0.3, -0.1, 1.0, 0.2, 0.0, 0.0]],
+                                     name="transform")
+        self.d = tf.Variable([[0.3]], name="d")
+
+    def compute(self, x):
+        warped = tf.raw_ops.ImageProjectiveTransformV3(
+            images=self.image * tf.reshape(x, [-1, 1, 1, 1]), transforms=self.transform * 1.0,
+            output_shape=[4, 4], fill_value=0.0, interpolation="BILINEAR",
+            fill_mode="REFLECT")
+        return {"warped": tf.reduce_sum(warped * warped), "other": tf.reduce_sum(self.d * x)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def serve(self, x):
+        return self.compute(x)
+
+
 def _save(module, path, custom_gradients=True):
     options = tf.saved_model.SaveOptions(experimental_custom_gradients=custom_gradients)
     tf.saved_model.save(module, str(path), signatures=module.serve, options=options)
     return path
 
 
-@pytest.mark.parametrize("make", [Mixed, PartialCustomGradient, LoopCarried])
+@pytest.mark.parametrize("make", [Mixed, PartialCustomGradient, LoopCarried, AffineTransform])
 def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
     """Saved models without Python in them: the loaded model differentiates as the live
     one does (models with py_functions: tests/test_check_corpus.py, loaded)."""
@@ -166,7 +190,8 @@ def test_static_verdict_matches_gradient_tape(make, tmp_path, harvested_db):
     assert _static_verdicts(result, module) == _tape_verdicts(module, x)
 
 
-@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient, LoopCarried])
+@pytest.mark.parametrize("make", [Mixed, Functions, PartialCustomGradient, LoopCarried,
+                                  AffineTransform])
 def test_live_verdict_matches_gradient_tape(make, harvested_db):
     """A live object keeps its Python: numpy_function has no gradient, py_function is
     differentiated through Python, custom gradients are the Python functions."""
@@ -174,6 +199,23 @@ def test_live_verdict_matches_gradient_tape(make, harvested_db):
     result = check(module.serve, tf.TensorSpec([None, 1], tf.float32), db=harvested_db)
     x = tf.constant([[1.3]])
     assert _static_verdicts(result, module) == _tape_verdicts(module, x)
+
+
+def test_the_shipped_database_blocks_a_learned_transform_as_tf_does(tmp_path):
+    """The shipped facts of ImageProjectiveTransformV3 (probed again, issue 39's stop:
+    data/harvest_probe_ops.py): the transform gets no gradient, the image does, both
+    from the exported model and live; the finding names the op and why."""
+    module = AffineTransform()
+    want = _tape_verdicts(module, tf.constant([[1.3]]))
+    assert want[("warped", "transform")] is False and want[("warped", "image")] is True
+    saved = check(_save(module, tmp_path / "model"))
+    assert _static_verdicts(saved, module) == want
+    live = check(module.serve, tf.TensorSpec([None, 1], tf.float32))
+    assert _static_verdicts(live, module) == want
+    (finding,) = saved.to_dict()["findings"]
+    assert (finding["output"], finding["target"]) == ("warped", "transform")
+    assert [(s["op"], s["reason"]) for s in finding["stops"]] == [
+        ("ImageProjectiveTransformV3", "partial_input")]
 
 
 def test_findings_name_every_blocking_op(tmp_path, harvested_db):

@@ -279,6 +279,38 @@ def test_name_traces_on_postgres_as_on_sqlite_and_migration_0010_both_ways(
     assert cli(*ask, url).stdout == on_pg.stdout
 
 
+def test_a_few_ops_probed_again_replace_theirs_on_postgres_as_on_sqlite(
+        postgres_url, tf_document, tmp_path, cli):
+    """``probes.ops_only`` (data/harvest_probe_ops.py): the listed ops' facts replaced
+    in the stored release, the same on PostgreSQL as on SQLite; the other ops as they
+    were."""
+    import copy
+    import json
+
+    url = _new_database(postgres_url, "ops_only")
+    _, sqlite = _loaded_into_both(cli, tf_document, tmp_path / "release", url)
+    ask = ("lookup", "MatMul", "ArgMax", "Round", "--tf", tf_document["release"]["version"],
+           "--format", "json", "--db")
+    before = json.loads(cli(*ask, url).stdout)
+    again = copy.deepcopy(tf_document)
+    again["ops"] = [op for op in again["ops"] if op["name"] == "MatMul"]
+    (matmul,) = again["ops"]
+    matmul["probe"]["effective"] = "partial"  # as a probe fixed for it would say
+    matmul["probe"]["inputs"][1]["result"] = "none"
+    again["probes"] = dict(again.get("probes") or {}, ops_only=True)
+    (tmp_path / "again.json").write_text(json.dumps(again))
+    for db in (url, str(sqlite)):
+        done = cli("db", "load", str(tmp_path / "again.json"), "--db", db)
+        assert done.returncode == 0, done.stderr
+    on_pg, on_sqlite = cli(*ask, url), cli(*ask, str(sqlite))
+    assert on_pg.returncode == 0, on_pg.stderr
+    assert on_pg.stdout == on_sqlite.stdout
+    after = {row["op"]: row for row in json.loads(on_pg.stdout)}
+    assert after["MatMul"]["effective"] == "partial"
+    assert [row for row in before if row["op"] != "MatMul"] == [
+        row for row in json.loads(on_pg.stdout) if row["op"] != "MatMul"]
+
+
 def test_write_commands_never_touch_another_applications_postgres_database(
         postgres_url, tmp_path, cli):
     """Another application's Alembic database on the server (its own revision, or one

@@ -220,7 +220,10 @@ def document_schema() -> Schema:
                                "xla_device": text(16, pattern=DEVICE, nullable=True),
                                # the XLA verdicts of the listed ops only, for a release
                                # the database holds (data/harvest_xla_ops.py)
-                               "xla_only": boolean(nullable=True)},
+                               "xla_only": boolean(nullable=True),
+                               # every fact of the listed ops only, for a release the
+                               # database holds (data/harvest_probe_ops.py)
+                               "ops_only": boolean(nullable=True)},
                           nullable=True),
             # a library harvest: what an op library adds to the TF release it ran with
             "library": obj({"name": text(64, pattern=r"[A-Za-z0-9][A-Za-z0-9_.\-]*"),

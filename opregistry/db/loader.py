@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from opregistry.db import migrate
 from opregistry.db.engine import translated
 from opregistry.db.load_names import load_python_names, load_traces
+from opregistry.db.load_xla import insert_xla, op_xla, xla_device
 from opregistry.db.models import (
     FunctionSource,
     GradientFunction,
@@ -138,6 +139,8 @@ def load(engine: Engine, document: Document) -> LoadResult:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOAD_LOCK})")
         device = xla_device(document)
+        if (document.get("probes") or {}).get("ops_only"):
+            return _load_ops(conn, document, rel)
         if device != "CPU" or (document.get("probes") or {}).get("xla_only"):
             return _load_device(conn, document, rel, device)
         return _load(conn, document, rel)
@@ -189,12 +192,6 @@ def _into_stored_release(engine: Engine, version: str, what: str,
         return written
 
 
-def xla_device(document: Document) -> str:
-    """The device a document's XLA verdicts were compiled on (``CPU`` unless a
-    ``--device`` harvest says otherwise)."""
-    return str((document.get("probes") or {}).get("xla_device") or "CPU")
-
-
 def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     releases = table_of(Release)
     package = rel.get("package") or "unknown"
@@ -218,9 +215,76 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
     probed = bool(document.get("probes"))
 
     ops = document["ops"]
-    entries = list(ops) + list(document.get("orphan_gradients", []))
-    tables = {m: table_of(m) for m in (OpDef, GradientFunction, ReleaseOp, OrphanGradient,
-                                       OpInput, FunctionSource)}
+    new_defs, new_functions, function_id = _insert_ops(conn, release_id, ops, document.get(
+        "orphan_gradients", []), probed)
+    names = {op["name"] for op in ops}
+    insert_chunks(conn, table_of(OpXla), (dict(row, release_id=release_id) for row in kept
+                                         if row["op_name"] in names))
+    insert_chunks(conn, table_of(OpXlaVariant), (dict(row, release_id=release_id)
+                                                for row in kept_variants
+                                                if row["op_name"] in names))
+    insert_chunks(conn, table_of(OrphanGradient), ({
+        "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
+        "gradient_function_id": function_id(entry["name"]),
+    } for entry in document.get("orphan_gradients", [])))
+    load_python_names(conn, release_id, document.get("python_names", []))
+    load_traces(conn, release_id, document.get("name_traces", []))
+    collect_garbage(conn)
+    return LoadResult(
+        release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
+        new_op_defs=new_defs, new_gradient_functions=new_functions,
+        library=f"{library['name']} {library['version']}" if library else None)
+
+
+def _load_ops(conn: Connection, document: Document, rel: Document) -> LoadResult:
+    """``probes.ops_only``: replace every fact of the document's ops in the stored
+    release of the same version, op library and package (data/harvest_probe_ops.py: a
+    probe fixed for a few ops, without a whole harvest); the release's other ops, its
+    names and traces, and the XLA rows another device added stay."""
+    releases, ro = table_of(Release), table_of(ReleaseOp)
+    library = document.get("library") or {}
+    package = rel.get("package") or "unknown"
+    release_id = conn.execute(select(releases.c.id).where(
+        releases.c.version == rel["version"], releases.c.package == package,
+        releases.c.library == library.get("name", ""),
+        releases.c.library_version == library.get("version", ""))).scalar()
+    label = (f"{library['name']} {library['version']}" if library else
+             f"{rel['version']} ({package})")
+    if release_id is None:
+        raise DocumentError(f"the facts of some ops of {label}, which the database does "
+                            f"not hold: harvest the release first")
+    listed = sorted({op["name"] for op in document["ops"]})
+    stored = set(conn.execute(select(ro.c.op_name).where(
+        ro.c.release_id == release_id, ro.c.op_name.in_(listed))).scalars())
+    if set(listed) - stored:
+        raise DocumentError(f"the facts of ops {label} does not have: "
+                            f"{', '.join(sorted(set(listed) - stored)[:5])}")
+    for model in (ReleaseOp, OpInput):
+        table = table_of(model)
+        conn.execute(delete(table).where(table.c.release_id == release_id,
+                                         table.c.op_name.in_(listed)))
+    for xla_model in (OpXla, OpXlaVariant):  # another device's rows are its own evidence
+        xla = table_of(xla_model)
+        conn.execute(delete(xla).where(xla.c.release_id == release_id, xla.c.device == "CPU",
+                                       xla.c.op_name.in_(listed)))
+    new_defs, new_functions, _ = _insert_ops(conn, release_id, document["ops"], [],
+                                             bool(document.get("probes")))
+    collect_garbage(conn)
+    return LoadResult(release=rel["version"], package=package, ops=len(listed),
+                      replaced=True, new_op_defs=new_defs,
+                      new_gradient_functions=new_functions,
+                      library=f"{library['name']} {library['version']}" if library else None)
+
+
+def _insert_ops(conn: Connection, release_id: int, ops: list[Document],
+                orphans: list[Document], probed: bool
+                ) -> tuple[int, int, Callable[[str], int | None]]:
+    """The rows of ``ops`` in a release (their op definitions and gradient functions
+    stored once): release_ops, op_inputs and their CPU XLA verdicts; (new op
+    definitions, new gradient functions, the gradient function id of an op or orphan)."""
+    tables = {m: table_of(m) for m in (OpDef, GradientFunction, ReleaseOp, OpInput,
+                                       FunctionSource)}
+    entries = list(ops) + list(orphans)
     source_ids = insert_missing(conn, tables[FunctionSource], _source_rows(entries))
     op_def_rows, op_digest = _op_def_rows(ops)
     function_rows, function_digest = _function_rows(entries, source_ids)
@@ -248,26 +312,9 @@ def _load(conn: Connection, document: Document, rel: Document) -> LoadResult:
         "numeric_error": _numeric_error(op.get("probe") or {}, row["position"]),
         "by_output": json.dumps(row["outputs"]) if row.get("outputs") else None,
     } for op in ops for row in (op.get("probe") or {}).get("inputs", [])))
-    _insert_xla(conn, [(release_id, op["name"], verdicts) for op in ops
-                       if (verdicts := _op_xla(op)) is not None])
-    names = {op["name"] for op in ops}
-    insert_chunks(conn, table_of(OpXla), (dict(row, release_id=release_id) for row in kept
-                                         if row["op_name"] in names))
-    insert_chunks(conn, table_of(OpXlaVariant), (dict(row, release_id=release_id)
-                                                for row in kept_variants
-                                                if row["op_name"] in names))
-    insert_chunks(conn, tables[OrphanGradient], ({
-        "release_id": release_id, "op_name": entry["name"], "gradient": entry["status"],
-        "gradient_function_id": function_id(entry["name"]),
-    } for entry in document.get("orphan_gradients", [])))
-    load_python_names(conn, release_id, document.get("python_names", []))
-    load_traces(conn, release_id, document.get("name_traces", []))
-    collect_garbage(conn)
-    return LoadResult(
-        release=rel["version"], package=package, ops=len(ops), replaced=existing is not None,
-        new_op_defs=len(op_def_rows) - before_defs,
-        new_gradient_functions=len(function_rows) - before_functions,
-        library=f"{library['name']} {library['version']}" if library else None)
+    insert_xla(conn, [(release_id, op["name"], verdicts) for op in ops
+                       if (verdicts := op_xla(op)) is not None])
+    return len(op_def_rows) - before_defs, len(function_rows) - before_functions, function_id
 
 
 def _load_device(conn: Connection, document: Document, rel: Document,
@@ -315,8 +362,8 @@ def _load_device(conn: Connection, document: Document, rel: Document,
                                             variants.c.device == device))
     rows = [(release_id, op["name"], dict(verdicts, device=device))
             for op in document["ops"] if op["name"] in names
-            and (verdicts := _op_xla(op)) is not None]
-    _insert_xla(conn, rows)
+            and (verdicts := op_xla(op)) is not None]
+    insert_xla(conn, rows)
     collect_garbage(conn)
     return LoadResult(release=rel["version"], package=stored_package, ops=len(rows),
                       replaced=bool(before), new_op_defs=0, new_gradient_functions=0,
@@ -417,70 +464,6 @@ def _probe_columns(op: Document, probed: bool) -> Row:
         "verification_reason": verification.get("reason"),
         "verification_detail": json.dumps(detail, sort_keys=True) if detail else None,
     }
-
-
-def _op_xla(op: Document) -> Row | None:
-    """An op's ``xla`` record: its probe's (a registered gradient: the op and the
-    gradient compiled), or the op's own (format 4: no registered gradient, the op alone)."""
-    probe = op.get("probe")
-    xla = probe.get("xla") if isinstance(probe, dict) else op.get("xla")
-    return xla if isinstance(xla, dict) else None
-
-
-XLA_VERDICT = ("forward", "forward_op", "forward_reason", "gradient", "gradient_op",
-               "gradient_structure", "gradient_reason", "gradient_agrees", "kernels")
-
-
-def xla_verdict_digest(row: Row) -> str:
-    """An xla_verdicts row's digest (migration 0008 computes the same for stored rows)."""
-    return hashlib.sha256(json.dumps(
-        [row[c] if c != "gradient_agrees" or row[c] is None else bool(row[c])
-         for c in XLA_VERDICT]).encode()).hexdigest()
-
-
-def _xla_verdict(xla: Document) -> Row:
-    """The xla_verdicts row of a record's ``xla`` (absent: not harvested, no row)."""
-    forward, gradient = xla.get("forward") or {}, xla.get("gradient") or {}
-    kernels = xla.get("kernels")
-    row = {
-        "forward": forward.get("status", "unknown"), "forward_op": forward.get("op"),
-        "forward_reason": forward.get("message") or forward.get("reason"),
-        "gradient": gradient.get("status", "unknown"), "gradient_op": gradient.get("op"),
-        "gradient_structure": gradient.get("structure"),
-        "gradient_reason": gradient.get("message") or gradient.get("reason"),
-        "gradient_agrees": gradient.get("agrees"),
-        "kernels": json.dumps(kernels, sort_keys=True) if kernels is not None else None,
-    }
-    return dict(row, digest=xla_verdict_digest(row))
-
-
-def xla_attrs(attrs: Row) -> str:
-    """An attribute setting as op_xla_variants.attrs stores it (JSON, sorted keys)."""
-    return json.dumps(attrs, sort_keys=True, separators=(",", ":"))
-
-
-def _insert_xla(conn: Connection, records: list[tuple[int, str, Row]]) -> None:
-    """op_xla rows of (release id, op name, ``xla`` record), and op_xla_variants rows of
-    its ``variants`` (format 5), each verdict stored once."""
-    variants = [(release_id, name, xla.get("device") or "CPU", variant)
-                for release_id, name, xla in records for variant in xla.get("variants") or ()]
-    rows = [_xla_verdict(xla) for _, _, xla in records]
-    variant_rows = [_xla_verdict(variant) for *_, variant in variants]
-    ids = insert_missing(conn, table_of(XlaVerdict), {
-        v["digest"]: v for v in rows + variant_rows}) if rows else {}
-    insert_chunks(conn, table_of(OpXla), ({
-        "release_id": release_id, "op_name": name, "device": xla.get("device") or "CPU",
-        "verdict_id": ids[verdict["digest"]],
-        "gradient_error": (xla.get("gradient") or {}).get("max_error"),
-    } for (release_id, name, xla), verdict in zip(records, rows)))
-    by_key: dict[tuple[int, str, str, str], Row] = {}
-    for (release_id, name, device, variant), verdict in zip(variants, variant_rows):
-        key = (release_id, name, device, xla_attrs(variant["attrs"]))
-        by_key.setdefault(key, {  # a setting named twice: the first
-            "release_id": release_id, "op_name": name, "device": device, "attrs": key[3],
-            "verdict_id": ids[verdict["digest"]],
-            "gradient_error": (variant.get("gradient") or {}).get("max_error")})
-    insert_chunks(conn, table_of(OpXlaVariant), by_key.values())
 
 
 def _numeric_error(probe: Document, position: int) -> float | None:

@@ -9,6 +9,8 @@ from __future__ import print_function
 
 import re
 
+from . import probe_args as args
+from . import probe_families as families
 from .probe_api import STRING_OVERRIDES, TRAINABLE, ProbeFailure, failure_reason
 from .probe_build import FUNCTIONAL, build, build_functional, build_imported, variant_input
 
@@ -215,6 +217,10 @@ def probe_symbolic(api, op_def):
     if any(a.type == "string" and a.name in STRING_OVERRIDES for a in op_def.attr):
         attempts.append(("generic", None, "placeholder", 1))
         attempts.append(("generic", [2, 2, 2, 2], "placeholder", 1))
+    family = families.family_for(op_def.name)
+    if family is not None:  # last: the inputs the numerical check builds for the op (a
+        # gradient that reads their static shapes: ImageProjectiveTransformV3's transforms)
+        attempts.append(("family", family.shape, "named", 0))
     raised = None
     for kind, shape, int_mode, variant in attempts:
         graph = api.tf.Graph()
@@ -223,6 +229,10 @@ def probe_symbolic(api, op_def):
                 op = build_functional(api, graph, op_def.name, "DT_FLOAT")
             elif kind == "imported":
                 op = build_imported(api, graph, op_def, "DT_FLOAT")
+            elif kind == "family":
+                builder = args.Builder(api, graph, op_def.name, family, "DT_FLOAT", shape)
+                op = build(api, graph, op_def, "DT_FLOAT", shape, int_mode, variant,
+                           builder=builder)
             else:
                 op = build(api, graph, op_def, "DT_FLOAT", shape, int_mode, variant)
         except ProbeFailure as failure:
