@@ -27,6 +27,7 @@ from harvest_name_traces import releases  # this folder: the database's TF relea
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
+from opregistry.db.records import Document
 from opregistry.errors import OpregistryError
 from opregistry.harvest import runner
 from opregistry.harvest.environments import ensure_venv
@@ -36,22 +37,32 @@ from opregistry.harvest.recipes import recipe_for
 OPS = ["ImageProjectiveTransformV2", "ImageProjectiveTransformV3"]
 
 
-def reprobe(release: str, package: str, ops: list[str], db: str) -> str:
-    """Probe ``ops`` of ``release`` again and load their facts; a summary line."""
+def probed_document(python: str, ops: list[str], numeric: bool) -> Document:
+    """The harvest document of ``python``'s TensorFlow with only ``ops`` (those it has),
+    probed as a harvest probes them, XLA included (an op without a registered gradient:
+    compiled alone)."""
     started = time.time()
-    python = str(ensure_venv(recipe_for(release.replace("-dev", ".dev"), package)))
     document = runner.collect(python, probes=False)
     statuses = {op["name"]: op["gradient"]["status"] for op in document["ops"]}
     probed = [name for name in ops if statuses.get(name) == "registered"]
     alone = [name for name in ops if name in statuses and statuses[name] != "registered"]
-    if not probed and not alone:
-        return f"{release}: none of the ops"
-    records, restarts = workers.run_probes(probed, numeric=True, python=python,
+    records, restarts = workers.run_probes(probed, numeric=numeric, python=python,
                                            forward_only=alone, libraries=["--xla"])
     workers.place_records(document["ops"], records, statuses, alone)
     document["ops"] = [op for op in document["ops"] if op["name"] in set(probed + alone)]
-    document["probes"] = {"seconds": round(time.time() - started, 1), "numeric": True,
-                          "xla": True, "ops_only": True, "worker_restarts": restarts}
+    document["probes"] = {"seconds": round(time.time() - started, 1), "numeric": numeric,
+                          "xla": True, "worker_restarts": restarts}
+    return document
+
+
+def reprobe(release: str, package: str, ops: list[str], db: str) -> str:
+    """Probe ``ops`` of ``release`` again and load their facts; a summary line."""
+    started = time.time()
+    python = str(ensure_venv(recipe_for(release.replace("-dev", ".dev"), package)))
+    document = probed_document(python, ops, numeric=True)
+    if not document["ops"]:
+        return f"{release}: none of the ops"
+    document["probes"]["ops_only"] = True
     engine = make_engine(resolve(db))
     try:
         result = load(engine, document)

@@ -17,12 +17,12 @@ import argparse
 import sys
 import time
 
+from harvest_probe_ops import probed_document  # this folder
+
 from opregistry.db.engine import make_engine
 from opregistry.db.loader import load
 from opregistry.db.location import resolve
-from opregistry.harvest import runner
 from opregistry.harvest.environments import ensure_venv
-from opregistry.harvest.inenv import workers
 from opregistry.harvest.inenv.xla_variants import VARIANTS
 from opregistry.harvest.recipes import recipe_for
 
@@ -38,24 +38,16 @@ OPS = sorted(VARIANTS) + ["ReadVariableOp", "ResourceGather", "ResourceGatherNd"
 def reharvest(release: str, ops: list[str], db: str) -> str:
     """Harvest ``ops``' XLA verdicts of ``release`` and load them; a summary line."""
     started = time.time()
-    python = str(ensure_venv(recipe_for(release)))
-    document = runner.collect(python, probes=False)
-    statuses = {op["name"]: op["gradient"]["status"] for op in document["ops"]}
-    probed = [name for name in ops if statuses.get(name) == "registered"]
-    alone = [name for name in ops if name in statuses and statuses[name] != "registered"]
-    records, restarts = workers.run_probes(probed, numeric=False, python=python,
-                                           forward_only=alone, libraries=["--xla"])
-    workers.place_records(document["ops"], records, statuses, alone)
-    document["ops"] = [op for op in document["ops"] if op["name"] in set(probed + alone)]
-    document["probes"] = {"seconds": round(time.time() - started, 1), "numeric": False,
-                          "xla": True, "xla_only": True, "worker_restarts": restarts}
+    document = probed_document(str(ensure_venv(recipe_for(release))), ops, numeric=False)
+    document["probes"]["xla_only"] = True
     engine = make_engine(resolve(db))
     try:
         result = load(engine, document)
     finally:
         engine.dispose()
     return (f"{result.release}: XLA verdicts of {result.ops} ops replaced "
-            f"({', '.join(sorted(probed + alone))}) in {time.time() - started:.0f} s")
+            f"({', '.join(sorted(op['name'] for op in document['ops']))}) in "
+            f"{time.time() - started:.0f} s")
 
 
 def main(argv: list[str]) -> int:
