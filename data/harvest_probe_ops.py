@@ -25,7 +25,7 @@ import time
 from harvest_name_traces import releases  # this folder: the database's TF releases
 
 from opregistry.db.engine import make_engine
-from opregistry.db.loader import load
+from opregistry.db.loader import LoadResult, load
 from opregistry.db.location import resolve
 from opregistry.db.records import Document
 from opregistry.errors import OpregistryError
@@ -55,6 +55,15 @@ def probed_document(python: str, ops: list[str], numeric: bool) -> Document:
     return document
 
 
+def load_into(db: str, document: Document) -> LoadResult:
+    """Load ``document`` into the database ``db`` (a path or URL)."""
+    engine = make_engine(resolve(db))
+    try:
+        return load(engine, document)
+    finally:
+        engine.dispose()
+
+
 def reprobe(release: str, package: str, ops: list[str], db: str) -> str:
     """Probe ``ops`` of ``release`` again and load their facts; a summary line."""
     started = time.time()
@@ -63,11 +72,7 @@ def reprobe(release: str, package: str, ops: list[str], db: str) -> str:
     if not document["ops"]:
         return f"{release}: none of the ops"
     document["probes"]["ops_only"] = True
-    engine = make_engine(resolve(db))
-    try:
-        result = load(engine, document)
-    finally:
-        engine.dispose()
+    result = load_into(db, document)
     states = ", ".join(f"{op['name']}: {(op.get('probe') or {}).get('effective')}"
                        for op in document["ops"])
     return f"{result.release}: {states} ({time.time() - started:.0f} s)"
@@ -80,11 +85,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated op names")
     args = parser.parse_args(argv)
     known = releases()
+    unknown = [v for v in args.releases if v not in known]
+    if unknown:
+        parser.error(f"not a TensorFlow release of the shipped database: {', '.join(unknown)}")
     failed = 0
     for release in args.releases or list(known):
         try:
             print(reprobe(release, known[release], args.ops.split(","), args.db), flush=True)
-        except (OpregistryError, KeyError) as exc:
+        except OpregistryError as exc:  # one release failing does not stop the others
             print(f"{release}: {exc}", flush=True)
             failed += 1
     return 1 if failed else 0

@@ -17,11 +17,8 @@ import argparse
 import sys
 import time
 
-from harvest_probe_ops import probed_document  # this folder
+from harvest_probe_ops import load_into, probed_document  # this folder
 
-from opregistry.db.engine import make_engine
-from opregistry.db.loader import load
-from opregistry.db.location import resolve
 from opregistry.harvest.environments import ensure_venv
 from opregistry.harvest.inenv.xla_variants import VARIANTS
 from opregistry.harvest.recipes import recipe_for
@@ -40,11 +37,7 @@ def reharvest(release: str, ops: list[str], db: str) -> str:
     started = time.time()
     document = probed_document(str(ensure_venv(recipe_for(release))), ops, numeric=False)
     document["probes"]["xla_only"] = True
-    engine = make_engine(resolve(db))
-    try:
-        result = load(engine, document)
-    finally:
-        engine.dispose()
+    result = load_into(db, document)
     return (f"{result.release}: XLA verdicts of {result.ops} ops replaced "
             f"({', '.join(sorted(op['name'] for op in document['ops']))}) in "
             f"{time.time() - started:.0f} s")

@@ -218,6 +218,38 @@ def test_the_shipped_database_blocks_a_learned_transform_as_tf_does(tmp_path):
         ("ImageProjectiveTransformV3", "partial_input")]
 
 
+def test_a_keras_layer_learning_its_transform_exported_as_tf_trains_it(tmp_path):
+    """Keras 3's affine_transform (ImageProjectiveTransformV3) with a learned transform,
+    model.export: every variable's verdict in both directions is what TF's tape gives
+    the model in training mode (the pixels' layer gets a gradient, the transform none)."""
+    import keras  # Keras 3, a test dependency (beside tensorflow)
+
+    class Warp(keras.layers.Layer):
+        def build(self, shape):
+            self.transform = self.add_weight(shape=(1, 8), name="transform",
+                                             initializer=keras.initializers.Constant(
+                                                 [[1.0, 0.1, 0.3, -0.1, 1.0, 0.2, 0.0, 0.0]]))
+
+        def call(self, x):
+            return keras.ops.image.affine_transform(x, self.transform, fill_mode="reflect")
+
+    inputs = keras.Input((4, 4, 1))
+    warped = Warp(name="warp")(keras.layers.Dense(1, name="pixel")(inputs))
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(warped))
+    x = np.random.RandomState(0).rand(2, 4, 4, 1).astype("float32")
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(model(x, training=True))
+    want = {v.path: g is not None and bool(np.any(g.numpy() != 0)) for v, g in
+            zip(model.trainable_variables, tape.gradient(y, model.trainable_variables))}
+    assert want == {"pixel/kernel": True, "pixel/bias": True, "warp/transform": False}
+    model.export(str(tmp_path / "export"), verbose=False)
+    result = check(tmp_path / "export")
+    for report in result.outputs:
+        assert {name: name in report.with_gradient for name in want} == want
+    assert {(f.target, tuple(s.op for s in f.stops)) for f in result.findings} == {
+        ("warp/transform", ("ImageProjectiveTransformV3",))}
+
+
 def test_findings_name_every_blocking_op(tmp_path, harvested_db):
     module = Mixed()
     result = check(_save(module, tmp_path / "m"), db=harvested_db)

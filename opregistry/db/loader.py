@@ -157,8 +157,8 @@ def load_name_traces(engine: Engine, version: str, entries: list[Document]) -> i
 
 def replace_python_names(engine: Engine, version: str, entries: list[Document]) -> int:
     """Replace the public Python names of the stored TensorFlow release ``version`` (each
-    of its packages) with ``entries`` (data/harvest_python_names.py: the names of a
-    release read again by a newer harvester); how many names it has now."""
+    of its packages) with ``entries`` (data/harvest_name_traces.py --python-names: the
+    names of a release read again by a newer harvester); how many names it has now."""
     validate_python_names(entries)
 
     def replace(conn: Connection, release_id: int) -> int:

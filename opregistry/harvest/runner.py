@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from opregistry.db.location import DbLike
+from opregistry.db.name_reads import traced_name
 from opregistry.db.records import Document
 from opregistry.errors import HarvestError, OpregistryError
 from opregistry.files import write_atomically
@@ -210,8 +211,6 @@ def trace_names(python: str | os.PathLike[str] | None, names: list[str]
 def public_names(document: Document) -> list[str]:
     """A harvest document's public ``tf.*`` names, the ones to trace (``tf.raw_ops.*``
     are op names: their op is their name)."""
-    from opregistry.db.name_reads import traced_name
-
     return sorted({entry["name"] for entry in document.get("python_names") or ()
                    if traced_name(str(entry.get("name", "")))})
 

@@ -43,7 +43,8 @@ HELPER_OPS = frozenset({
     "ControlTrigger", "Assign", "AssignAdd", "AssignSub", "Variable", "VariableV2"})
 
 # the ops a control-flow call is (tf.while_loop: StatelessWhile; tf.switch_case:
-# StatelessCase): a trace also records the ops of their bodies, which are the caller's
+# StatelessCase): a trace also records the plumbing inside their bodies (a map's list
+# reads and writes), which comes after them
 STRUCTURE_OPS = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case",
                            "StatelessCase", "PartitionedCall", "StatefulPartitionedCall"})
 
